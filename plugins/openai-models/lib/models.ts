@@ -1,0 +1,23 @@
+import type {ModelHost, ServedModel} from '../../../src/runtime/model-host.js'
+import {errors} from '../../../src/errors.js'
+
+function entry(model: ServedModel) {
+  return {
+    id: model.id,
+    object: 'model' as const,
+    created: model.created,
+    owned_by: model.ownedBy,
+    // What llama.cpp and vLLM clients look for to learn the window.
+    context_length: model.contextLength,
+    max_model_len: model.contextLength,
+  }
+}
+
+export function listModels(host: ModelHost) {
+  return {object: 'list' as const, data: host.ready && host.model ? [entry(host.model)] : []}
+}
+
+export function retrieveModel(host: ModelHost, id: string) {
+  if (!host.ready || !host.model || !host.matches(id)) throw errors.modelNotFound(id, host.model?.id)
+  return entry(host.model)
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that the build and the tests need, when they are missing.
+# Safe to run repeatedly; does nothing when everything is present.
+set -euo pipefail
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v g++ >/dev/null || need+=(g++)
+command -v make >/dev/null || need+=(make)
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then echo "splash: please install: ${need[*]}" >&2; exit 1; fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi

@@ -1,0 +1,53 @@
+// Assembles the Fastify app: shared services first (error shapes, security, model host), then every
+// API surface found in plugins/. Listening and signals are serve.ts's business.
+import Fastify, {type FastifyInstance} from 'fastify'
+import fp from 'fastify-plugin'
+import errorShapes from './error-shapes.js'
+import security from './security.js'
+import probes from './probes.js'
+import {loadFolderPlugins} from './plugin-loader.js'
+import {ModelHost} from '../runtime/model-host.js'
+
+export interface AppOptions {
+  apiKey?: string
+  allowedHosts?: string[]
+  webui?: boolean
+  maxImagePixels?: number
+  /** Already-created model host (the loader fills it in). */
+  modelHost?: ModelHost
+  logger?: boolean
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    modelHost: ModelHost
+    appOptions: AppOptions
+  }
+}
+
+const hostPlugin = fp(
+  async (app: FastifyInstance, opts: {host: ModelHost; options: AppOptions}) => {
+    app.decorate('modelHost', opts.host)
+    app.decorate('appOptions', opts.options)
+  },
+  {name: 'splash-model-host', fastify: '5.x'},
+)
+
+export async function buildApp(options: AppOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger ? {level: process.env.SPLASH_LOG_LEVEL ?? 'info'} : false,
+    // Idle keep-alive sockets are closed at shutdown; requests in flight are allowed to finish.
+    forceCloseConnections: 'idle',
+    bodyLimit: 64 * 1024 * 1024,
+    return503OnClosing: true,
+  })
+  await app.register(errorShapes)
+  await app.register(security, {apiKey: options.apiKey, allowedHosts: options.allowedHosts})
+  await app.register(hostPlugin, {host: options.modelHost ?? new ModelHost(), options})
+  await app.register(probes)
+  for (const {name, plugin} of await loadFolderPlugins('plugins')) {
+    if (name === 'webui' && options.webui === false) continue
+    await app.register(plugin, {})
+  }
+  return app
+}
