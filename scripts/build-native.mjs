@@ -12,6 +12,9 @@ if (process.env.SPLASH_SKIP_NATIVE === '1' || !existsSync(path.join(dir, 'CMakeL
   console.log('splash: native core skipped')
   process.exit(0)
 }
+// Fresh machines may lack cmake or a compiler: install them from Debian's packages when we can.
+const setup = spawnSync('bash', [path.join(root, 'scripts', 'setup-system.sh')], {stdio: 'inherit'})
+if (setup.status !== 0) process.exit(setup.status ?? 1)
 const force = process.argv.includes('--force')
 const out = path.join(dir, 'build')
 if (force) rmSync(out, {recursive: true, force: true})

@@ -1,0 +1,84 @@
+// The real `splash serve` process: loopback only, Ready line, graceful stop on SIGTERM / SIGINT.
+import t from 'tap'
+import http from 'node:http'
+import net from 'node:net'
+import {startServe} from '../helpers/cli.js'
+
+function connects(host: string, port: number): Promise<boolean> {
+  return new Promise(resolve => {
+    const s = net.connect({host, port})
+    s.once('connect', () => {
+      s.destroy()
+      resolve(true)
+    })
+    s.once('error', () => resolve(false))
+  })
+}
+
+const sleep = (ms: number) => new Promise(r => setTimeout(r, ms))
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  t.test(`${signal} lets a request in flight finish, refuses new ones, exits 0`, async t => {
+    const server = await startServe([], {SPLASH_API_KEY: ''})
+    t.match(server.url, /^http:\/\/127\.0\.0\.1:\d+$/)
+    t.equal(await connects('127.0.0.1', server.port), true)
+
+    // A request whose body is still arriving when the signal comes.
+    const response = new Promise<{status: number; body: string}>((resolve, reject) => {
+      const req = http.request(
+        {host: '127.0.0.1', port: server.port, method: 'POST', path: '/v1/chat/completions', headers: {'content-type': 'application/json', 'content-length': '2'}},
+        res => {
+          let body = ''
+          res.on('data', d => (body += d))
+          res.on('end', () => resolve({status: res.statusCode ?? 0, body}))
+        },
+      )
+      req.on('error', reject)
+      req.write('{')
+      setTimeout(() => {
+        server.child.kill(signal)
+        setTimeout(() => req.end('}'), 700)
+      }, 200)
+    })
+    await sleep(600)
+    t.equal(await connects('127.0.0.1', server.port), false, 'no new connections after the signal')
+    const res = await response
+    t.ok(res.status >= 200 && res.status < 600, `the in-flight request got its answer (${res.status})`)
+    t.doesNotThrow(() => JSON.parse(res.body), 'a complete JSON body')
+    t.equal(await server.exited, 0, 'exit code 0')
+    t.match(server.output(), /Stopped/)
+  })
+}
+
+t.test('binds 127.0.0.1 only', async t => {
+  const server = await startServe([])
+  t.teardown(() => {
+    server.child.kill('SIGKILL')
+  })
+  t.equal(await connects('127.0.0.1', server.port), true)
+  t.equal(await connects('::1', server.port), false, 'not reachable over IPv6 loopback (not bound to all interfaces)')
+  const res = await fetch(`${server.url}/health`)
+  t.equal(res.status, 200)
+  server.child.kill('SIGTERM')
+  t.equal(await server.exited, 0)
+})
+
+t.test('SPLASH_PORT picks the port and the API key comes from SPLASH_API_KEY', async t => {
+  const probe = net.createServer()
+  await new Promise<void>(r => probe.listen(0, '127.0.0.1', () => r()))
+  const port = (probe.address() as net.AddressInfo).port
+  await new Promise<void>(r => probe.close(() => r()))
+  const {spawn} = await import('node:child_process')
+  const {bin} = await import('../helpers/cli.js')
+  const child = spawn(process.execPath, [bin, 'serve'], {env: {...process.env, SPLASH_PORT: String(port), SPLASH_API_KEY: 'k1'}, stdio: ['ignore', 'pipe', 'pipe']})
+  let out = ''
+  child.stdout.on('data', d => (out += d))
+  for (let i = 0; i < 200 && !out.includes('Ready'); i++) await sleep(100)
+  t.match(out, new RegExp(`Ready: http://127\\.0\\.0\\.1:${port}`))
+  t.equal((await fetch(`http://127.0.0.1:${port}/v1/models`)).status, 401)
+  t.equal((await fetch(`http://127.0.0.1:${port}/v1/models`, {headers: {authorization: 'Bearer k1'}})).status, 200)
+  t.equal((await fetch(`http://127.0.0.1:${port}/health`)).status, 200)
+  child.kill('SIGTERM')
+  const code = await new Promise(r => child.on('exit', r))
+  t.equal(code, 0)
+})
