@@ -1,4 +1,7 @@
 // What the server is serving right now. Plugins read it; the loader sets it. No HTTP knowledge here.
+import type {Engine} from './engine.js'
+import type {ModelFamily} from './family.js'
+import {errors} from '../errors.js'
 
 export type ModelStatus = 'none' | 'loading' | 'ready' | 'failed'
 
@@ -16,14 +19,27 @@ export class ModelHost {
   status: ModelStatus = 'none'
   model: ServedModel | undefined
   failure: string | undefined
+  engine: Engine | undefined
+  family: ModelFamily | undefined
 
   setLoading(): void {
     this.status = 'loading'
   }
 
-  setReady(model: ServedModel): void {
+  setReady(model: ServedModel, engine?: Engine, family?: ModelFamily): void {
     this.model = model
+    this.engine = engine
+    this.family = family
     this.status = 'ready'
+  }
+
+  /** The engine and family of the served model, or a 503 / 404 SplashError when there is none. */
+  serving(requestedModel?: string): {model: ServedModel; engine: Engine; family: ModelFamily} {
+    if (!this.ready || !this.model || !this.engine || !this.family) throw errors.notReady()
+    if (requestedModel !== undefined && requestedModel !== '' && !this.matches(requestedModel)) {
+      throw errors.modelNotFound(requestedModel, this.model.id)
+    }
+    return {model: this.model, engine: this.engine, family: this.family}
   }
 
   setFailed(reason: string): void {

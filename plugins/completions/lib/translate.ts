@@ -1,0 +1,64 @@
+// CompletionBody → one TextRequest per (prompt, n).
+import type {CompletionBody} from './schema.js'
+import type {TextCodec} from '../../../src/runtime/family.js'
+import type {TextRequest} from '../../../src/runtime/text-generation.js'
+import {samplingParams} from '../../../src/runtime/sampling.js'
+import {errors} from '../../../src/errors.js'
+
+export interface PromptJob {
+  index: number
+  promptIndex: number
+  prompt: Int32Array
+  request: TextRequest
+}
+
+export function promptsOf(body: CompletionBody, codec: TextCodec): Int32Array[] {
+  const p = body.prompt
+  if (typeof p === 'string') return [Int32Array.from(codec.encode(p))]
+  if (p.length > 0 && typeof p[0] === 'number') return [Int32Array.from(p as number[])]
+  if (p.length > 0 && typeof p[0] === 'string') return (p as string[]).map(s => Int32Array.from(codec.encode(s)))
+  return (p as number[][]).map(ids => Int32Array.from(ids))
+}
+
+export function toJobs(body: CompletionBody, codec: TextCodec, stopTokenIds: number[], signal: AbortSignal): PromptJob[] {
+  if (body.suffix) throw errors.invalidRequest('suffix is not supported', 'suffix')
+  const n = body.n ?? 1
+  if (body.best_of != null && body.best_of !== n) throw errors.invalidRequest('best_of must equal n', 'best_of')
+  const prompts = promptsOf(body, codec)
+  for (const [i, p] of prompts.entries()) {
+    if (p.length === 0) throw errors.invalidRequest(`prompt ${i} is empty`, 'prompt')
+  }
+  const topK = body.top_k ?? 0
+  const sampling = samplingParams({
+    temperature: body.temperature ?? undefined,
+    topP: body.top_p ?? undefined,
+    topK: topK < 0 ? 0 : topK,
+    minP: body.min_p ?? undefined,
+    presencePenalty: body.presence_penalty ?? undefined,
+    frequencyPenalty: body.frequency_penalty ?? undefined,
+    repetitionPenalty: body.repetition_penalty ?? undefined,
+  })
+  const stop = body.stop == null ? [] : typeof body.stop === 'string' ? [body.stop] : body.stop
+  const jobs: PromptJob[] = []
+  prompts.forEach((prompt, promptIndex) => {
+    for (let j = 0; j < n; j++) {
+      const seed = body.seed == null ? undefined : (body.seed + j) >>> 0
+      jobs.push({
+        index: promptIndex * n + j,
+        promptIndex,
+        prompt,
+        request: {
+          prompt,
+          maxTokens: body.max_tokens ?? 16,
+          sampling: {...sampling, seed},
+          stopTokenIds,
+          stop,
+          logprobs: body.logprobs ?? undefined,
+          promptLogprobs: body.echo && body.logprobs != null ? body.logprobs : undefined,
+          signal,
+        },
+      })
+    }
+  })
+  return jobs
+}

@@ -1,0 +1,32 @@
+// The one internal generation request every API is translated into, and the events it produces.
+import type {SamplingParams, SampledToken} from './sampling.js'
+
+export interface GenerationRequest {
+  /** Prompt token ids (already rendered and tokenized by the model family). */
+  prompt: Int32Array
+  /** Most tokens to generate; 0 only runs the prompt (useful with prompt logprobs). */
+  maxTokens: number
+  sampling: SamplingParams
+  /** Token ids that end the generation (EOS and friends); they are not part of the output text. */
+  stopTokenIds: readonly number[]
+  /** Top-N log-probabilities for each generated token (undefined: none). */
+  logprobs?: number
+  /** Top-N log-probabilities for each prompt token (undefined: none). */
+  promptLogprobs?: number
+  /** Cancels the request: its state is freed at once. */
+  signal?: AbortSignal
+}
+
+export type FinishReason = 'stop' | 'length' | 'cancelled'
+
+export type GenerationEvent =
+  | {type: 'prompt_logprobs'; entries: Array<SampledToken | null>}
+  | ({type: 'token'} & SampledToken)
+  | {type: 'done'; reason: FinishReason; usage: Usage}
+  | {type: 'error'; error: Error}
+
+export interface Usage {
+  promptTokens: number
+  completionTokens: number
+  cachedTokens: number
+}

@@ -1,0 +1,185 @@
+// Continuous batching: which sequences run in the next step and with how many tokens, and what happens
+// after the step (sampling, stop conditions, freeing). schedule() → model.step() → postprocess().
+import type {StepItem, StepModel} from './step-model.js'
+import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
+import {Sequence} from './sequence.js'
+import {sampleToken, logSoftmax, topLogprobs, type SampledToken} from './sampling.js'
+import {errors} from '../errors.js'
+
+export interface SchedulerLimits {
+  /** Tokens per step across all sequences (decodes count one each; prefill chunks fill the rest). */
+  tokenBudget: number
+  /** Sequences running at once. */
+  maxRunning: number
+  /** Requests allowed to wait; more get 503 with Retry-After. */
+  maxWaiting: number
+}
+
+export interface Batch {
+  seqs: Sequence[]
+  items: StepItem[]
+}
+
+export class Scheduler {
+  private readonly waiting: Sequence[] = []
+  private readonly running: Sequence[] = []
+
+  constructor(
+    private readonly model: StepModel,
+    private readonly limits: SchedulerLimits,
+  ) {}
+
+  get numWaiting(): number {
+    return this.waiting.length
+  }
+
+  get numRunning(): number {
+    return this.running.length
+  }
+
+  hasWork(): boolean {
+    return this.waiting.length > 0 || this.running.length > 0
+  }
+
+  /** Validates and queues a request. Throws a SplashError when it cannot be served. */
+  add(request: GenerationRequest, emit: (event: GenerationEvent) => void): Sequence {
+    const limit = this.model.contextLength
+    if (request.prompt.length === 0) throw errors.invalidRequest('The prompt is empty', 'prompt')
+    if (request.prompt.length + Math.max(request.maxTokens, 0) > limit) {
+      if (request.prompt.length >= limit) throw errors.contextLengthExceeded(request.prompt.length, limit)
+      throw errors.invalidRequest(
+        `max_tokens is too large: the prompt has ${request.prompt.length} tokens and the context is ${limit}; at most ${limit - request.prompt.length} can be generated`,
+        'max_tokens',
+        'context_length_exceeded',
+      )
+    }
+    for (const t of request.prompt) {
+      if (t < 0 || t >= this.model.vocabSize) throw errors.invalidRequest(`Token id ${t} is outside the vocabulary (0..${this.model.vocabSize - 1})`, 'prompt')
+    }
+    if (this.waiting.length >= this.limits.maxWaiting) throw errors.overloaded(1)
+    const seq = new Sequence(request, emit)
+    this.waiting.push(seq)
+    return seq
+  }
+
+  /** Marks a sequence cancelled; it is freed now, or right after the step it is part of. */
+  cancel(seq: Sequence): void {
+    if (seq.status === 'finished' || seq.cancelled) return
+    seq.cancelled = true
+    if (!seq.inFlight) this.finish(seq, 'cancelled')
+  }
+
+  schedule(): Batch {
+    // Admit waiting sequences FIFO while there is room.
+    while (this.waiting.length > 0 && this.running.length < this.limits.maxRunning) {
+      const seq = this.waiting.shift()!
+      seq.slot = this.model.createSequence(seq.maxLength)
+      seq.status = 'running'
+      this.running.push(seq)
+    }
+    const seqs: Sequence[] = []
+    const items: StepItem[] = []
+    let budget = this.limits.tokenBudget
+    // Decodes first: one token each, so a long prefill never stalls them.
+    for (const seq of this.running) {
+      if (seq.inPrefill || budget <= 0) continue
+      seqs.push(seq)
+      items.push({seq: seq.slot, tokens: Int32Array.of(seq.lastToken), logits: 'last'})
+      budget--
+    }
+    // Then prefill chunks, oldest first, under what is left of the budget.
+    for (const seq of this.running) {
+      if (!seq.inPrefill || budget <= 0) continue
+      const n = Math.min(budget, seq.promptLength - seq.numComputed)
+      const tokens = seq.request.prompt.subarray(seq.numComputed, seq.numComputed + n)
+      const last = seq.numComputed + n === seq.promptLength
+      const wantRows = seq.request.promptLogprobs !== undefined ? 'all' : last && seq.request.maxTokens > 0 ? 'last' : 'none'
+      seqs.push(seq)
+      items.push({seq: seq.slot, tokens, logits: wantRows})
+      budget -= n
+    }
+    for (const seq of seqs) seq.inFlight = true
+    return {seqs, items}
+  }
+
+  postprocess(batch: Batch, results: Array<Float32Array | null>): void {
+    const vocab = this.model.vocabSize
+    batch.seqs.forEach((seq, i) => {
+      seq.inFlight = false
+      const item = batch.items[i]
+      const rows = results[i]
+      if (seq.cancelled) return this.finish(seq, 'cancelled')
+      if (seq.inPrefill) {
+        const start = seq.numComputed
+        seq.numComputed += item.tokens.length
+        if (seq.request.promptLogprobs !== undefined && rows) this.promptLogprobs(seq, start, item.tokens.length, rows)
+        if (seq.inPrefill) return
+        if (seq.request.maxTokens === 0) return this.finish(seq, 'length')
+        const last = rows ? rows.subarray(rows.length - vocab) : null
+        if (!last) throw new Error('the model returned no logits for the end of a prompt')
+        return this.accept(seq, last)
+      }
+      seq.numComputed += 1
+      if (!rows) throw new Error('the model returned no logits for a decode step')
+      this.accept(seq, rows.subarray(rows.length - vocab))
+    })
+  }
+
+  private promptLogprobs(seq: Sequence, start: number, n: number, rows: Float32Array): void {
+    const vocab = this.model.vocabSize
+    const prompt = seq.request.prompt
+    const nTop = seq.request.promptLogprobs ?? 0
+    const entries: Array<SampledToken | null> = []
+    if (start === 0) entries.push(null) // the first prompt token has nothing before it
+    for (let r = 0; r < n; r++) {
+      const pos = start + r + 1 // row r predicts the token after it
+      if (pos >= prompt.length) break
+      const lp = logSoftmax(rows.subarray(r * vocab, (r + 1) * vocab))
+      entries.push({token: prompt[pos], logprob: lp[prompt[pos]], top: topLogprobs(lp, nTop)})
+    }
+    seq.emit({type: 'prompt_logprobs', entries})
+  }
+
+  private accept(seq: Sequence, logits: Float32Array): void {
+    const r = seq.request
+    const picked = sampleToken(logits, r.sampling, seq.rng, seq.output, r.prompt, r.logprobs)
+    seq.output.push(picked.token)
+    if (r.stopTokenIds.includes(picked.token)) return this.finish(seq, 'stop')
+    seq.emit({type: 'token', ...picked})
+    if (seq.output.length >= r.maxTokens) this.finish(seq, 'length')
+  }
+
+  private finish(seq: Sequence, reason: FinishReason): void {
+    if (seq.status === 'finished') return
+    const wasWaiting = seq.status === 'waiting'
+    seq.status = 'finished'
+    seq.finishReason = reason
+    if (wasWaiting) {
+      const i = this.waiting.indexOf(seq)
+      if (i >= 0) this.waiting.splice(i, 1)
+    } else {
+      const i = this.running.indexOf(seq)
+      if (i >= 0) this.running.splice(i, 1)
+      this.model.freeSequence(seq.slot)
+    }
+    const completion = seq.output.length - (reason === 'stop' ? 1 : 0)
+    seq.emit({
+      type: 'done',
+      reason,
+      usage: {promptTokens: seq.promptLength, completionTokens: Math.max(0, completion), cachedTokens: seq.numCached},
+    })
+  }
+
+  /** Fails every sequence in a batch whose step threw (the model state of those sequences is unknown). */
+  failBatch(batch: Batch, error: Error): void {
+    for (const seq of batch.seqs) {
+      seq.inFlight = false
+      if (seq.status === 'finished') continue
+      seq.status = 'finished'
+      const i = this.running.indexOf(seq)
+      if (i >= 0) this.running.splice(i, 1)
+      this.model.freeSequence(seq.slot)
+      seq.emit({type: 'error', error})
+    }
+  }
+}

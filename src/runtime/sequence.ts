@@ -1,0 +1,49 @@
+// One request's progress through the engine.
+import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
+import {Rng, randomSeed} from './rng.js'
+
+export type SequenceStatus = 'waiting' | 'running' | 'finished'
+
+let nextId = 1
+
+export class Sequence {
+  readonly id = nextId++
+  readonly request: GenerationRequest
+  readonly rng: Rng
+  readonly emit: (event: GenerationEvent) => void
+  status: SequenceStatus = 'waiting'
+  /** The native sequence handle once admitted. */
+  slot = -1
+  /** Tokens already fed to the model (prompt first, then outputs). */
+  numComputed = 0
+  /** Prompt tokens found in the prefix cache (not recomputed). */
+  numCached = 0
+  readonly output: number[] = []
+  finishReason: FinishReason | undefined
+  /** Set while a step that includes this sequence is running. */
+  inFlight = false
+  cancelled = false
+
+  constructor(request: GenerationRequest, emit: (event: GenerationEvent) => void) {
+    this.request = request
+    this.emit = emit
+    this.rng = new Rng(request.sampling.seed ?? randomSeed())
+  }
+
+  get promptLength(): number {
+    return this.request.prompt.length
+  }
+
+  get inPrefill(): boolean {
+    return this.numComputed < this.promptLength
+  }
+
+  /** The token the next decode step feeds: the last output token. */
+  get lastToken(): number {
+    return this.output[this.output.length - 1]
+  }
+
+  get maxLength(): number {
+    return this.promptLength + this.request.maxTokens
+  }
+}
