@@ -3,6 +3,7 @@
 import type {StepModel} from './step-model.js'
 import type {GenerationEvent, GenerationRequest} from './request.js'
 import {Scheduler, type SchedulerLimits} from './scheduler.js'
+import type {Metrics} from './metrics.js'
 
 export const DEFAULT_LIMITS: SchedulerLimits = {tokenBudget: 512, maxRunning: 16, maxWaiting: 256}
 
@@ -13,6 +14,7 @@ export class Engine {
   constructor(
     readonly model: StepModel,
     limits: Partial<SchedulerLimits> = {},
+    private readonly metrics?: Metrics,
   ) {
     this.scheduler = new Scheduler(model, {...DEFAULT_LIMITS, ...limits})
   }
@@ -22,7 +24,7 @@ export class Engine {
    * Throws a SplashError synchronously when the request cannot be accepted (too long, queue full).
    */
   submit(request: GenerationRequest, onEvent: (event: GenerationEvent) => void): void {
-    const seq = this.scheduler.add(request, onEvent)
+    const seq = this.scheduler.add(request, this.measured(onEvent))
     const signal = request.signal
     if (signal) {
       const onAbort = () => this.scheduler.cancel(seq)
@@ -55,6 +57,33 @@ export class Engine {
           wake = undefined
         }
       },
+    }
+  }
+
+  /** Wraps a request's event callback so that token counts and latencies land in the metrics. */
+  private measured(onEvent: (event: GenerationEvent) => void): (event: GenerationEvent) => void {
+    const m = this.metrics
+    if (!m) return onEvent
+    const start = performance.now()
+    let last = 0
+    return event => {
+      if (event.type === 'token') {
+        const now = performance.now()
+        if (last === 0) m.ttft.observe((now - start) / 1000)
+        else m.interToken.observe((now - last) / 1000)
+        last = now
+        m.generatedTokens.inc()
+      } else if (event.type === 'done') {
+        m.promptTokens.inc(event.usage.promptTokens)
+        if (event.usage.cachedTokens > 0) {
+          m.cacheHits.inc()
+          m.cachedTokens.inc(event.usage.cachedTokens)
+        }
+        m.finished.inc(1, {reason: event.reason})
+      } else if (event.type === 'error') {
+        m.finished.inc(1, {reason: 'error'})
+      }
+      onEvent(event)
     }
   }
 

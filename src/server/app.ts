@@ -7,6 +7,7 @@ import security from './security.js'
 import probes from './probes.js'
 import {loadFolderPlugins} from './plugin-loader.js'
 import {ModelHost} from '../runtime/model-host.js'
+import {Metrics} from '../runtime/metrics.js'
 
 export interface AppOptions {
   apiKey?: string
@@ -15,6 +16,7 @@ export interface AppOptions {
   maxImagePixels?: number
   /** Already-created model host (the loader fills it in). */
   modelHost?: ModelHost
+  metrics?: Metrics
   logger?: boolean
 }
 
@@ -22,6 +24,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     modelHost: ModelHost
     appOptions: AppOptions
+    metrics: Metrics
   }
 }
 
@@ -29,6 +32,11 @@ const hostPlugin = fp(
   async (app: FastifyInstance, opts: {host: ModelHost; options: AppOptions}) => {
     app.decorate('modelHost', opts.host)
     app.decorate('appOptions', opts.options)
+    app.decorate('metrics', opts.options.metrics ?? new Metrics())
+    app.addHook('onResponse', async (request, reply) => {
+      const route = request.routeOptions.url ?? 'unmatched'
+      app.metrics.requests.inc(1, {route, status: String(reply.statusCode)})
+    })
   },
   {name: 'splash-model-host', fastify: '5.x'},
 )
