@@ -1,0 +1,145 @@
+// The Qwen3.5 / Qwen3-Coder tool-call form:
+//   <tool_call>\n<function=NAME>\n<parameter=ARG>\nVALUE\n</parameter>\n…</function>\n</tool_call>
+// Arguments stream as `{"ARG": ` … `}`; a value whose schema type is string streams as JSON-escaped
+// fragments while it is generated, other values are converted by type when their </parameter> arrives.
+
+import {convertParameter, isPlainString, parameterTypes} from './tool-arguments.js'
+import {ToolCallParserBase, escapeFragment, highSurrogateTail, partialSuffix} from './tool-parser.js'
+
+const FUNCTION = '<function='
+const PARAMETER = '<parameter='
+const END_PARAMETER = '</parameter>'
+const END_FUNCTION = '</function>'
+const END_CALL = '</tool_call>'
+
+type State = 'open' | 'params' | 'value' | 'close'
+
+export class XmlToolCallParser extends ToolCallParserBase {
+  private state: State = 'open'
+  private types = new Map<string, string[]>()
+  private firstParam = true
+  private valueTypes: string[] = []
+  private valueStarted = false
+
+  protected beginCall(): void {
+    this.state = 'open'
+  }
+
+  protected step(final: boolean): boolean {
+    switch (this.state) {
+      case 'open':
+        return this.stepOpen(final)
+      case 'params':
+        return this.stepParams(final)
+      case 'value':
+        return this.stepValue(final)
+      case 'close':
+        return this.stepClose(final)
+    }
+  }
+
+  /** After <tool_call>: `<function=NAME>` naming a known tool, or the call is text. */
+  private stepOpen(final: boolean): boolean {
+    const rest = this.buf.trimStart()
+    const ws = this.buf.length - rest.length
+    const m = /^<function=([^>\n]*)>/.exec(rest)
+    if (m) {
+      const name = m[1]!.trim()
+      const tool = this.tools.get(name)
+      if (!tool) {
+        this.rejectCall()
+        return true
+      }
+      this.take(ws + m[0].length)
+      this.types = parameterTypes(tool)
+      this.firstParam = true
+      this.startCall(name)
+      this.state = 'params'
+      return true
+    }
+    if (!final && (FUNCTION.startsWith(rest) || (rest.startsWith(FUNCTION) && !/[>\n]/.test(rest)))) return false
+    this.rejectCall()
+    return true
+  }
+
+  /** Between parameters: the next `<parameter=ARG>`, `</function>`, or a break. */
+  private stepParams(final: boolean): boolean {
+    const rest = this.buf.trimStart()
+    const ws = this.buf.length - rest.length
+    const m = /^<parameter=([^>\n]*)>/.exec(rest)
+    if (m) {
+      this.take(ws + m[0].length)
+      const key = m[1]!.trim()
+      this.valueTypes = this.types.get(key) ?? []
+      const quote = isPlainString(this.valueTypes) ? '"' : ''
+      this.argumentsDelta(`${this.firstParam ? '{' : ', '}${JSON.stringify(key)}: ${quote}`)
+      this.firstParam = false
+      this.valueStarted = false
+      this.state = 'value'
+      return true
+    }
+    if (rest.startsWith(END_FUNCTION)) {
+      this.take(ws + END_FUNCTION.length)
+      this.closeArguments()
+      this.state = 'close'
+      return true
+    }
+    if (rest.startsWith(END_CALL)) {
+      this.take(ws + END_CALL.length)
+      this.closeArguments()
+      this.endCall(true)
+      return true
+    }
+    const partial =
+      [PARAMETER, END_FUNCTION, END_CALL].some(marker => marker.startsWith(rest)) ||
+      (rest.startsWith(PARAMETER) && !/[>\n]/.test(rest))
+    if (!final && partial) return false
+    this.closeArguments()
+    this.endCall(false)
+    return true
+  }
+
+  /** Inside a value, up to `</parameter>` (one newline after the tag and one before the end tag are markup). */
+  private stepValue(final: boolean): boolean {
+    if (!this.valueStarted) {
+      if (this.buf === '' && !final) return false
+      if (this.buf.startsWith('\n')) this.take(1)
+      this.valueStarted = true
+    }
+    const plain = isPlainString(this.valueTypes)
+    const end = this.buf.indexOf(END_PARAMETER)
+    if (end >= 0 || final) {
+      let value = end >= 0 ? this.buf.slice(0, end) : this.buf
+      this.take(end >= 0 ? end + END_PARAMETER.length : this.buf.length)
+      if (end >= 0 && value.endsWith('\n')) value = value.slice(0, -1)
+      this.argumentsDelta(plain ? escapeFragment(value) + '"' : convertParameter(value, this.valueTypes))
+      this.state = 'params'
+      return true
+    }
+    if (plain) {
+      const hold = Math.max(partialSuffix(this.buf, ['\n' + END_PARAMETER, END_PARAMETER]), highSurrogateTail(this.buf))
+      const ready = this.buf.length - hold
+      if (ready > 0) this.argumentsDelta(escapeFragment(this.take(ready)))
+    }
+    return false
+  }
+
+  /** After </function>: `</tool_call>` ends the call; anything else ends it too and is text. */
+  private stepClose(final: boolean): boolean {
+    const rest = this.buf.trimStart()
+    const ws = this.buf.length - rest.length
+    if (rest.startsWith(END_CALL)) {
+      this.take(ws + END_CALL.length)
+      this.endCall(true)
+      return true
+    }
+    if (!final && END_CALL.startsWith(rest)) return false
+    if (final) this.buf = rest.length > 0 && END_CALL.startsWith(rest) ? '' : this.buf
+    this.endCall(true)
+    return true
+  }
+
+  private closeArguments(): void {
+    this.argumentsDelta(this.firstParam ? '{}' : '}')
+  }
+}
