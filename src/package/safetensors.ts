@@ -146,6 +146,14 @@ export class SafetensorsReader {
     return this.readRange(name, r0 * rowBytes, r1 * rowBytes)
   }
 
+  /** Rows [r0, r1) of the tensor seen as 2-D: [product of the leading dims, last dim]. */
+  async readRows2d(name: string, r0: number, r1: number): Promise<Buffer> {
+    const t = this.info(name)
+    const last = t.shape.length === 0 ? 1 : t.shape[t.shape.length - 1]
+    const rowBytes = last * DTYPE_BYTES[t.dtype]
+    return this.readRange(name, r0 * rowBytes, r1 * rowBytes)
+  }
+
   /** The tensor converted to float32 (BF16, F16, F32, F64 and integer types). */
   async readFloat32(name: string): Promise<Float32Array> {
     const t = this.info(name)

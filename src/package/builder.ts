@@ -1,0 +1,95 @@
+// `splash package build`: a Hugging Face or MLX checkpoint folder (and optionally a DFlash draft) → a Splash
+// package. The family module (models/<family>/sanitize.ts) reads the config and maps the names; this file streams
+// the tensors through the quantizer into model.safetensors / draft.safetensors, copies tokenizer and template, and
+// writes splash.json.
+import {mkdir} from 'node:fs/promises'
+import {basename, resolve} from 'node:path'
+import {SplashError} from '../errors.js'
+import {Checkpoint} from './checkpoint.js'
+import {draftConfigOf, draftPlans} from './draft.js'
+import {architectureOf, loadFamilies, pickFamily} from './family.js'
+import {finishPackage} from './finish.js'
+import {DEFAULT_REASONING, type Manifest, type Quant} from './manifest.js'
+import {copyTokenizer} from './tokenizer-files.js'
+import {builderId} from './version.js'
+import {writePlans} from './weights.js'
+
+export interface BuildOptions {
+  checkpoint: string
+  out: string
+  quant: Quant
+  draft?: string
+  /** Model name clients use; default: the checkpoint folder's name. */
+  name?: string
+  log?: (line: string) => void
+}
+
+export const WEIGHTS_FILE = 'model.safetensors'
+export const DRAFT_FILE = 'draft.safetensors'
+
+export async function buildPackage(o: BuildOptions): Promise<Manifest> {
+  const log = o.log ?? (() => undefined)
+  const families = await loadFamilies()
+  const out = resolve(o.out)
+  const ck = await Checkpoint.open(o.checkpoint)
+  let manifest: Omit<Manifest, 'files'>
+  try {
+    const family = pickFamily(families, ck.config)
+    const {architecture, modelType} = architectureOf(ck.config)
+    const config = family.normalizeConfig(ck.config)
+    const plans = family.sanitize(ck, config)
+    config.tie_word_embeddings = !plans.some(p => p.name === 'lm_head')
+    const embed = plans.find(p => p.name === 'embed_tokens')!
+    config.vocab_size = embed.shape[0]
+    await mkdir(out, {recursive: true})
+    log(`${family.family} (${architecture || modelType}): ${plans.length} tensors → ${out}/${WEIGHTS_FILE} (${o.quant})`)
+    let last = 0
+    const res = await writePlans(`${out}/${WEIGHTS_FILE}`, plans, o.quant, {
+      checkpoint: ck,
+      progress: (done, total) => {
+        const pct = Math.floor((100 * done) / total)
+        if (pct >= last + 10 || done === total) log(`  ${done}/${total} tensors`)
+        if (pct >= last + 10) last = pct
+      },
+    })
+    if (res.passedThrough > 0) log(`  ${res.passedThrough} quantized tensors copied unchanged`)
+    const tokenizer = await copyTokenizer(ck, out)
+    const name = o.name ?? basename(resolve(o.checkpoint))
+    manifest = {
+      format: 1,
+      name,
+      family: family.family,
+      architecture: architecture || modelType,
+      config,
+      tokenizer,
+      reasoning: DEFAULT_REASONING,
+      weights: {files: [WEIGHTS_FILE], quant: o.quant, group_size: 64},
+      draft: null,
+      vision: null,
+      kernels: [],
+      provenance: {source: basename(resolve(o.checkpoint)), builder: builderId(), kind: 'converted'},
+    }
+  } finally {
+    await ck.close()
+  }
+  if (o.draft) manifest.draft = await buildDraft(o.draft, out, o.quant, manifest.config.num_hidden_layers, log)
+  else log('no --draft: the package has no draft (speculative decoding off)')
+  return finishPackage(out, manifest)
+}
+
+async function buildDraft(dir: string, out: string, quant: Quant, targetLayers: number, log: (l: string) => void) {
+  const ck = await Checkpoint.open(dir)
+  try {
+    const config = draftConfigOf(ck.config)
+    const bad = config.target_layer_ids.find(l => l >= targetLayers)
+    if (bad !== undefined) {
+      throw new SplashError('invalid_checkpoint', 'invalid_request', `draft taps layer ${bad} but the target has ${targetLayers} layers`)
+    }
+    const plans = draftPlans(ck, config)
+    log(`draft: ${config.num_hidden_layers} layers, taps [${config.target_layer_ids}] → ${out}/${DRAFT_FILE}`)
+    await writePlans(`${out}/${DRAFT_FILE}`, plans, quant, {checkpoint: ck})
+    return {config, files: [DRAFT_FILE]}
+  } finally {
+    await ck.close()
+  }
+}

@@ -1,0 +1,112 @@
+// How each Splash tensor is stored for a package quant (q4 | q8 | bf16), and writing a list of tensor plans into one
+// safetensors file, block by block.
+import {SplashError} from '../errors.js'
+import type {Checkpoint} from './checkpoint.js'
+import type {TensorPlan} from './family.js'
+import type {Quant} from './manifest.js'
+import {GROUP_SIZE, quantize, toBf16, type Bits} from './quantize.js'
+import {SafetensorsWriter, type TensorSpec} from './safetensors.js'
+
+export type Storage = {type: 'f32'} | {type: 'bf16'} | {type: 'q'; bits: Bits}
+
+/** q4/q8 for linears whose input size is a multiple of 64 (router and shared-expert gate q8 in q4), else bf16. */
+export function storageFor(kind: 'linear' | 'f32', shape: readonly number[], quant: Quant, q8 = false): Storage {
+  if (kind === 'f32') return {type: 'f32'}
+  const cols = shape[shape.length - 1]
+  if (quant === 'bf16' || cols % GROUP_SIZE !== 0) return {type: 'bf16'}
+  return {type: 'q', bits: quant === 'q8' || q8 ? 8 : 4}
+}
+
+export function specsFor(name: string, shape: readonly number[], s: Storage): TensorSpec[] {
+  if (s.type === 'f32') return [{name, dtype: 'F32', shape: [...shape]}]
+  if (s.type === 'bf16') return [{name: `${name}.weight`, dtype: 'BF16', shape: [...shape]}]
+  const lead = shape.slice(0, -1)
+  const cols = shape[shape.length - 1]
+  return [
+    {name: `${name}.weight`, dtype: 'U32', shape: [...lead, (cols * s.bits) / 32]},
+    {name: `${name}.scales`, dtype: 'BF16', shape: [...lead, cols / GROUP_SIZE]},
+    {name: `${name}.biases`, dtype: 'BF16', shape: [...lead, cols / GROUP_SIZE]},
+  ]
+}
+
+/** Running write positions inside one stored tensor (its weight, scales, biases parts). */
+class Cursor {
+  private readonly at = new Map<string, number>()
+  constructor(private readonly w: SafetensorsWriter) {}
+  async put(name: string, data: ArrayBufferView): Promise<void> {
+    const pos = this.at.get(name) ?? 0
+    await this.w.writePart(name, pos, data)
+    this.at.set(name, pos + data.byteLength)
+  }
+}
+
+/** Whether the checkpoint's quantized bytes can be copied unchanged for this plan and storage. */
+function passThrough(ck: Checkpoint | undefined, plan: TensorPlan, s: Storage): boolean {
+  if (!ck || !plan.source || s.type !== 'q') return false
+  const q = ck.quantOf(plan.source)
+  return !!q && q.bits === s.bits && q.groupSize === GROUP_SIZE &&
+    ck.info(`${plan.source}.scales`).dtype === 'BF16' && ck.info(`${plan.source}.biases`).dtype === 'BF16'
+}
+
+async function copyQuantized(ck: Checkpoint, plan: TensorPlan, cur: Cursor): Promise<void> {
+  const src = plan.source!
+  const rows = ck.info(`${src}.weight`).shape.slice(0, -1).reduce((a, b) => a * b, 1)
+  const step = 4096
+  for (let r = 0; r < rows; r += step) {
+    const r1 = Math.min(rows, r + step)
+    for (const part of ['weight', 'scales', 'biases']) await cur.put(`${plan.name}.${part}`, await ck.readRawRows(`${src}.${part}`, r, r1))
+  }
+}
+
+async function writeChunk(plan: TensorPlan, s: Storage, data: Float32Array, cur: Cursor): Promise<void> {
+  const cols = plan.shape[plan.shape.length - 1] ?? 1
+  if (s.type === 'f32') return cur.put(plan.name, data)
+  if (s.type === 'bf16') return cur.put(`${plan.name}.weight`, toBf16(data))
+  const q = quantize(data, data.length / cols, cols, s.bits)
+  await cur.put(`${plan.name}.weight`, q.weight)
+  await cur.put(`${plan.name}.scales`, q.scales)
+  await cur.put(`${plan.name}.biases`, q.biases)
+}
+
+export interface WriteResult {
+  tensors: number
+  passedThrough: number
+}
+
+/** Writes every plan into `path` (one safetensors file), each tensor streamed block by block. */
+export async function writePlans(
+  path: string,
+  plans: TensorPlan[],
+  quant: Quant,
+  opts: {checkpoint?: Checkpoint; metadata?: Record<string, string>; progress?: (done: number, total: number) => void} = {},
+): Promise<WriteResult> {
+  const storages = plans.map(p => storageFor(p.kind, p.shape, quant, p.q8))
+  const specs = plans.flatMap((p, i) => specsFor(p.name, p.shape, storages[i]))
+  const writer = await SafetensorsWriter.create(path, specs, opts.metadata ?? {format: 'splash'})
+  const cur = new Cursor(writer)
+  let passedThrough = 0
+  try {
+    for (let i = 0; i < plans.length; i++) {
+      const plan = plans[i]
+      if (passThrough(opts.checkpoint, plan, storages[i])) {
+        await copyQuantized(opts.checkpoint!, plan, cur)
+        passedThrough++
+      } else {
+        for (const chunk of plan.chunks) {
+          const data = await chunk()
+          const cols = plan.shape[plan.shape.length - 1] ?? 1
+          if (data.length % cols !== 0) {
+            throw new SplashError('invalid_checkpoint', 'invalid_request', `${plan.name}: a block of ${data.length} values does not fit [${plan.shape}]`)
+          }
+          await writeChunk(plan, storages[i], data, cur)
+        }
+      }
+      opts.progress?.(i + 1, plans.length)
+    }
+  } catch (err) {
+    await writer.abort()
+    throw err
+  }
+  await writer.close() // checks that every tensor was filled: a plan whose blocks miss rows fails here
+  return {tensors: plans.length, passedThrough}
+}

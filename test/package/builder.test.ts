@@ -1,0 +1,192 @@
+import t from 'tap'
+import type {Test} from 'tap'
+import {mkdtempSync, readFileSync, writeFileSync} from 'node:fs'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import {buildPackage} from '../../src/package/builder.js'
+import {readManifest} from '../../src/package/manifest.js'
+import {fromBf16} from '../../src/package/quantize.js'
+import {SafetensorsReader} from '../../src/package/safetensors.js'
+import {checkPackage} from '../../src/package/verify.js'
+import {flushFixtures, writeFixture, type Fixture, type FixtureOptions} from './fixtures.js'
+import type {Quant} from '../../src/package/manifest.js'
+
+const root = mkdtempSync(join(tmpdir(), 'splash-build-'))
+let n = 0
+
+/** Compares every tensor of the package with the truth; returns the largest error seen on quantized tensors. */
+async function compare(t: Test, fx: Fixture, pkg: string, quant: Quant): Promise<number> {
+  const r = await SafetensorsReader.open(join(pkg, 'model.safetensors'))
+  const expected = new Set<string>()
+  let worst = 0
+  for (const [name, tr] of fx.truth) {
+    const cols = tr.shape[tr.shape.length - 1]
+    if (!tr.linear) {
+      expected.add(name)
+      const info = r.info(name)
+      t.equal(info.dtype, 'F32', `${name} F32`)
+      t.same(info.shape, tr.shape, `${name} shape`)
+      const got = await r.readFloat32(name)
+      let same = got.length === tr.data.length
+      for (let i = 0; same && i < got.length; i++) same = got[i] === tr.data[i]
+      t.ok(same, `${name} exact`)
+      continue
+    }
+    if (r.has(`${name}.scales`)) {
+      for (const p of ['weight', 'scales', 'biases']) expected.add(`${name}.${p}`)
+      const w = r.info(`${name}.weight`)
+      const sc = r.info(`${name}.scales`)
+      t.same(sc.shape, [...tr.shape.slice(0, -1), cols / 64], `${name} scales shape`)
+      const bits = (32 * w.shape[w.shape.length - 1]) / (64 * sc.shape[sc.shape.length - 1])
+      const wantBits = quant === 'q8' || name.endsWith('router') || name.endsWith('shared_expert_gate') ? 8 : 4
+      t.equal(bits, wantBits, `${name} ${bits}-bit`)
+      const words = new Uint32Array(new Uint8Array(await r.read(`${name}.weight`)).buffer)
+      const s = await r.readFloat32(`${name}.scales`)
+      const b = await r.readFloat32(`${name}.biases`)
+      let ok = true
+      for (let i = 0; i < tr.data.length; i++) {
+        const q = (words[Math.floor((i * bits) / 32)] >>> (bits * (i % (32 / bits)))) & ((1 << bits) - 1)
+        const g = Math.floor(i / 64)
+        const err = Math.abs(s[g] * q + b[g] - tr.data[i])
+        if (err > worst) worst = err
+        if (err > Math.abs(s[g]) * 0.5 + Math.abs(b[g]) / 128 + 1e-6) ok = false
+      }
+      t.ok(ok, `${name} within the quantization error`)
+    } else {
+      expected.add(`${name}.weight`)
+      const info = r.info(`${name}.weight`)
+      t.equal(info.dtype, 'BF16', `${name} bf16`)
+      t.same(info.shape, tr.shape, `${name} shape`)
+      const got = fromBf16(new Uint16Array(new Uint8Array(await r.read(`${name}.weight`)).buffer))
+      let ok = true
+      for (let i = 0; i < got.length; i++) if (Math.abs(got[i] - tr.data[i]) > Math.abs(tr.data[i]) / 256 + 1e-30) ok = false
+      t.ok(ok, `${name} bf16 values`)
+    }
+  }
+  t.same(r.names().sort(), [...expected].sort(), 'exactly the Splash tensors')
+  await r.close()
+  return worst
+}
+
+async function build(t: Test, o: FixtureOptions, quant: Quant) {
+  const src = join(root, `src${n}`)
+  const out = join(root, `pkg${n++}`)
+  const fx = writeFixture(src, o)
+  await flushFixtures()
+  const lines: string[] = []
+  const m = await buildPackage({checkpoint: src, out, quant, log: l => lines.push(l)})
+  t.same(await checkPackage(out, m), [], 'package verifies')
+  t.same(await readManifest(out), m, 'splash.json written')
+  const worst = await compare(t, fx, out, quant)
+  return {m, fx, out, worst}
+}
+
+const layouts: [string, FixtureOptions, Quant, string][] = [
+  ['Qwen3_5ForConditionalGeneration (model.language_model.*, vision and mtp skipped)', {kind: 'dense', names: 'vl'}, 'q4', 'qwen3_5'],
+  ['Qwen3_5ForCausalLM, 2 shards, tied, old rope keys', {kind: 'dense', names: 'text', tie: true, shards: 2, oldRope: true}, 'bf16', 'qwen3_5'],
+  ['Qwen3_5MoeForCausalLM, packed experts', {kind: 'moe', names: 'text', experts: 'packed'}, 'q4', 'qwen3_5_moe'],
+  ['Qwen3_5MoeForConditionalGeneration, per-expert', {kind: 'moe', names: 'vl', experts: 'per'}, 'q8', 'qwen3_5_moe'],
+  ['Qwen3NextForCausalLM, fused projections', {kind: 'next', names: 'text', experts: 'per'}, 'bf16', 'qwen3_next'],
+  ['Qwen3NextForCausalLM q4', {kind: 'next', names: 'text', experts: 'per'}, 'q4', 'qwen3_next'],
+  ['Qwen3ForCausalLM untied', {kind: 'qwen3', names: 'text'}, 'q4', 'qwen3'],
+  ['Qwen3ForCausalLM tied', {kind: 'qwen3', names: 'text', tie: true}, 'bf16', 'qwen3'],
+  ['MLX Qwen3.5 q4 → q4 (pass-through)', {kind: 'dense', names: 'mlx'}, 'q4', 'qwen3_5'],
+  ['MLX Qwen3.5 q4 → bf16 (dequantized)', {kind: 'dense', names: 'mlx'}, 'bf16', 'qwen3_5'],
+  ['MLX Qwen3.5-MoE switch_mlp q4 → q8 (requantized)', {kind: 'moe', names: 'mlx', experts: 'switch'}, 'q8', 'qwen3_5_moe'],
+  ['MLX Qwen3-Next fused, quantized', {kind: 'next', names: 'mlx', experts: 'switch'}, 'q4', 'qwen3_next'],
+  ['MLX Qwen3 q4', {kind: 'qwen3', names: 'mlx', tie: true}, 'q4', 'qwen3'],
+]
+
+for (const [title, o, quant, family] of layouts) {
+  t.test(`${title} → ${quant}`, async t => {
+    const {m, worst} = await build(t, o, quant)
+    t.equal(m.family, family)
+    t.equal(m.weights.quant, quant)
+    t.equal(m.config.tie_word_embeddings, !!o.tie)
+    t.equal(m.config.vocab_size, 96)
+    t.equal(m.provenance.kind, 'converted')
+    t.same(m.tokenizer.eos_token_ids.sort(), [94, 95])
+    t.equal(m.tokenizer.pad_token_id, 94)
+    if (o.kind !== 'qwen3') {
+      t.same(m.config.layer_types, ['linear_attention', 'linear_attention', 'linear_attention', 'full_attention'])
+      t.equal(m.config.partial_rotary_factor, 0.25)
+      t.equal(m.config.qk_norm, 'zero_centred')
+      t.equal(m.config.attn_output_gate, true)
+      t.equal(m.config.rope_theta, o.oldRope || o.kind === 'next' ? 5000000 : 10000000)
+    } else {
+      t.equal(m.config.qk_norm, 'plain')
+      t.equal(m.config.attn_output_gate, false)
+    }
+    if (o.kind === 'moe' || o.kind === 'next') {
+      t.equal(m.config.num_experts, 4)
+      t.equal(m.config.intermediate_size, 0)
+    }
+    if (o.names === 'mlx' && quant === 'q4') t.equal(worst, 0, 'MLX quantized tensors pass through unchanged')
+  })
+}
+
+t.test('chat template file and draft', async t => {
+  const src = join(root, 'draftsrc')
+  writeFixture(src, {kind: 'qwen3', names: 'text'})
+  // a DFlash draft: fc over 2 taps, one Qwen3 layer
+  const {writeSafetensors} = await import('../../src/package/safetensors.js')
+  const {toBf16} = await import('../../src/package/quantize.js')
+  const H = 64
+  const ones = (n: number) => toBf16(new Float32Array(n).fill(0.5))
+  const d = join(root, 'draft')
+  const {mkdirSync} = await import('node:fs')
+  mkdirSync(d, {recursive: true})
+  const ts = [
+    {name: 'fc.weight', dtype: 'BF16' as const, shape: [H, 2 * H], data: ones(2 * H * H)},
+    {name: 'hidden_norm.weight', dtype: 'BF16' as const, shape: [H], data: ones(H)},
+    {name: 'norm.weight', dtype: 'BF16' as const, shape: [H], data: ones(H)},
+    {name: 'layers.0.input_layernorm.weight', dtype: 'BF16' as const, shape: [H], data: ones(H)},
+    {name: 'layers.0.post_attention_layernorm.weight', dtype: 'BF16' as const, shape: [H], data: ones(H)},
+    {name: 'layers.0.self_attn.q_proj.weight', dtype: 'BF16' as const, shape: [64, H], data: ones(64 * H)},
+    {name: 'layers.0.self_attn.k_proj.weight', dtype: 'BF16' as const, shape: [32, H], data: ones(32 * H)},
+    {name: 'layers.0.self_attn.v_proj.weight', dtype: 'BF16' as const, shape: [32, H], data: ones(32 * H)},
+    {name: 'layers.0.self_attn.o_proj.weight', dtype: 'BF16' as const, shape: [H, 64], data: ones(64 * H)},
+    {name: 'layers.0.self_attn.q_norm.weight', dtype: 'BF16' as const, shape: [32], data: ones(32)},
+    {name: 'layers.0.self_attn.k_norm.weight', dtype: 'BF16' as const, shape: [32], data: ones(32)},
+    {name: 'layers.0.mlp.gate_proj.weight', dtype: 'BF16' as const, shape: [128, H], data: ones(128 * H)},
+    {name: 'layers.0.mlp.up_proj.weight', dtype: 'BF16' as const, shape: [128, H], data: ones(128 * H)},
+    {name: 'layers.0.mlp.down_proj.weight', dtype: 'BF16' as const, shape: [H, 128], data: ones(128 * H)},
+  ]
+  await writeSafetensors(join(d, 'model.safetensors'), ts)
+  writeFileSync(join(d, 'config.json'), JSON.stringify({
+    architectures: ['DFlashDraftModel'], hidden_size: H, intermediate_size: 128, num_hidden_layers: 1, num_attention_heads: 2,
+    num_key_value_heads: 1, head_dim: 32, rope_theta: 1000000, rms_norm_eps: 1e-6, block_size: 16,
+    dflash_config: {mask_token_id: 90, target_layer_ids: [1, 2]},
+  }))
+  // template from chat_template.jinja when tokenizer_config has none
+  writeFileSync(join(src, 'tokenizer_config.json'), JSON.stringify({eos_token: '<|im_end|>'}))
+  writeFileSync(join(src, 'chat_template.jinja'), 'TEMPLATE')
+  await flushFixtures()
+  const out = join(root, 'withdraft')
+  const m = await buildPackage({checkpoint: src, out, quant: 'q4', draft: d, name: 'splash/tiny'})
+  t.equal(m.name, 'splash/tiny')
+  t.equal(readFileSync(join(out, 'chat_template.jinja'), 'utf8'), 'TEMPLATE')
+  t.same(m.draft?.config.target_layer_ids, [1, 2])
+  t.equal(m.draft?.config.mask_token_id, 90)
+  t.equal(m.draft?.config.block_size, 16)
+  t.same(m.draft?.files, ['draft.safetensors'])
+  const r = await SafetensorsReader.open(join(out, 'draft.safetensors'))
+  t.same(r.info('fc.weight').shape, [H, (2 * H * 4) / 32], 'fc quantized q4')
+  t.same([...(await r.readFloat32('hidden_norm'))].slice(0, 2), [0.5, 0.5], 'plain draft norms kept as is')
+  await r.close()
+  t.same(await checkPackage(out, m), [])
+  // a draft tapping a layer the target lacks is refused
+  writeFileSync(join(d, 'config.json'), JSON.stringify({...JSON.parse(readFileSync(join(d, 'config.json'), 'utf8')), dflash_config: {mask_token_id: 90, target_layer_ids: [9]}}))
+  await t.rejects(buildPackage({checkpoint: src, out: join(root, 'bad'), quant: 'q4', draft: d}), /taps layer 9/)
+})
+
+t.test('unsupported architecture lists the supported ones', async t => {
+  const src = join(root, 'llama')
+  writeFixture(src, {kind: 'qwen3', names: 'text'})
+  await flushFixtures()
+  writeFileSync(join(src, 'config.json'), JSON.stringify({architectures: ['LlamaForCausalLM'], hidden_size: 64}))
+  await t.rejects(
+    buildPackage({checkpoint: src, out: join(root, 'x'), quant: 'q4'}),
+    /unsupported architecture LlamaForCausalLM; supported: .*Qwen3_5ForConditionalGeneration.*Qwen3NextForCausalLM.*Qwen3ForCausalLM/,
+  )
+})
