@@ -1,0 +1,434 @@
+// N-API surface of the engine. Every entry validates its arguments on the JS thread; heavy work runs
+// on the libuv pool (AsyncWorker) and the event loop never waits on compute. Every failure becomes a
+// JS Error with a `code`; no C++ exception escapes (NAPI_CPP_EXCEPTIONS turns Napi::Error throws into
+// JS throws; everything else is caught here).
+#include <napi.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "backend/cpu/isa.h"
+#include "backend/cpu/selftest.h"
+#include "model/model.h"
+#include "runtime/error.h"
+
+namespace {
+
+using splash::Error;
+using splash::Model;
+
+Napi::Error coded(Napi::Env env, const std::string& code, const std::string& msg) {
+  Napi::Error e = Napi::Error::New(env, msg);
+  e.Set("code", Napi::String::New(env, code));
+  return e;
+}
+[[noreturn]] void fail(const std::string& code, const std::string& msg) { throw Error(code, msg); }
+
+// Runs `fn` for every entry so that any C++ exception becomes a coded JS Error.
+template <typename F>
+Napi::Value guard(const Napi::CallbackInfo& info, F fn) {
+  Napi::Env env = info.Env();
+  try {
+    return fn();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const Error& e) {
+    throw coded(env, e.code, e.what());
+  } catch (const std::bad_alloc&) {
+    throw coded(env, "out_of_memory", "out of memory");
+  } catch (const std::exception& e) {
+    throw coded(env, "internal", e.what());
+  } catch (...) {
+    throw coded(env, "internal", "unknown native error");
+  }
+}
+
+// ---- model registry (handles are small integers)
+std::mutex g_mu;
+std::map<uint32_t, std::shared_ptr<Model>> g_models;
+uint32_t g_next = 1;
+
+std::shared_ptr<Model> model_arg(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsNumber()) fail("invalid_argument", "expected a model handle");
+  double h = info[0].As<Napi::Number>().DoubleValue();
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_models.find(uint32_t(h));
+  if (h != std::floor(h) || h < 1 || it == g_models.end()) fail("unknown_model", "unknown or closed model handle");
+  return it->second;
+}
+
+int32_t int_arg(const Napi::Value& v, const char* what, int64_t lo, int64_t hi) {
+  if (!v.IsNumber()) fail("invalid_argument", std::string(what) + " must be an integer");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(d) || d != std::floor(d) || d < double(lo) || d > double(hi))
+    fail("invalid_argument", std::string(what) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return int32_t(d);
+}
+
+// A promise-returning worker: `exec` runs off the JS thread, `done` builds the value on it.
+class Task : public Napi::AsyncWorker {
+ public:
+  Task(Napi::Env env, std::function<void()> exec, std::function<Napi::Value(Napi::Env)> done,
+       std::function<void()> cleanup = nullptr)
+      : Napi::AsyncWorker(env, "splash.task"), deferred_(Napi::Promise::Deferred::New(env)), exec_(std::move(exec)),
+        done_(std::move(done)), cleanup_(std::move(cleanup)) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    try {
+      exec_();
+    } catch (const Error& e) {
+      code_ = e.code;
+      SetError(e.what());
+    } catch (const std::bad_alloc&) {
+      code_ = "out_of_memory";
+      SetError("out of memory");
+    } catch (const std::exception& e) {
+      code_ = "internal";
+      SetError(e.what());
+    } catch (...) {
+      code_ = "internal";
+      SetError("unknown native error");
+    }
+  }
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (cleanup_) cleanup_();
+    try {
+      deferred_.Resolve(done_(env));
+    } catch (const Napi::Error& e) {
+      deferred_.Reject(e.Value());
+    } catch (const std::exception& e) {
+      deferred_.Reject(coded(env, "internal", e.what()).Value());
+    }
+  }
+  void OnError(const Napi::Error& e) override {
+    if (cleanup_) cleanup_();
+    deferred_.Reject(coded(Env(), code_.empty() ? "internal" : code_, e.Message()).Value());
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::function<void()> exec_;
+  std::function<Napi::Value(Napi::Env)> done_;
+  std::function<void()> cleanup_;
+  std::string code_;
+};
+
+Napi::Value to_js(Napi::Env env, const splash::Json& j) {
+  switch (j.kind) {
+    case splash::Json::Null: return env.Null();
+    case splash::Json::Bool: return Napi::Boolean::New(env, j.b);
+    case splash::Json::Number: return Napi::Number::New(env, j.num);
+    case splash::Json::String: return Napi::String::New(env, j.str);
+    case splash::Json::Array: {
+      Napi::Array a = Napi::Array::New(env, j.arr.size());
+      for (size_t i = 0; i < j.arr.size(); ++i) a.Set(uint32_t(i), to_js(env, j.arr[i]));
+      return a;
+    }
+    default: {
+      Napi::Object o = Napi::Object::New(env);
+      for (auto& [k, v] : j.obj) o.Set(k, to_js(env, v));
+      return o;
+    }
+  }
+}
+
+// openModel(dir, {threads?, isa?, int8?}) → Promise<handle>
+Napi::Value OpenModel(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    if (info.Length() < 1 || !info[0].IsString()) fail("invalid_argument", "openModel(dir, opts): dir must be a string");
+    std::string dir = info[0].As<Napi::String>();
+    int threads = 0;
+    std::string isa;
+    bool int8 = true;
+    if (info.Length() > 1 && !info[1].IsUndefined()) {
+      if (!info[1].IsObject()) fail("invalid_argument", "opts must be an object");
+      Napi::Object o = info[1].As<Napi::Object>();
+      if (o.Has("threads") && !o.Get("threads").IsUndefined()) threads = int_arg(o.Get("threads"), "threads", 1, 256);
+      if (o.Has("isa") && !o.Get("isa").IsUndefined()) {
+        if (!o.Get("isa").IsString()) fail("invalid_argument", "isa must be a string");
+        isa = o.Get("isa").As<Napi::String>();
+      }
+      if (o.Has("int8") && !o.Get("int8").IsUndefined()) {
+        if (!o.Get("int8").IsBoolean()) fail("invalid_argument", "int8 must be a boolean");
+        int8 = o.Get("int8").As<Napi::Boolean>();
+      }
+    }
+    auto holder = std::make_shared<std::unique_ptr<Model>>();
+    auto* t = new Task(
+        info.Env(),
+        [=] { *holder = Model::open(dir, threads, isa.empty() ? nullptr : isa.c_str(), int8); },
+        [=](Napi::Env env) -> Napi::Value {
+          std::lock_guard<std::mutex> lock(g_mu);
+          uint32_t h = g_next++;
+          g_models.emplace(h, std::shared_ptr<Model>(std::move(*holder)));
+          return Napi::Number::New(env, h);
+        });
+    Napi::Promise p = t->promise();
+    t->Queue();
+    return p;
+  });
+}
+
+Napi::Value ModelInfo(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    Napi::Env env = info.Env();
+    const auto& c = m->config();
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("family", c.family);
+    o.Set("config", to_js(env, m->package().config()));
+    const splash::Json* name = m->package().manifest().find("name");
+    o.Set("name", name && name->kind == splash::Json::String ? Napi::Value(Napi::String::New(env, name->str)) : env.Null());
+    o.Set("vocabSize", c.V);
+    o.Set("hiddenSize", c.H);
+    o.Set("numLayers", c.L);
+    o.Set("maxPositionEmbeddings", c.max_pos);
+    o.Set("weightBytes", double(m->weight_bytes()));
+    o.Set("stateBytesPerSequence", double(m->gdn_bytes()));
+    o.Set("kvBytesPerToken", double(m->kv_bytes_per_token()));
+    o.Set("backend", std::string(m->backend().iface->name));
+    o.Set("isa", std::string(m->backend().iface->variant));
+    o.Set("activationType", "f32");
+    o.Set("kvType", "f32");
+    return o;
+  });
+}
+
+// sequenceBytes(handle, maxLength) → bytes one sequence needs (GDN state + KV for maxLength tokens)
+Napi::Value SequenceBytes(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 2) fail("invalid_argument", "sequenceBytes(handle, maxLength)");
+    int32_t n = int_arg(info[1], "maxLength", 0, INT32_MAX);
+    return Napi::Number::New(info.Env(), double(m->sequence_bytes(n)));
+  });
+}
+
+Napi::Value CreateSequence(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 2 || !info[1].IsObject()) fail("invalid_argument", "createSequence(handle, {maxLength})");
+    Napi::Object o = info[1].As<Napi::Object>();
+    int32_t max_len = int_arg(o.Get("maxLength"), "maxLength", 1, INT32_MAX);
+    return Napi::Number::New(info.Env(), m->create_sequence(max_len));
+  });
+}
+
+Napi::Value FreeSequence(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 2) fail("invalid_argument", "freeSequence(handle, seqId)");
+    m->free_sequence(int_arg(info[1], "seqId", 0, INT32_MAX));
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value TruncateSequence(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 3) fail("invalid_argument", "truncateSequence(handle, seqId, length)");
+    m->truncate_sequence(int_arg(info[1], "seqId", 0, INT32_MAX), int_arg(info[2], "length", 0, INT32_MAX));
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value SequenceLength(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 2) fail("invalid_argument", "sequenceLength(handle, seqId)");
+    int32_t id = int_arg(info[1], "seqId", 0, INT32_MAX);
+    std::lock_guard<std::mutex> lock(m->seq_mutex());
+    splash::Sequence* s = m->find(id);
+    if (!s) fail("unknown_sequence", "unknown sequence " + std::to_string(id));
+    return Napi::Number::New(info.Env(), s->len);
+  });
+}
+
+// step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all'}]) → Promise<(Float32Array|null)[]>
+Napi::Value Step(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 2 || !info[1].IsArray()) fail("invalid_argument", "step(handle, items): items must be an array");
+    Napi::Array arr = info[1].As<Napi::Array>();
+    if (arr.Length() == 0) fail("invalid_argument", "step needs at least one item");
+    auto items = std::make_shared<std::vector<splash::StepItem>>(arr.Length());
+    const int V = m->config().V;
+    std::lock_guard<std::mutex> lock(m->seq_mutex());
+    for (uint32_t i = 0; i < arr.Length(); ++i) {
+      const std::string where = "items[" + std::to_string(i) + "]";
+      Napi::Value v = arr.Get(i);
+      if (!v.IsObject()) fail("invalid_argument", where + " must be an object");
+      Napi::Object o = v.As<Napi::Object>();
+      int32_t id = int_arg(o.Get("seq"), (where + ".seq").c_str(), 0, INT32_MAX);
+      splash::Sequence* s = m->find(id);
+      if (!s) fail("unknown_sequence", where + ": unknown sequence " + std::to_string(id));
+      if (s->busy) fail("sequence_busy", where + ": sequence " + std::to_string(id) + " is already in a step");
+      if (s->broken) fail("sequence_broken", where + ": sequence " + std::to_string(id) + " failed earlier; truncate it to 0");
+      for (uint32_t j = 0; j < i; ++j)
+        if ((*items)[j].seq == s) fail("invalid_argument", where + ": sequence " + std::to_string(id) + " appears twice");
+      Napi::Value tv = o.Get("tokens");
+      if (!tv.IsTypedArray() || tv.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+        fail("invalid_argument", where + ".tokens must be an Int32Array");
+      Napi::Int32Array ta = tv.As<Napi::Int32Array>();
+      if (ta.ElementLength() == 0) fail("invalid_argument", where + ".tokens is empty");
+      if (int64_t(s->len) + int64_t(ta.ElementLength()) > s->max_len)
+        fail("too_long", where + ": " + std::to_string(s->len) + " + " + std::to_string(ta.ElementLength()) +
+                             " tokens exceed the sequence's maxLength " + std::to_string(s->max_len));
+      auto& it = (*items)[i];
+      it.seq = s;
+      it.tokens.assign(ta.Data(), ta.Data() + ta.ElementLength());
+      for (size_t k = 0; k < it.tokens.size(); ++k)
+        if (it.tokens[k] < 0 || it.tokens[k] >= V)
+          fail("bad_token", where + ".tokens[" + std::to_string(k) + "] = " + std::to_string(it.tokens[k]) +
+                                " is outside the vocabulary [0, " + std::to_string(V) + ")");
+      Napi::Value lv = o.Get("logits");
+      std::string mode = lv.IsUndefined() ? "last" : (lv.IsString() ? std::string(lv.As<Napi::String>()) : "?");
+      if (mode == "none") it.logits = 0;
+      else if (mode == "last") it.logits = 1;
+      else if (mode == "all") it.logits = 2;
+      else fail("invalid_argument", where + ".logits must be 'none', 'last' or 'all'");
+    }
+    for (auto& it : *items) it.seq->busy = true;
+    auto out = std::make_shared<std::vector<std::vector<float>>>();
+    auto failed = std::make_shared<bool>(true);
+    auto* t = new Task(
+        info.Env(),
+        [=] {
+          m->step(*items, *out);
+          *failed = false;
+        },
+        [=](Napi::Env env) -> Napi::Value {
+          Napi::Array res = Napi::Array::New(env, items->size());
+          for (size_t i = 0; i < items->size(); ++i) {
+            if ((*items)[i].logits == 0) {
+              res.Set(uint32_t(i), env.Null());
+              continue;
+            }
+            auto* vec = new std::vector<float>(std::move((*out)[i]));
+            Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
+                env, vec->data(), vec->size() * sizeof(float),
+                [](Napi::Env, void*, std::vector<float>* p) { delete p; }, vec);
+            res.Set(uint32_t(i), Napi::Float32Array::New(env, vec->size(), ab, 0));
+          }
+          return res;
+        },
+        [=] {
+          std::lock_guard<std::mutex> l2(m->seq_mutex());
+          for (auto& it : *items) {
+            it.seq->busy = false;
+            if (*failed) it.seq->broken = true;
+          }
+        });
+    Napi::Promise p = t->promise();
+    t->Queue();
+    return p;
+  });
+}
+
+Napi::Value CloseModel(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    model_arg(info);
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_models.erase(uint32_t(info[0].As<Napi::Number>().DoubleValue()));
+    return info.Env().Undefined();  // freed when the last in-flight step finishes
+  });
+}
+
+Napi::Value IsaList(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto v = splash::cpu::isa_available();
+    Napi::Array a = Napi::Array::New(info.Env(), v.size());
+    for (size_t i = 0; i < v.size(); ++i) a.Set(uint32_t(i), v[i]->name);
+    return a;
+  });
+}
+
+// kernelSelfTest(seed?) → Promise<Array<{kernel, isa, against, maxErr, tol, ok}>>
+Napi::Value KernelSelfTest(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    uint32_t seed = info.Length() > 0 && !info[0].IsUndefined() ? uint32_t(int_arg(info[0], "seed", 0, INT32_MAX)) : 1234;
+    auto res = std::make_shared<std::vector<splash::cpu::SelfTestResult>>();
+    auto* t = new Task(
+        info.Env(), [=] { *res = splash::cpu::kernel_self_test(seed); },
+        [=](Napi::Env env) -> Napi::Value {
+          Napi::Array a = Napi::Array::New(env, res->size());
+          for (size_t i = 0; i < res->size(); ++i) {
+            const auto& r = (*res)[i];
+            Napi::Object o = Napi::Object::New(env);
+            o.Set("kernel", r.kernel);
+            o.Set("isa", r.isa);
+            o.Set("against", r.against);
+            o.Set("maxErr", r.max_err);
+            o.Set("tol", r.tol);
+            o.Set("ok", r.ok);
+            a.Set(uint32_t(i), o);
+          }
+          return a;
+        });
+    Napi::Promise p = t->promise();
+    t->Queue();
+    return p;
+  });
+}
+
+// benchMatmul({rows, cols, dtype, threads?, int8?, iters?, isa?}) → Promise<object>
+Napi::Value BenchMatmul(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    if (info.Length() < 1 || !info[0].IsObject()) fail("invalid_argument", "benchMatmul(opts)");
+    Napi::Object o = info[0].As<Napi::Object>();
+    int64_t rows = int_arg(o.Get("rows"), "rows", 1, 1 << 20), cols = int_arg(o.Get("cols"), "cols", 64, 1 << 20);
+    std::string dtype = o.Get("dtype").IsString() ? std::string(o.Get("dtype").As<Napi::String>()) : "q4";
+    int threads = o.Get("threads").IsUndefined() ? 0 : int_arg(o.Get("threads"), "threads", 1, 256);
+    int iters = o.Get("iters").IsUndefined() ? 20 : int_arg(o.Get("iters"), "iters", 1, 10000);
+    bool int8 = o.Get("int8").IsUndefined() ? true : o.Get("int8").ToBoolean().Value();
+    std::string isa = o.Get("isa").IsString() ? std::string(o.Get("isa").As<Napi::String>()) : "";
+    auto res = std::make_shared<splash::cpu::BenchResult>();
+    auto* t = new Task(
+        info.Env(),
+        [=] { *res = splash::cpu::bench_matmul(rows, cols, dtype, threads, int8, iters, isa.empty() ? nullptr : isa.c_str()); },
+        [=](Napi::Env env) -> Napi::Value {
+          Napi::Object r = Napi::Object::New(env);
+          r.Set("isa", res->isa);
+          r.Set("threads", res->threads);
+          r.Set("rows", double(res->rows));
+          r.Set("cols", double(res->cols));
+          r.Set("dtype", res->dtype);
+          r.Set("int8", res->int8);
+          r.Set("weightBytes", res->weight_bytes);
+          r.Set("secondsPerMatvec", res->seconds_per_matvec);
+          r.Set("matvecGBps", res->matvec_gbps);
+          r.Set("readGBps", res->read_gbps);
+          r.Set("memcpyGBps", res->memcpy_gbps);
+          return r;
+        });
+    Napi::Promise p = t->promise();
+    t->Queue();
+    return p;
+  });
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("abiVersion", Napi::Number::New(env, SPLASH_BACKEND_ABI));
+  exports.Set("openModel", Napi::Function::New(env, OpenModel));
+  exports.Set("modelInfo", Napi::Function::New(env, ModelInfo));
+  exports.Set("sequenceBytes", Napi::Function::New(env, SequenceBytes));
+  exports.Set("createSequence", Napi::Function::New(env, CreateSequence));
+  exports.Set("freeSequence", Napi::Function::New(env, FreeSequence));
+  exports.Set("truncateSequence", Napi::Function::New(env, TruncateSequence));
+  exports.Set("sequenceLength", Napi::Function::New(env, SequenceLength));
+  exports.Set("step", Napi::Function::New(env, Step));
+  exports.Set("closeModel", Napi::Function::New(env, CloseModel));
+  exports.Set("isaList", Napi::Function::New(env, IsaList));
+  exports.Set("kernelSelfTest", Napi::Function::New(env, KernelSelfTest));
+  exports.Set("benchMatmul", Napi::Function::New(env, BenchMatmul));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(splash_core, Init)

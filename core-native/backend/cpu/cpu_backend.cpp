@@ -1,0 +1,215 @@
+// The CPU backend: fills splash_backend_i. Matmuls go to the ISA row kernels over the thread pool;
+// the other ops are plain C++ (the readable reference every other backend is tested against).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/isa.h"
+#include "runtime/thread_pool.h"
+
+namespace splash::cpu {
+
+void prepare_act(const splash_weight* w, const float* x, int32_t nt, bool i8, ActBuf& buf, Act& a) {
+  const int64_t C = w->cols;
+  a.cols = C;
+  a.nt = nt;
+  a.xf = x;
+  a.i8 = false;
+  const bool quant = w->dtype == SPLASH_Q4 || w->dtype == SPLASH_Q8;
+  if (!quant) return;
+  const int64_t G = C / 64;
+  if (w->dtype == SPLASH_Q4) {
+    buf.xf.resize(size_t(nt) * C);
+    for (int64_t t = 0; t < nt; ++t)
+      for (int64_t g = 0; g < G; ++g) {
+        const float* s = x + t * C + g * 64;
+        float* d = buf.xf.data() + t * C + g * 64;
+        for (int j = 0; j < 32; ++j) {
+          d[j] = s[2 * j];
+          d[32 + j] = s[2 * j + 1];
+        }
+      }
+    a.xf = buf.xf.data();
+  }
+  buf.xsum.resize(size_t(nt) * G);
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t g = 0; g < G; ++g) {
+      const float* s = x + t * C + g * 64;
+      float sum = 0.f;
+      for (int j = 0; j < 64; ++j) sum += s[j];
+      buf.xsum[t * G + g] = sum;
+    }
+  a.xsum = buf.xsum.data();
+  if (!i8) return;
+  a.i8 = true;
+  buf.xq.resize(size_t(nt) * C);
+  buf.xs.resize(size_t(nt) * G);
+  buf.xqsum.resize(size_t(nt) * G);
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t g = 0; g < G; ++g) {
+      const float* s = a.xf + t * C + g * 64;
+      int8_t* q = buf.xq.data() + t * C + g * 64;
+      float amax = 0.f;
+      for (int j = 0; j < 64; ++j) amax = std::max(amax, std::fabs(s[j]));
+      const float sc = amax / 127.f;
+      const float inv = amax > 0.f ? 127.f / amax : 0.f;
+      int32_t qs = 0;
+      for (int j = 0; j < 64; ++j) {
+        int v = int(std::nearbyint(s[j] * inv));
+        v = std::min(127, std::max(-127, v));
+        q[j] = int8_t(v);
+        qs += v;
+      }
+      buf.xs[t * G + g] = sc;
+      buf.xqsum[t * G + g] = qs;
+    }
+  a.xq = buf.xq.data();
+  a.xs = buf.xs.data();
+  a.xqsum = buf.xqsum.data();
+}
+
+std::vector<const IsaKernels*> isa_available() {
+  std::vector<const IsaKernels*> out{isa_scalar()};
+#if defined(__x86_64__) || defined(_M_X64)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) out.push_back(isa_avx2());
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    out.push_back(isa_avx512());
+#endif
+  return out;
+}
+
+const IsaKernels* isa_select(const char* name) {
+  auto avail = isa_available();
+  if (name == nullptr || !*name) return avail.back();
+  for (auto* k : avail)
+    if (std::strcmp(k->name, name) == 0) return k;
+  return nullptr;
+}
+
+namespace {
+
+struct Ctx {
+  std::unique_ptr<ThreadPool> pool;
+  const IsaKernels* isa;
+  bool i8;
+  ActBuf buf;
+};
+
+void* buffer_alloc(void*, size_t bytes) {
+  size_t n = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, n == 0 ? 64 : n);
+  if (p) std::memset(p, 0, n);
+  return p;
+}
+void buffer_free(void*, void* p) { std::free(p); }
+void synchronize(void*) {}
+
+void matmul(void* vctx, const splash_weight* w, const float* x, int32_t nt, float* y, int64_t ys) {
+  Ctx* c = static_cast<Ctx*>(vctx);
+  Act a;
+  prepare_act(w, x, nt, c->i8, c->buf, a);
+  const IsaKernels* isa = c->isa;
+  // Tiny matrices are not worth a pool dispatch.
+  if (w->rows * w->cols * int64_t(nt) < 32768) {
+    isa->rows(w, a, 0, w->rows, y, ys);
+    return;
+  }
+  c->pool->parallel_for(w->rows, [&](int64_t r0, int64_t r1, int) { isa->rows(w, a, r0, r1, y, ys); }, 8);
+}
+
+void attention(void* vctx, const splash_attn_args* a) {
+  Ctx* c = static_cast<Ctx*>(vctx);
+  const int64_t tasks = int64_t(a->n_tokens) * a->n_heads;
+  if (tasks == 1 || a->start + a->n_tokens < 64) {
+    for (int64_t i = 0; i < tasks; ++i) attention_task(a, i);
+    return;
+  }
+  c->pool->parallel_tasks(tasks, [&](int64_t i) { attention_task(a, i); });
+}
+
+void gdn(void* vctx, const splash_gdn_args* a, bool chunked) {
+  Ctx* c = static_cast<Ctx*>(vctx);
+  auto head = [&](int64_t h) {
+    if (chunked) gdn_chunked_head(a, int32_t(h));
+    else gdn_recurrent_head(a, int32_t(h));
+  };
+  if (int64_t(a->dk) * a->dv * a->n_tokens < 16384) {
+    for (int32_t h = 0; h < a->nv; ++h) head(h);
+    return;
+  }
+  c->pool->parallel_tasks(a->nv, head);
+}
+void gdn_recurrent(void* ctx, const splash_gdn_args* a) { gdn(ctx, a, false); }
+void gdn_chunked(void* ctx, const splash_gdn_args* a) { gdn(ctx, a, true); }
+
+void dequant_row(void*, const splash_weight* w, int64_t r, float* out) { dequant_row_ref(w, r, out); }
+void rmsnorm(void*, const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y) {
+  rmsnorm_ref(x, w, n, dim, eps, y);
+}
+void gated_rmsnorm(void*, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y) {
+  gated_rmsnorm_ref(x, z, w, n, dim, eps, y);
+}
+void rope(void*, float* x, int32_t nh, int64_t hs, int32_t hd, int32_t rd, const int32_t pos[3], const int32_t* sec,
+          float theta) {
+  rope_ref(x, nh, hs, hd, rd, pos, sec, theta);
+}
+void swiglu(void*, const float* g, const float* u, int64_t n, float* out) { swiglu_ref(g, u, n, out); }
+void conv1d_silu(void*, const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state, float* y) {
+  conv1d_silu_ref(x, nt, C, K, w, state, y);
+}
+
+const splash_backend_i kIface = {
+    /* .abi_version      = */ SPLASH_BACKEND_ABI,
+    /* .name             = */ "cpu",
+    /* .variant          = */ nullptr,  // set per instance (ISA name) via a copy below
+    /* .buffer_alloc     = */ buffer_alloc,
+    /* .buffer_free      = */ buffer_free,
+    /* .synchronize      = */ synchronize,
+    /* .matmul           = */ matmul,
+    /* .dequant_row      = */ dequant_row,
+    /* .rmsnorm          = */ rmsnorm,
+    /* .gated_rmsnorm    = */ gated_rmsnorm,
+    /* .rope             = */ rope,
+    /* .swiglu           = */ swiglu,
+    /* .attention        = */ attention,
+    /* .conv1d_silu      = */ conv1d_silu,
+    /* .gdn_recurrent    = */ gdn_recurrent,
+    /* .gdn_chunked      = */ gdn_chunked,
+    /* .graph_begin      = */ nullptr,
+    /* .graph_end        = */ nullptr,
+    /* .get_proc_address = */ nullptr,
+};
+
+struct CpuBackend {
+  splash_backend b;
+  splash_backend_i iface;
+  Ctx ctx;
+};
+
+}  // namespace
+}  // namespace splash::cpu
+
+extern "C" splash_backend* splash_backend_cpu_create(int threads, const char* isa, int int8_activations) {
+  using namespace splash::cpu;
+  const IsaKernels* k = isa_select(isa);
+  if (!k) return nullptr;
+  auto* cb = new CpuBackend();
+  cb->iface = kIface;
+  cb->iface.variant = k->name;
+  cb->ctx.pool = std::make_unique<splash::ThreadPool>(threads);
+  cb->ctx.isa = k;
+  cb->ctx.i8 = int8_activations != 0;
+  cb->b.iface = &cb->iface;
+  cb->b.ctx = &cb->ctx;
+  return &cb->b;
+}
+
+extern "C" void splash_backend_cpu_free(splash_backend* b) {
+  if (!b) return;
+  delete reinterpret_cast<splash::cpu::CpuBackend*>(b);  // b is the first member
+}

@@ -1,0 +1,58 @@
+// CPU matmul row kernels, one set per instruction set (scalar, AVX2, AVX-512), chosen at run time.
+// The activation block is prepared once per matmul (prepare_act) in a layout every ISA shares:
+//  - q4 weights: within each 64-group, activations are reordered [even 32 | odd 32] so the low and
+//    high nibbles of the 32 packed bytes line up with contiguous activations (no shuffles);
+//  - other weights: natural order.
+// Two arithmetic paths exist for q4/q8: "f32" (fp32 activations, exact up to rounding) and "i8"
+// (activations quantised to int8 per 64-group, integer dot products, then
+//  dot_g = scale_g·sx_g·Σ q·xq + bias_g·Σ x_g). bf16/f32 weights always use fp32.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "splash/backend.h"
+
+namespace splash::cpu {
+
+struct Act {
+  int64_t cols = 0;
+  int32_t nt = 0;
+  bool i8 = false;
+  const float* xf = nullptr;      // [nt, cols] fp32 activations in kernel layout
+  const int8_t* xq = nullptr;     // [nt, cols] int8 (i8 path), kernel layout
+  const float* xs = nullptr;      // [nt, G] activation scale per group
+  const float* xsum = nullptr;    // [nt, G] Σ x per group (fp32, original values)
+  const int32_t* xqsum = nullptr; // [nt, G] Σ xq per group
+};
+
+struct ActBuf {
+  std::vector<float> xf, xs, xsum;
+  std::vector<int8_t> xq;
+  std::vector<int32_t> xqsum;
+};
+
+// Fills `a` (pointing into `buf` or at x itself).
+void prepare_act(const splash_weight* w, const float* x, int32_t nt, bool i8, ActBuf& buf, Act& a);
+
+struct IsaKernels {
+  const char* name;
+  // y[t*ys + r] for r in [r0, r1), t < a.nt.
+  void (*rows)(const splash_weight* w, const Act& a, int64_t r0, int64_t r1, float* y, int64_t ys);
+};
+
+const IsaKernels* isa_scalar();
+#if defined(__x86_64__) || defined(_M_X64)
+const IsaKernels* isa_avx2();
+const IsaKernels* isa_avx512();
+#endif
+// Best ISA this CPU supports, or the named one ("scalar" | "avx2" | "avx512"); nullptr if unsupported.
+const IsaKernels* isa_select(const char* name);
+// Names of the ISAs this CPU can run, best last.
+std::vector<const IsaKernels*> isa_available();
+
+inline float bf16_to_f32(uint16_t v) {
+  union { uint32_t u; float f; } c{uint32_t(v) << 16};
+  return c.f;
+}
+
+}  // namespace splash::cpu

@@ -1,0 +1,208 @@
+#include "backend/cpu/selftest.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/isa.h"
+#include "runtime/error.h"
+#include "runtime/thread_pool.h"
+
+namespace splash::cpu {
+namespace {
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7FFF + ((u >> 16) & 1);
+  return uint16_t(u >> 16);
+}
+
+// Random weight storage for one dtype.
+struct RandWeight {
+  std::vector<uint8_t> data;
+  std::vector<uint16_t> scales, biases;
+  splash_weight w{};
+  RandWeight(int dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    w.dtype = dtype;
+    w.rows = rows;
+    w.cols = cols;
+    size_t bytes = dtype == SPLASH_F32 ? rows * cols * 4 : dtype == SPLASH_BF16 ? rows * cols * 2
+                   : dtype == SPLASH_Q8 ? rows * cols : rows * cols / 2;
+    data.resize(bytes + 64);
+    if (dtype == SPLASH_F32) {
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        float v = u(rng);
+        std::memcpy(&data[i * 4], &v, 4);
+      }
+    } else if (dtype == SPLASH_BF16) {
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        uint16_t v = f32_to_bf16(u(rng));
+        std::memcpy(&data[i * 2], &v, 2);
+      }
+    } else {
+      for (size_t i = 0; i < bytes; ++i) data[i] = uint8_t(byte(rng));
+      const int64_t G = rows * cols / 64;
+      scales.resize(G);
+      biases.resize(G);
+      for (int64_t g = 0; g < G; ++g) {
+        scales[g] = f32_to_bf16(0.01f + 0.05f * std::fabs(u(rng)));
+        biases[g] = f32_to_bf16(0.5f * u(rng));
+      }
+      w.scales = scales.data();
+      w.biases = biases.data();
+    }
+    w.data = data.data();
+  }
+};
+
+const char* dtype_name(int d) {
+  switch (d) {
+    case SPLASH_F32: return "f32";
+    case SPLASH_BF16: return "bf16";
+    case SPLASH_Q8: return "q8";
+    default: return "q4";
+  }
+}
+
+}  // namespace
+
+std::vector<SelfTestResult> kernel_self_test(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<SelfTestResult> out;
+  const auto isas = isa_available();
+  for (int dtype : {SPLASH_F32, SPLASH_BF16, SPLASH_Q8, SPLASH_Q4}) {
+    const bool quant = dtype == SPLASH_Q8 || dtype == SPLASH_Q4;
+    const int64_t rows = 37, cols = quant ? 64 * 7 : 203;  // odd group count and ragged tails
+    RandWeight rw(dtype, rows, cols, rng);
+    for (int nt : {1, 3}) {
+      std::vector<float> x(nt * cols);
+      for (auto& v : x) v = nd(rng);
+      x[5] = 40.f;  // an outlier, as real activations have
+      // fp64 reference and per-(t,r) magnitude
+      std::vector<double> ref(nt * rows), mag(nt * rows);
+      std::vector<float> row(cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        dequant_row_ref(&rw.w, r, row.data());
+        for (int t = 0; t < nt; ++t) {
+          double s = 0, m = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            s += double(row[c]) * x[t * cols + c];
+            m += std::fabs(double(row[c]) * x[t * cols + c]);
+          }
+          ref[t * rows + r] = s;
+          mag[t * rows + r] = m;
+        }
+      }
+      for (bool i8 : {false, true}) {
+        if (i8 && !quant) continue;
+        ActBuf buf;
+        Act a;
+        prepare_act(&rw.w, x.data(), nt, i8, buf, a);
+        std::vector<float> ys(nt * rows);
+        isa_scalar()->rows(&rw.w, a, 0, rows, ys.data(), rows);
+        for (auto* isa : isas) {
+          std::vector<float> y(nt * rows, NAN);
+          // split the rows in two ranges to exercise r0/r1
+          isa->rows(&rw.w, a, 0, 11, y.data(), rows);
+          isa->rows(&rw.w, a, 11, rows, y.data(), rows);
+          double e_ref = 0, e_sc = 0;
+          for (int64_t i = 0; i < nt * rows; ++i) {
+            const double m = mag[i] + 1e-30;
+            double er = std::fabs(double(y[i]) - ref[i]) / m;
+            double es = std::fabs(double(y[i]) - double(ys[i])) / m;
+            if (!std::isfinite(y[i])) er = es = INFINITY;
+            e_ref = std::max(e_ref, er);
+            e_sc = std::max(e_sc, es);
+          }
+          std::string name = std::string("matmul_") + dtype_name(dtype) + (quant ? (i8 ? "_i8" : "_f32") : "") +
+                             "_nt" + std::to_string(nt);
+          const double tol_ref = i8 ? 2e-2 : 1e-5;
+          out.push_back({name, isa->name, "reference", e_ref, tol_ref, e_ref <= tol_ref});
+          if (std::strcmp(isa->name, "scalar") != 0)
+            out.push_back({name, isa->name, "scalar", e_sc, 1e-5, e_sc <= 1e-5});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+BenchResult bench_matmul(int64_t rows, int64_t cols, const std::string& dtype, int threads, bool int8, int iters,
+                         const char* isa) {
+  int d = dtype == "q4" ? SPLASH_Q4 : dtype == "q8" ? SPLASH_Q8 : dtype == "bf16" ? SPLASH_BF16 : dtype == "f32" ? SPLASH_F32 : -1;
+  if (d < 0) throw Error("invalid_argument", "dtype must be q4, q8, bf16 or f32");
+  if (rows <= 0 || cols <= 0 || cols % 64 || rows * cols > (int64_t(1) << 31) || iters <= 0 || iters > 10000)
+    throw Error("invalid_argument", "bad benchmark shape");
+  std::mt19937 rng(1);
+  RandWeight rw(d, rows, cols, rng);
+  splash_backend* be = splash_backend_cpu_create(threads, isa, int8 ? 1 : 0);
+  if (!be) throw Error("unsupported", "ISA not supported on this CPU");
+  std::vector<float> x(cols), y(rows);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& v : x) v = nd(rng);
+  BenchResult r;
+  r.isa = be->iface->variant;
+  ThreadPool pool(threads);
+  r.threads = pool.size();
+  r.rows = rows;
+  r.cols = cols;
+  r.dtype = dtype;
+  r.int8 = int8;
+  r.weight_bytes = double(rw.data.size() - 64) + 2.0 * 2.0 * double(rw.scales.size());
+  using clk = std::chrono::steady_clock;
+  be->iface->matmul(be->ctx, &rw.w, x.data(), 1, y.data(), rows);  // warm up
+  auto t0 = clk::now();
+  for (int i = 0; i < iters; ++i) be->iface->matmul(be->ctx, &rw.w, x.data(), 1, y.data(), rows);
+  double s = std::chrono::duration<double>(clk::now() - t0).count() / iters;
+  r.seconds_per_matvec = s;
+  r.matvec_gbps = r.weight_bytes / s / 1e9;
+  splash_backend_cpu_free(be);
+  // plain parallel read of the same number of bytes
+  {
+    const size_t n = size_t(r.weight_bytes) / 8;
+    std::vector<uint64_t> buf(n, 1);
+    std::vector<uint64_t> sums(pool.size());
+    auto rd = [&] {
+      pool.parallel_for(int64_t(n), [&](int64_t b, int64_t e, int ti) {
+        uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int64_t i = b;
+        for (; i + 4 <= e; i += 4) {
+          a0 += buf[i];
+          a1 += buf[i + 1];
+          a2 += buf[i + 2];
+          a3 += buf[i + 3];
+        }
+        for (; i < e; ++i) a0 += buf[i];
+        sums[ti] += a0 + a1 + a2 + a3;
+      }, 1024);
+    };
+    rd();
+    auto t1 = clk::now();
+    for (int i = 0; i < iters; ++i) rd();
+    double sr = std::chrono::duration<double>(clk::now() - t1).count() / iters;
+    r.read_gbps = double(n * 8) / sr / 1e9;
+    if (sums[0] == 42) r.read_gbps += 0;  // keep the sums alive
+  }
+  {
+    const size_t n = size_t(r.weight_bytes);
+    std::vector<uint8_t> a(n, 1), b(n, 2);
+    std::memcpy(b.data(), a.data(), n);
+    auto t1 = clk::now();
+    for (int i = 0; i < iters; ++i) {
+      std::memcpy(b.data(), a.data(), n);
+      a[i % n] = b[(i * 7) % n];
+    }
+    double sm = std::chrono::duration<double>(clk::now() - t1).count() / iters;
+    r.memcpy_gbps = 2.0 * double(n) / sm / 1e9;
+  }
+  return r;
+}
+
+}  // namespace splash::cpu

@@ -1,0 +1,128 @@
+// The Qwen hybrid model family (qwen3_5, qwen3_5_moe, qwen3_next, qwen3): config, weights bound in
+// place from the package, per-sequence state, and the batched forward step.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/package.h"
+#include "splash/backend.h"
+
+namespace splash {
+
+struct ModelConfig {
+  std::string family;
+  int H = 0, L = 0, V = 0;
+  std::vector<bool> linear;  // per layer: linear_attention?
+  float eps = 1e-6f;
+  int nh = 0, nkv = 0, hd = 0;
+  bool attn_gate = false;
+  float rope_theta = 10000.f;
+  int rot_dim = 0;
+  std::vector<int32_t> mrope;  // empty = 1-D RoPE
+  int nk = 0, nv = 0, dk = 0, dv = 0, conv_k = 4;
+  int I = 0, E = 0, topk = 0, Im = 0, Is = 0;
+  bool renorm_topk = false;
+  bool tie = false;
+  int max_pos = 0;
+  int Dk() const { return nk * dk; }
+  int Dv() const { return nv * dv; }
+  int conv_ch() const { return 2 * nk * dk + nv * dv; }
+};
+
+// Stacked experts [E, rows, cols]: expert e is `base` shifted by e strides.
+struct Stacked {
+  splash_weight base{};
+  int64_t E = 0;
+  splash_weight expert(int64_t e) const;
+};
+
+struct Layer {
+  bool linear = false, moe = false;
+  const float* in_norm = nullptr;
+  const float* post_norm = nullptr;
+  // Gated DeltaNet
+  splash_weight qkv{}, z{}, b{}, a{}, out{};
+  const float *conv = nullptr, *A_log = nullptr, *dt_bias = nullptr, *gnorm = nullptr;
+  // gated attention
+  splash_weight q{}, k{}, v{}, o{};
+  const float *q_norm = nullptr, *k_norm = nullptr;
+  // dense MLP / shared expert / MoE
+  splash_weight gate{}, up{}, down{};
+  splash_weight router{}, sgate{}, sg{}, su{}, sd{};
+  Stacked eg, eu, ed;
+  bool shared = false;
+  // offsets into a sequence's state block (floats)
+  int64_t conv_off = 0, ssm_off = 0, kv_index = -1;
+};
+
+struct Sequence {
+  int32_t id = 0;
+  int32_t max_len = 0;
+  int32_t len = 0;
+  bool busy = false;    // part of an in-flight step
+  bool broken = false;  // a step failed midway; state is undefined
+  float* gdn = nullptr;  // conv + recurrent states of all linear layers: one memcpy-able block
+  float* kv = nullptr;   // [full layers][K|V][max_len][nkv*hd]
+};
+
+struct StepItem {
+  Sequence* seq = nullptr;
+  std::vector<int32_t> tokens;
+  int logits = 0;  // 0 none, 1 last, 2 all
+};
+
+class Model {
+ public:
+  static std::unique_ptr<Model> open(const std::string& dir, int threads, const char* isa, bool int8);  // throws
+  ~Model();
+
+  const ModelConfig& config() const { return cfg_; }
+  const Package& package() const { return *pkg_; }
+  const splash_backend& backend() const { return *be_; }
+  uint64_t weight_bytes() const { return pkg_->tensor_bytes(); }
+  // Per-sequence state: gdn_bytes() fixed + kv_bytes_per_token() × maxLength.
+  uint64_t gdn_bytes() const { return uint64_t(gdn_floats_) * 4; }
+  uint64_t kv_bytes_per_token() const { return uint64_t(kv_floats_per_token_) * 4; }
+  uint64_t sequence_bytes(int64_t max_len) const { return gdn_bytes() + kv_bytes_per_token() * uint64_t(max_len); }
+  int threads() const { return threads_; }
+
+  // Sequence table (guarded by seq_mu_; safe from the JS thread while a step runs).
+  int32_t create_sequence(int32_t max_len);  // throws
+  void free_sequence(int32_t id);            // throws
+  void truncate_sequence(int32_t id, int32_t len);
+  Sequence* find(int32_t id);  // nullptr if unknown; caller holds seq_mu_
+  std::mutex& seq_mutex() { return seq_mu_; }
+
+  // One batched step; out[i] gets logits per item (empty for 'none'). Serialised by compute_mu_.
+  void step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out);
+
+ private:
+  Model() = default;
+  void bind_weights();
+  void forward(std::vector<StepItem>& items, std::vector<std::vector<float>>& out);
+  void linear_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y);
+  void full_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y);
+  void mlp(const Layer& l, const float* x, int N, float* y);
+  void matmul(const splash_weight& w, const float* x, int n, float* y) const;
+
+  std::unique_ptr<Package> pkg_;
+  splash_backend* be_ = nullptr;
+  ModelConfig cfg_;
+  std::vector<Layer> layers_;
+  splash_weight embed_{}, lm_head_{};
+  const float* norm_ = nullptr;
+  std::vector<std::vector<float>> owned_;  // norms converted from BF16, if any
+  int64_t gdn_floats_ = 0, kv_floats_per_token_ = 0, n_full_ = 0;
+  int threads_ = 1;
+
+  std::mutex seq_mu_, compute_mu_;
+  std::unordered_map<int32_t, Sequence> seqs_;
+  std::vector<float*> gdn_pool_;  // recycled GDN state blocks (all the same size)
+  int32_t next_id_ = 1;
+};
+
+}  // namespace splash

@@ -1,0 +1,318 @@
+// Model loading: normalised config from splash.json, weights bound in place, sequence table.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "model/model.h"
+#include "runtime/error.h"
+
+namespace splash {
+namespace {
+
+[[noreturn]] void bad(const std::string& msg) { throw Error("bad_package", msg); }
+
+double num(const Json& c, const char* key, double def, bool required = false) {
+  const Json* v = c.find(key);
+  if (!v || v->isNull()) {
+    if (required) bad(std::string("config.") + key + " is missing");
+    return def;
+  }
+  if (v->kind == Json::Bool) return v->b ? 1 : 0;
+  if (v->kind != Json::Number) bad(std::string("config.") + key + " is not a number");
+  return v->num;
+}
+int inum(const Json& c, const char* key, int def, bool required = false) {
+  double d = num(c, key, def, required);
+  if (d < 0 || d > 1e9 || d != std::floor(d)) bad(std::string("config.") + key + " is not a valid integer");
+  return int(d);
+}
+bool flag(const Json& c, const char* key, bool def) {
+  const Json* v = c.find(key);
+  if (!v || v->isNull()) return def;
+  if (v->kind != Json::Bool) bad(std::string("config.") + key + " is not a boolean");
+  return v->b;
+}
+
+ModelConfig parse_config(const Json& m) {
+  ModelConfig c;
+  const Json& j = *m.find("config");
+  const Json* fam = m.find("family");
+  c.family = fam && fam->kind == Json::String ? fam->str : "";
+  if (c.family != "qwen3_5" && c.family != "qwen3_5_moe" && c.family != "qwen3_next" && c.family != "qwen3")
+    throw Error("unsupported", "unsupported model family '" + c.family + "'");
+  c.H = inum(j, "hidden_size", 0, true);
+  c.L = inum(j, "num_hidden_layers", 0, true);
+  c.V = inum(j, "vocab_size", 0, true);
+  c.eps = float(num(j, "rms_norm_eps", 1e-6));
+  c.nh = inum(j, "num_attention_heads", 0, true);
+  c.nkv = inum(j, "num_key_value_heads", c.nh);
+  c.hd = inum(j, "head_dim", c.nh ? c.H / c.nh : 0);
+  c.attn_gate = flag(j, "attn_output_gate", c.family != "qwen3");
+  c.rope_theta = float(num(j, "rope_theta", 10000.0));
+  const double prf = num(j, "partial_rotary_factor", c.family == "qwen3" ? 1.0 : 0.25);
+  c.rot_dim = int(c.hd * prf);
+  if (c.rot_dim % 2 || c.rot_dim <= 0 || c.rot_dim > c.hd) bad("bad rotary dimension");
+  if (const Json* s = j.find("mrope_section"); s && s->kind == Json::Array) {
+    if (s->arr.size() != 3) bad("mrope_section must have 3 entries");
+    for (auto& v : s->arr) c.mrope.push_back(int32_t(v.num));
+  }
+  c.nk = inum(j, "linear_num_key_heads", 0);
+  c.nv = inum(j, "linear_num_value_heads", 0);
+  c.dk = inum(j, "linear_key_head_dim", 0);
+  c.dv = inum(j, "linear_value_head_dim", 0);
+  c.conv_k = inum(j, "linear_conv_kernel_dim", 4);
+  c.I = inum(j, "intermediate_size", 0);
+  c.E = inum(j, "num_experts", 0);
+  c.topk = inum(j, "num_experts_per_tok", 0);
+  c.Im = inum(j, "moe_intermediate_size", 0);
+  c.Is = inum(j, "shared_expert_intermediate_size", 0);
+  c.renorm_topk = flag(j, "norm_topk_prob", false) || c.family == "qwen3_5_moe";
+  c.tie = flag(j, "tie_word_embeddings", false);
+  c.max_pos = inum(j, "max_position_embeddings", 0);
+  const Json* lt = j.find("layer_types");
+  for (int i = 0; i < c.L; ++i) {
+    bool lin = false;
+    if (lt && lt->kind == Json::Array) {
+      if (int(lt->arr.size()) != c.L) bad("layer_types has the wrong length");
+      const std::string& s = lt->arr[i].str;
+      if (s == "linear_attention") lin = true;
+      else if (s != "full_attention") bad("unknown layer type '" + s + "'");
+    } else if (c.family != "qwen3") {
+      lin = (i + 1) % 4 != 0;
+    }
+    c.linear.push_back(lin);
+  }
+  if (c.H <= 0 || c.L <= 0 || c.V <= 0 || c.nh <= 0 || c.nkv <= 0 || c.hd <= 0 || c.nh % c.nkv) bad("bad attention shape");
+  for (bool lin : c.linear)
+    if (lin && (c.nk <= 0 || c.nv <= 0 || c.dk <= 0 || c.dv <= 0 || c.nv % c.nk || c.conv_k < 1)) bad("bad GDN shape");
+  if (c.E > 0 && (c.topk <= 0 || c.topk > c.E || c.Im <= 0)) bad("bad MoE shape");
+  return c;
+}
+
+}  // namespace
+
+splash_weight Stacked::expert(int64_t e) const {
+  splash_weight w = base;
+  const int64_t C = base.cols, R = base.rows;
+  const int64_t G = C / 64;
+  size_t row_bytes = base.dtype == SPLASH_F32 ? C * 4 : base.dtype == SPLASH_BF16 ? C * 2
+                     : base.dtype == SPLASH_Q8 ? C : C / 2;
+  w.data = static_cast<const uint8_t*>(base.data) + size_t(e) * R * row_bytes;
+  if (base.scales) {
+    w.scales = base.scales + size_t(e) * R * G;
+    w.biases = base.biases + size_t(e) * R * G;
+  }
+  return w;
+}
+
+void Model::bind_weights() {
+  const ModelConfig& c = cfg_;
+  auto vec = [&](const std::string& name, int64_t n) -> const float* {
+    const TensorInfo* t = pkg_->find(name);
+    if (!t) bad("missing tensor " + name);
+    if (t->numel() != n) bad("tensor " + name + " has " + std::to_string(t->numel()) + " values, expected " + std::to_string(n));
+    if (t->dtype == "F32") {
+      if (reinterpret_cast<uintptr_t>(t->data) % 4 == 0) return reinterpret_cast<const float*>(t->data);
+      owned_.emplace_back(n);
+      std::memcpy(owned_.back().data(), t->data, n * 4);
+      return owned_.back().data();
+    }
+    if (t->dtype == "BF16") {
+      owned_.emplace_back(n);
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, t->data + 2 * i, 2);
+        uint32_t u = uint32_t(v) << 16;
+        std::memcpy(&owned_.back()[i], &u, 4);
+      }
+      return owned_.back().data();
+    }
+    bad("tensor " + name + " must be F32");
+  };
+  // A linear weight [E?][rows, cols] stored bf16/f32 or q4/q8 (MLX affine).
+  auto lin = [&](const std::string& p, int64_t rows, int64_t cols, int64_t E = 0) -> splash_weight {
+    const TensorInfo* w = pkg_->find(p + ".weight");
+    if (!w) bad("missing tensor " + p + ".weight");
+    const size_t lead = E ? 1 : 0;
+    if (w->shape.size() != 2 + lead || (E && w->shape[0] != E)) bad("tensor " + p + ".weight has the wrong rank");
+    splash_weight sw{};
+    sw.rows = rows;
+    sw.cols = cols;
+    if (const TensorInfo* s = pkg_->find(p + ".scales")) {
+      const TensorInfo* b = pkg_->find(p + ".biases");
+      if (!b || w->dtype != "U32" || s->dtype != "BF16" || b->dtype != "BF16" || s->shape != b->shape ||
+          s->shape.size() != w->shape.size())
+        bad("quantized tensor " + p + " is malformed (U32 weight, BF16 scales/biases expected)");
+      const int64_t wc = w->shape.back(), sc = s->shape.back();
+      if (sc == 0 || (32 * wc) % (64 * sc)) bad("tensor " + p + ": bad quantized shape");
+      const int64_t bits = 32 * wc / (64 * sc);
+      if (bits != 4 && bits != 8) bad("tensor " + p + ": only 4- and 8-bit weights are supported");
+      if (w->shape[lead] != rows || wc * 32 / bits != cols || s->shape[lead] != rows || cols % 64)
+        bad("tensor " + p + " has the wrong shape");
+      sw.dtype = bits == 4 ? SPLASH_Q4 : SPLASH_Q8;
+      sw.scales = reinterpret_cast<const uint16_t*>(s->data);
+      sw.biases = reinterpret_cast<const uint16_t*>(b->data);
+      if (reinterpret_cast<uintptr_t>(s->data) % 2 || reinterpret_cast<uintptr_t>(b->data) % 2)
+        bad("tensor " + p + " is misaligned");
+    } else {
+      if (w->dtype == "BF16") sw.dtype = SPLASH_BF16;
+      else if (w->dtype == "F32") sw.dtype = SPLASH_F32;
+      else bad("tensor " + p + ".weight: unsupported dtype " + w->dtype);
+      if (w->shape[lead] != rows || w->shape[lead + 1] != cols) bad("tensor " + p + ".weight has the wrong shape");
+      if (reinterpret_cast<uintptr_t>(w->data) % 4) bad("tensor " + p + " is misaligned");
+    }
+    sw.data = w->data;
+    return sw;
+  };
+
+  embed_ = lin("embed_tokens", c.V, c.H);
+  lm_head_ = c.tie ? embed_ : lin("lm_head", c.V, c.H);
+  norm_ = vec("norm", c.H);
+  layers_.resize(c.L);
+  int64_t gdn = 0, nfull = 0;
+  for (int i = 0; i < c.L; ++i) {
+    Layer& l = layers_[i];
+    const std::string p = "layers." + std::to_string(i) + ".";
+    l.linear = c.linear[i];
+    l.in_norm = vec(p + "input_layernorm", c.H);
+    l.post_norm = vec(p + "post_attention_layernorm", c.H);
+    if (l.linear) {
+      const int64_t C = c.conv_ch();
+      l.qkv = lin(p + "linear_attn.in_proj_qkv", C, c.H);
+      l.z = lin(p + "linear_attn.in_proj_z", c.Dv(), c.H);
+      l.b = lin(p + "linear_attn.in_proj_b", c.nv, c.H);
+      l.a = lin(p + "linear_attn.in_proj_a", c.nv, c.H);
+      l.out = lin(p + "linear_attn.out_proj", c.H, c.Dv());
+      l.conv = vec(p + "linear_attn.conv1d", C * c.conv_k);
+      l.A_log = vec(p + "linear_attn.A_log", c.nv);
+      l.dt_bias = vec(p + "linear_attn.dt_bias", c.nv);
+      l.gnorm = vec(p + "linear_attn.norm", c.dv);
+      l.conv_off = gdn;
+      gdn += int64_t(c.conv_k - 1) * C;
+      l.ssm_off = gdn;
+      gdn += int64_t(c.nv) * c.dk * c.dv;
+    } else {
+      l.q = lin(p + "self_attn.q_proj", int64_t(c.nh) * c.hd * (c.attn_gate ? 2 : 1), c.H);
+      l.k = lin(p + "self_attn.k_proj", int64_t(c.nkv) * c.hd, c.H);
+      l.v = lin(p + "self_attn.v_proj", int64_t(c.nkv) * c.hd, c.H);
+      l.o = lin(p + "self_attn.o_proj", c.H, int64_t(c.nh) * c.hd);
+      l.q_norm = vec(p + "self_attn.q_norm", c.hd);
+      l.k_norm = vec(p + "self_attn.k_norm", c.hd);
+      l.kv_index = nfull++;
+    }
+    l.moe = pkg_->find(p + "mlp.router.weight") != nullptr;
+    if (l.moe) {
+      if (c.E <= 0) bad("layer " + std::to_string(i) + " has a router but config.num_experts is 0");
+      l.router = lin(p + "mlp.router", c.E, c.H);
+      l.eg.base = lin(p + "mlp.experts.gate_proj", c.Im, c.H, c.E);
+      l.eu.base = lin(p + "mlp.experts.up_proj", c.Im, c.H, c.E);
+      l.ed.base = lin(p + "mlp.experts.down_proj", c.H, c.Im, c.E);
+      l.eg.E = l.eu.E = l.ed.E = c.E;
+      l.shared = c.Is > 0;
+      if (l.shared) {
+        l.sg = lin(p + "mlp.shared_expert.gate_proj", c.Is, c.H);
+        l.su = lin(p + "mlp.shared_expert.up_proj", c.Is, c.H);
+        l.sd = lin(p + "mlp.shared_expert.down_proj", c.H, c.Is);
+        l.sgate = lin(p + "mlp.shared_expert_gate", 1, c.H);
+      }
+    } else {
+      if (c.I <= 0) bad("layer " + std::to_string(i) + " is dense but config.intermediate_size is 0");
+      l.gate = lin(p + "mlp.gate_proj", c.I, c.H);
+      l.up = lin(p + "mlp.up_proj", c.I, c.H);
+      l.down = lin(p + "mlp.down_proj", c.H, c.I);
+    }
+  }
+  gdn_floats_ = (gdn + 15) / 16 * 16;
+  n_full_ = nfull;
+  kv_floats_per_token_ = 2 * nfull * int64_t(c.nkv) * c.hd;
+}
+
+std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, bool int8) {
+  std::unique_ptr<Model> m(new Model());
+  m->pkg_ = Package::open(dir);
+  m->cfg_ = parse_config(m->pkg_->manifest());
+  m->bind_weights();
+  m->be_ = splash_backend_cpu_create(threads, isa, int8 ? 1 : 0);
+  if (!m->be_) throw Error("unsupported", std::string("this CPU cannot run ISA '") + (isa ? isa : "") + "'");
+  m->threads_ = threads > 0 ? threads : 0;
+  return m;
+}
+
+Model::~Model() {
+  for (auto& [id, s] : seqs_) {
+    std::free(s.gdn);
+    std::free(s.kv);
+  }
+  for (float* p : gdn_pool_) std::free(p);
+  splash_backend_cpu_free(be_);
+}
+
+int32_t Model::create_sequence(int32_t max_len) {
+  if (max_len <= 0) throw Error("invalid_argument", "maxLength must be a positive integer");
+  if (cfg_.max_pos > 0 && max_len > cfg_.max_pos)
+    throw Error("invalid_argument", "maxLength " + std::to_string(max_len) + " exceeds max_position_embeddings " +
+                                        std::to_string(cfg_.max_pos));
+  std::lock_guard<std::mutex> lock(seq_mu_);
+  Sequence s;
+  s.max_len = max_len;
+  const size_t gb = size_t(gdn_floats_) * 4;
+  if (gb) {
+    if (!gdn_pool_.empty()) {
+      s.gdn = gdn_pool_.back();
+      gdn_pool_.pop_back();
+      std::memset(s.gdn, 0, gb);
+    } else {
+      s.gdn = static_cast<float*>(be_->iface->buffer_alloc(be_->ctx, gb));
+    }
+    if (!s.gdn) throw Error("out_of_memory", "cannot allocate sequence state");
+  }
+  const size_t kb = size_t(kv_floats_per_token_) * 4 * size_t(max_len);
+  if (kb) {
+    // KV is not zeroed: rows are written before they are read.
+    s.kv = static_cast<float*>(std::aligned_alloc(64, (kb + 63) / 64 * 64));
+    if (!s.kv) {
+      if (s.gdn) gdn_pool_.push_back(s.gdn);
+      throw Error("out_of_memory", "cannot allocate a KV cache of " + std::to_string(kb) + " bytes");
+    }
+  }
+  s.id = next_id_++;
+  seqs_.emplace(s.id, s);
+  return s.id;
+}
+
+Sequence* Model::find(int32_t id) {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : &it->second;
+}
+
+void Model::free_sequence(int32_t id) {
+  std::lock_guard<std::mutex> lock(seq_mu_);
+  Sequence* s = find(id);
+  if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
+  if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
+  if (s->gdn) gdn_pool_.push_back(s->gdn);
+  std::free(s->kv);
+  seqs_.erase(id);
+}
+
+void Model::truncate_sequence(int32_t id, int32_t len) {
+  std::lock_guard<std::mutex> lock(seq_mu_);
+  Sequence* s = find(id);
+  if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
+  if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
+  if (len < 0 || len > s->len)
+    throw Error("invalid_argument", "cannot truncate to " + std::to_string(len) + " (length is " + std::to_string(s->len) + ")");
+  if (len == s->len) return;
+  if (len == 0) {
+    if (s->gdn) std::memset(s->gdn, 0, size_t(gdn_floats_) * 4);
+    s->len = 0;
+    s->broken = false;
+    return;
+  }
+  if (gdn_floats_ > 0)
+    throw Error("state_not_truncatable",
+                "linear-attention state cannot be rolled back; truncate to 0 or to the current length");
+  s->len = len;
+}
+
+}  // namespace splash

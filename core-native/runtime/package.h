@@ -1,0 +1,57 @@
+// A Splash package on disk: splash.json (manifest) plus safetensors files mapped read-only; tensors
+// are used in place (zero copy). See DEVELOPMENT.md "Package format (version 1)".
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/json.h"
+
+namespace splash {
+
+struct TensorInfo {
+  std::string dtype;  // "F32" | "BF16" | "U32" | ...
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+};
+
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);  // throws Error("io_error")
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+class Package {
+ public:
+  static std::unique_ptr<Package> open(const std::string& dir);  // throws Error
+  const Json& manifest() const { return manifest_; }
+  const Json& config() const { return *config_; }
+  const TensorInfo* find(const std::string& name) const;
+  uint64_t tensor_bytes() const { return tensor_bytes_; }
+
+ private:
+  void add_safetensors(const std::string& path);
+  Json manifest_;
+  const Json* config_ = nullptr;
+  std::vector<std::unique_ptr<MappedFile>> files_;
+  std::map<std::string, TensorInfo> tensors_;
+  uint64_t tensor_bytes_ = 0;
+};
+
+}  // namespace splash
