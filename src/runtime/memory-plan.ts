@@ -1,0 +1,161 @@
+// The memory plan: from the memory the backend offers (or --max-memory), what the model needs —
+// weights, draft, per-request state, KV per token, scratch — and so the context limit, the batch
+// limit and the KV capacity. Sizes come from the model config through one nbytes function each.
+import type {Manifest, ModelConfig, DraftConfig} from '../package/manifest.js'
+import {formatBytes} from '../config/units.js'
+import {SplashError} from '../errors.js'
+
+export interface StateSizes {
+  /** Recurrent (GDN) state plus conv state of one sequence, all linear layers. */
+  recurrentBytes: number
+  /** Attention KV bytes per token, all full-attention layers (target and draft). */
+  kvBytesPerToken: number
+  /** Speculative buffers of one sequence (per-position states or replay inputs for one block). */
+  speculativeBytes: number
+}
+
+export interface PlanInput {
+  manifest: Manifest
+  /** Bytes of every weights file and of the draft files. */
+  weightBytes: number
+  draftBytes: number
+  /** Memory the backend can give (bytes). */
+  available: number
+  maxMemory?: number
+  maxContext?: number
+  /** Element size of KV and conv state on this backend (CPU keeps fp32: 4). */
+  kvElementBytes?: number
+  /** Tokens per step (chunked prefill) and sequences per step the scheduler will use. */
+  tokenBudget?: number
+  maxBatch?: number
+}
+
+export interface MemoryPlan {
+  budget: number
+  weights: number
+  draft: number
+  scratch: number
+  state: StateSizes
+  contextLimit: number
+  batchLimit: number
+  /** Total KV tokens all sequences together may hold. */
+  kvCapacityTokens: number
+  kvBytes: number
+  fits: boolean
+  /** The smallest useful configuration's total (one sequence at MIN_CONTEXT). */
+  minimum: number
+}
+
+export const MIN_CONTEXT = 4096
+const CONTEXT_STEP = 256
+
+export function linearLayers(c: ModelConfig): number {
+  return c.layer_types.filter(t => t === 'linear_attention').length
+}
+
+export function fullLayers(c: ModelConfig): number {
+  return c.layer_types.filter(t => t === 'full_attention').length
+}
+
+/** Per-sequence state sizes: the one place they are computed. */
+export function stateSizes(c: ModelConfig, draft: DraftConfig | null, kvElementBytes: number): StateSizes {
+  const nk = c.linear_num_key_heads ?? 0
+  const nv = c.linear_num_value_heads ?? 0
+  const dk = c.linear_key_head_dim ?? 0
+  const dv = c.linear_value_head_dim ?? 0
+  const k = c.linear_conv_kernel_dim ?? 4
+  const convChannels = 2 * nk * dk + nv * dv
+  const perLinear = nv * dk * dv * 4 + (k - 1) * convChannels * kvElementBytes
+  const recurrentBytes = linearLayers(c) * perLinear
+  const targetKv = fullLayers(c) * 2 * c.num_key_value_heads * c.head_dim * kvElementBytes
+  const draftKv = draft ? draft.num_hidden_layers * 2 * draft.num_key_value_heads * draft.head_dim * kvElementBytes : 0
+  // Rollback by replay keeps one block of GDN inputs (q, k, v, a, b per token) per linear layer.
+  const block = draft?.block_size ?? 1
+  const replayPerToken = linearLayers(c) * (convChannels + 2 * nv) * 4
+  return {recurrentBytes, kvBytesPerToken: targetKv + draftKv, speculativeBytes: block * replayPerToken}
+}
+
+/** Activations of one step: the widest projection for every token of the budget, plus logits rows. */
+export function scratchBytes(c: ModelConfig, tokenBudget: number, maxBatch: number, draftBlock: number): number {
+  const widest = Math.max(
+    c.hidden_size * 4,
+    2 * c.intermediate_size,
+    2 * (c.moe_intermediate_size ?? 0) * (c.num_experts_per_tok ?? 0),
+    c.num_attention_heads * c.head_dim * 2 + 2 * c.num_key_value_heads * c.head_dim,
+    2 * (c.linear_num_key_heads ?? 0) * (c.linear_key_head_dim ?? 0) + 2 * (c.linear_num_value_heads ?? 0) * (c.linear_value_head_dim ?? 0),
+  )
+  const rows = Math.max(tokenBudget, maxBatch * draftBlock)
+  const activations = rows * (widest + 4 * c.hidden_size) * 4
+  const logits = maxBatch * draftBlock * c.vocab_size * 4
+  return activations + logits
+}
+
+export function planMemory(input: PlanInput): MemoryPlan {
+  const c = input.manifest.config
+  const draftCfg = input.manifest.draft?.config ?? null
+  const elem = input.kvElementBytes ?? 4
+  const tokenBudget = input.tokenBudget ?? 512
+  const maxBatch = input.maxBatch ?? 16
+  const state = stateSizes(c, draftCfg, elem)
+  const perSeq = state.recurrentBytes + state.speculativeBytes
+  const budget = input.maxMemory !== undefined ? Math.min(input.maxMemory, input.available) : input.available
+  const scratch = scratchBytes(c, tokenBudget, maxBatch, draftCfg?.block_size ?? 1)
+  const fixed = input.weightBytes + input.draftBytes + scratch
+  const minimum = fixed + perSeq + MIN_CONTEXT * state.kvBytesPerToken
+  const free = budget - fixed
+  const window = Math.min(c.max_position_embeddings, input.maxContext ?? c.max_position_embeddings)
+  const byMemory = state.kvBytesPerToken > 0 ? Math.floor((free - perSeq) / state.kvBytesPerToken) : window
+  let contextLimit = Math.min(window, byMemory)
+  contextLimit = contextLimit >= CONTEXT_STEP ? contextLimit - (contextLimit % CONTEXT_STEP) : contextLimit
+  const fits = minimum <= budget && contextLimit >= Math.min(MIN_CONTEXT, window)
+  const room = free - contextLimit * state.kvBytesPerToken
+  const batchLimit = fits ? Math.max(1, Math.min(maxBatch, Math.floor(room / Math.max(perSeq, 1)))) : 0
+  const kvBytes = fits ? free - batchLimit * perSeq : 0
+  const kvCapacityTokens = state.kvBytesPerToken > 0 ? Math.floor(kvBytes / state.kvBytesPerToken) : Number.MAX_SAFE_INTEGER
+  return {
+    budget,
+    weights: input.weightBytes,
+    draft: input.draftBytes,
+    scratch,
+    state,
+    contextLimit: fits ? contextLimit : 0,
+    batchLimit,
+    kvCapacityTokens,
+    kvBytes,
+    fits,
+    minimum,
+  }
+}
+
+/** The plan as a short table for `splash serve`. */
+export function formatPlan(p: MemoryPlan): string[] {
+  const row = (k: string, v: string) => `  ${k.padEnd(24)}${v}`
+  const lines = [
+    'Memory plan',
+    row('budget', formatBytes(p.budget)),
+    row('weights', formatBytes(p.weights)),
+    row('draft', formatBytes(p.draft)),
+    row('scratch', formatBytes(p.scratch)),
+    row('state per request', formatBytes(p.state.recurrentBytes + p.state.speculativeBytes)),
+    row('KV per token', formatBytes(p.state.kvBytesPerToken)),
+  ]
+  if (p.fits) {
+    lines.push(
+      row('KV cache', `${formatBytes(p.kvBytes)} (${p.kvCapacityTokens.toLocaleString('en-US')} tokens)`),
+      row('context limit', `${p.contextLimit.toLocaleString('en-US')} tokens`),
+      row('batch limit', `${p.batchLimit} requests`),
+    )
+  } else {
+    lines.push(row('needed at least', `${formatBytes(p.minimum)} (one request with a ${MIN_CONTEXT}-token context)`))
+  }
+  return lines
+}
+
+export function assertFits(p: MemoryPlan): void {
+  if (p.fits) return
+  throw new SplashError(
+    'model_does_not_fit',
+    'invalid_request',
+    `the model does not fit: it needs at least ${formatBytes(p.minimum)} and ${formatBytes(p.budget)} is available\n${formatPlan(p).join('\n')}`,
+  )
+}

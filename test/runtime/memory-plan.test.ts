@@ -1,0 +1,72 @@
+// Planner arithmetic on real model shapes, and refusal when the model does not fit.
+import t from 'tap'
+import {planMemory, stateSizes, formatPlan, assertFits, MIN_CONTEXT} from '../../src/runtime/memory-plan.js'
+import type {Manifest, ModelConfig} from '../../src/package/manifest.js'
+
+const GiB = 1024 ** 3
+const MiB = 1024 ** 2
+
+function layerTypes(n: number): Array<'linear_attention' | 'full_attention'> {
+  return Array.from({length: n}, (_, i) => ((i + 1) % 4 === 0 ? 'full_attention' : 'linear_attention'))
+}
+
+const qwen27b: ModelConfig = {
+  hidden_size: 5120, num_hidden_layers: 64, vocab_size: 248320, layer_types: layerTypes(64), rms_norm_eps: 1e-6,
+  num_attention_heads: 24, num_key_value_heads: 4, head_dim: 256, attn_output_gate: true, rope_theta: 1e7,
+  partial_rotary_factor: 0.25, mrope_section: [11, 11, 10], mrope_interleaved: true, linear_num_key_heads: 16,
+  linear_num_value_heads: 48, linear_key_head_dim: 128, linear_value_head_dim: 128, linear_conv_kernel_dim: 4,
+  intermediate_size: 17408, tie_word_embeddings: false, max_position_embeddings: 262144, qk_norm: 'zero_centred',
+}
+
+const qwen35bA3b: ModelConfig = {
+  ...qwen27b, hidden_size: 2048, num_hidden_layers: 40, layer_types: layerTypes(40), num_attention_heads: 16,
+  num_key_value_heads: 2, linear_num_value_heads: 32, intermediate_size: 0, num_experts: 256, num_experts_per_tok: 8,
+  moe_intermediate_size: 512, shared_expert_intermediate_size: 512,
+}
+
+function manifest(config: ModelConfig): Manifest {
+  return {
+    format: 1, name: 'x', family: 'qwen3_5', architecture: 'Qwen3_5ForCausalLM', config,
+    tokenizer: {file: 'tokenizer.json', chat_template: 'chat_template.jinja', eos_token_ids: [1], pad_token_id: null},
+    reasoning: {default: 'medium', efforts: {none: 0}}, weights: {files: ['model.safetensors'], quant: 'q4', group_size: 64},
+    draft: null, vision: null, kernels: [], provenance: {source: 's', builder: 'b', kind: 'synthetic'},
+    files: [{path: 'model.safetensors', size: 1, sha256: '0'.repeat(64)}],
+  }
+}
+
+t.test('state sizes match the published figures (bf16 KV)', async t => {
+  const s27 = stateSizes(qwen27b, null, 2)
+  t.equal(s27.kvBytesPerToken, 64 * 1024, '27B: 16 layers × 2 × 4 × 256 × 2 B = 64 KiB/token')
+  t.equal(s27.recurrentBytes, 48 * (3 * MiB + 3 * 10240 * 2), '27B: 48 × (3 MiB state + conv)')
+  const s35 = stateSizes(qwen35bA3b, null, 2)
+  t.equal(s35.kvBytesPerToken, 20 * 1024, '35B-A3B: 10 × 2 × 2 × 256 × 2 B = 20 KiB/token')
+  t.equal(s35.recurrentBytes, 30 * (2 * MiB + 3 * 8192 * 2), '35B-A3B: 30 × (2 MiB + conv)')
+})
+
+t.test('27B q4 on a 24 GiB machine: context shrinks to what fits', async t => {
+  const p = planMemory({manifest: manifest(qwen27b), weightBytes: 14.5 * GiB, draftBytes: 0.9 * GiB, available: 22 * GiB, kvElementBytes: 2})
+  t.ok(p.fits)
+  t.ok(p.contextLimit < 262144 && p.contextLimit >= MIN_CONTEXT, `context ${p.contextLimit}`)
+  t.equal(p.contextLimit % 256, 0)
+  t.ok(p.batchLimit >= 1)
+  const used = p.weights + p.draft + p.scratch + p.batchLimit * (p.state.recurrentBytes + p.state.speculativeBytes) + p.kvBytes
+  t.ok(used <= p.budget + 1, 'the plan never exceeds the budget')
+  t.ok(p.kvCapacityTokens >= p.contextLimit, 'the KV pool holds at least one full context')
+  t.match(formatPlan(p).join('\n'), /context limit/)
+})
+
+t.test('--max-context and --max-memory cap the plan', async t => {
+  const p = planMemory({manifest: manifest(qwen35bA3b), weightBytes: 18 * GiB, draftBytes: 0.5 * GiB, available: 100 * GiB, maxContext: 100 * 1024, kvElementBytes: 2})
+  t.equal(p.contextLimit, 100 * 1024)
+  t.equal(p.batchLimit, 16)
+  const q = planMemory({manifest: manifest(qwen35bA3b), weightBytes: 18 * GiB, draftBytes: 0.5 * GiB, available: 100 * GiB, maxMemory: 20 * GiB, kvElementBytes: 2})
+  t.equal(q.budget, 20 * GiB)
+  t.ok(q.contextLimit < 262144)
+})
+
+t.test('refuses when it does not fit, with the budget line by line', async t => {
+  const p = planMemory({manifest: manifest(qwen27b), weightBytes: 14.5 * GiB, draftBytes: 0.9 * GiB, available: 8 * GiB})
+  t.notOk(p.fits)
+  t.equal(p.contextLimit, 0)
+  t.throws(() => assertFits(p), /the model does not fit: it needs at least [\d.]+ GiB and 8.00 GiB is available\nMemory plan\n  budget/)
+})
