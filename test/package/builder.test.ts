@@ -187,6 +187,6 @@ t.test('unsupported architecture lists the supported ones', async t => {
   writeFileSync(join(src, 'config.json'), JSON.stringify({architectures: ['LlamaForCausalLM'], hidden_size: 64}))
   await t.rejects(
     buildPackage({checkpoint: src, out: join(root, 'x'), quant: 'q4'}),
-    /unsupported architecture LlamaForCausalLM; supported: .*Qwen3_5ForConditionalGeneration.*Qwen3NextForCausalLM.*Qwen3ForCausalLM/,
+    /unsupported architecture LlamaForCausalLM; supported: (?=.*Qwen3_5ForConditionalGeneration)(?=.*Qwen3_5MoeForCausalLM)(?=.*Qwen3NextForCausalLM)(?=.*Qwen3ForCausalLM)/,
   )
 })
