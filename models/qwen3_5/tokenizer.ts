@@ -1,0 +1,83 @@
+// The package's tokenizer: tokenizer.json (+ tokenizer_config.json) through @huggingface/tokenizers,
+// whose ids equal HF's Rust tokenizer. Qwen has no BOS, so nothing is ever added around the text.
+
+import {readFile} from 'node:fs/promises'
+import {dirname, join} from 'node:path'
+import {Tokenizer} from '@huggingface/tokenizers'
+import {IncrementalDetokenizer, TokenByteTable, type DetokenizerOptions, type TokenizerJsonLike} from '../../src/runtime/text/incremental-detokenizer.js'
+
+export interface AddedTokenInfo {
+  id: number
+  content: string
+  special: boolean
+  lstrip: boolean
+  rstrip: boolean
+}
+
+/** Where a tokenizer came from, so a worker thread can load the same one. */
+export interface TokenizerSource {
+  tokenizerPath: string
+  configPath?: string
+}
+
+export class QwenTokenizer {
+  readonly source: TokenizerSource | undefined
+  private readonly tokenizer: Tokenizer
+  private readonly added = new Map<string, AddedTokenInfo>()
+  private table: TokenByteTable | undefined
+
+  constructor(
+    private readonly json: TokenizerJsonLike & {added_tokens?: AddedTokenInfo[]},
+    config: Record<string, unknown> = {},
+    source?: TokenizerSource,
+  ) {
+    this.tokenizer = new Tokenizer(json, config)
+    for (const token of json.added_tokens ?? []) this.added.set(token.content, token)
+    this.source = source
+  }
+
+  /** Loads `tokenizerPath` and, when present, tokenizer_config.json beside it (or `configPath`). */
+  static async load(tokenizerPath: string, configPath = join(dirname(tokenizerPath), 'tokenizer_config.json')): Promise<QwenTokenizer> {
+    const json = JSON.parse(await readFile(tokenizerPath, 'utf8'))
+    let config: Record<string, unknown> = {}
+    let foundConfig: string | undefined
+    try {
+      config = JSON.parse(await readFile(configPath, 'utf8'))
+      foundConfig = configPath
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e
+    }
+    return new QwenTokenizer(json, config, {tokenizerPath, configPath: foundConfig})
+  }
+
+  encode(text: string): number[] {
+    return this.tokenizer.encode(text, {add_special_tokens: false}).ids
+  }
+
+  /** The text of `ids`; `skipSpecialTokens` drops tokens marked special (not <think> or <tool_call> in Qwen). */
+  decode(ids: readonly number[], options: {skipSpecialTokens?: boolean} = {}): string {
+    if (ids.length === 0) return ''
+    return this.tokenizer.decode([...ids], {skip_special_tokens: options.skipSpecialTokens ?? false, clean_up_tokenization_spaces: false})
+  }
+
+  /** The id of an added token by its content (e.g. "<|im_end|>", "</think>"), or undefined. */
+  tokenId(content: string): number | undefined {
+    return this.added.get(content)?.id
+  }
+
+  /** The added token with this content, with its flags. */
+  addedToken(content: string): AddedTokenInfo | undefined {
+    return this.added.get(content)
+  }
+
+  /** Vocabulary size including added tokens. */
+  get vocabSize(): number {
+    return this.tokenizer.get_vocab(true).size
+  }
+
+  /** A streaming detokenizer; the byte table is built once per tokenizer. */
+  detokenizer(options?: DetokenizerOptions): IncrementalDetokenizer {
+    this.table ??= TokenByteTable.fromTokenizerJson(this.json)
+    return new IncrementalDetokenizer(this.table, options)
+  }
+}
