@@ -6,6 +6,8 @@ need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v g++ >/dev/null || need+=(g++)
 command -v make >/dev/null || need+=(make)
+# The web UI's browser tests drive Debian's Chromium (playwright-core with executablePath /usr/bin/chromium).
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then echo "splash: please install: ${need[*]}" >&2; exit 1; fi
   apt-get update -qq

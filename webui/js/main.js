@@ -1,0 +1,740 @@
+// The chat page: conversations, the composer, streaming answers and the status line.
+import {AuthError, apiKey, fetchModels, setApiKey, streamChat, withKey} from './api.js'
+import {Store, newId} from './store.js'
+import {copyText, renderMarkdown} from './markdown.js'
+import {formatBytes, readAttachments, userContent} from './attachments.js'
+import {fillIcons, icon} from './icons.js'
+
+const STANDARD_EFFORTS = ['none', 'low', 'medium', 'high', 'xhigh']
+
+const $ = id => document.getElementById(id)
+const el = (tag, props = {}, ...children) => {
+  const node = document.createElement(tag)
+  for (const [k, v] of Object.entries(props)) {
+    if (v === undefined || v === null || v === false) continue
+    if (k === 'class') node.className = v
+    else if (k === 'text') node.textContent = v
+    else if (k.startsWith('on')) node.addEventListener(k.slice(2), v)
+    else node.setAttribute(k, v === true ? '' : String(v))
+  }
+  node.append(...children.filter(c => c !== null && c !== undefined && c !== false))
+  return node
+}
+
+const store = new Store()
+const state = {
+  model: null, // {id, context_length, reasoning_efforts?}
+  pending: [], // attachments for the next message
+  active: null, // {conv, msg, controller}
+}
+
+const ui = {
+  app: $('app'),
+  sidebar: $('sidebar'),
+  convList: $('conv-list'),
+  title: $('conv-title'),
+  messages: $('messages'),
+  empty: $('empty'),
+  form: $('composer'),
+  prompt: $('prompt'),
+  send: $('send'),
+  stop: $('stop'),
+  fileInput: $('file-input'),
+  attachments: $('attachments'),
+  dropHint: $('drop-hint'),
+  system: $('system-prompt'),
+  effort: $('effort'),
+  announcer: $('announcer'),
+  openSidebar: $('open-sidebar'),
+}
+
+function announce(text) {
+  ui.announcer.textContent = ''
+  requestAnimationFrame(() => (ui.announcer.textContent = text))
+}
+
+// ---------- API key dialog ----------
+
+let keyPrompt = null
+function askKey(reason) {
+  if (keyPrompt) return keyPrompt
+  const dialog = $('key-dialog')
+  const input = $('key-input')
+  $('key-reason').textContent = `${reason} It is kept in this browser only.`
+  input.value = ''
+  keyPrompt = new Promise(resolve => {
+    const done = value => {
+      dialog.removeEventListener('close', onClose)
+      $('key-cancel').removeEventListener('click', onCancel)
+      keyPrompt = null
+      resolve(value)
+    }
+    const onClose = () => done(dialog.returnValue === 'save' && input.value.trim() ? input.value.trim() : null)
+    const onCancel = () => dialog.close('cancel')
+    dialog.addEventListener('close', onClose)
+    $('key-cancel').addEventListener('click', onCancel)
+    dialog.returnValue = ''
+    dialog.showModal()
+    input.focus()
+  })
+  return keyPrompt
+}
+$('key-form').addEventListener('submit', e => {
+  e.preventDefault()
+  if ($('key-input').value.trim()) $('key-dialog').close('save')
+})
+$('change-key').addEventListener('click', async () => {
+  const key = await askKey(apiKey() ? 'Replace the API key.' : 'Enter the API key of this server.')
+  if (key) {
+    setApiKey(key)
+    loadModel()
+  }
+})
+
+// ---------- model and status line ----------
+
+async function loadModel() {
+  try {
+    const models = await withKey(fetchModels, askKey)
+    state.model = models[0] ?? null
+  } catch (err) {
+    state.model = null
+    $('st-model').textContent = err instanceof AuthError ? 'Model: API key needed' : `Model: unavailable (${err.message})`
+    fillEfforts()
+    return
+  }
+  fillEfforts()
+  renderStatus()
+}
+
+function efforts() {
+  const declared = state.model?.reasoning_efforts
+  if (Array.isArray(declared) && declared.length) return declared.map(String)
+  if (declared && typeof declared === 'object' && Object.keys(declared).length) return Object.keys(declared)
+  return STANDARD_EFFORTS
+}
+
+function fillEfforts() {
+  const list = efforts()
+  const def = state.model?.reasoning_effort_default ?? state.model?.default_reasoning_effort
+  ui.effort.replaceChildren(
+    el('option', {value: '', text: def ? `Default (${def})` : 'Default'}),
+    ...list.map(e => el('option', {value: e, text: e})),
+  )
+  ui.effort.value = list.includes(store.settings.effort) ? store.settings.effort : ''
+}
+ui.effort.addEventListener('change', () => {
+  store.settings.effort = ui.effort.value
+  store.saveSettings()
+})
+
+function fmt(n, digits = 1) {
+  return Number(n).toLocaleString(undefined, {maximumFractionDigits: digits})
+}
+
+function setPart(id, text) {
+  const node = $(id)
+  node.hidden = !text
+  node.textContent = text ?? ''
+}
+
+/** The status line: model, then what the last answer of this conversation reported. */
+function renderStatus() {
+  $('st-model').textContent = state.model ? `Model: ${state.model.id}` : 'Model: none loaded'
+  const conv = store.current()
+  const last = conv ? [...conv.messages].reverse().find(m => m.role === 'assistant' && m.stats) : undefined
+  const s = last?.stats ?? {}
+  const ctx = state.model?.context_length ?? state.model?.max_model_len
+  if (s.promptTokens !== undefined) {
+    const used = (s.promptTokens ?? 0) + (s.completionTokens ?? 0)
+    setPart('st-context', ctx ? `Context: ${fmt(used, 0)} / ${fmt(ctx, 0)} (${fmt((100 * used) / ctx, 1)}%)` : `Context: ${fmt(used, 0)} tokens`)
+  } else setPart('st-context', '')
+  if (s.tokensPerSecond !== undefined) setPart('st-speed', `${s.estimated ? '≈' : ''}${fmt(s.tokensPerSecond)} tok/s`)
+  else setPart('st-speed', '')
+  if (s.acceptanceLength !== undefined) setPart('st-accept', `Acceptance length: ${fmt(s.acceptanceLength, 2)}`)
+  else if (s.acceptanceRate !== undefined) setPart('st-accept', `Draft acceptance: ${fmt(100 * s.acceptanceRate, 0)}%`)
+  else setPart('st-accept', '')
+  setPart('st-cached', s.cachedTokens !== undefined ? `Cached: ${fmt(s.cachedTokens, 0)} tokens` : '')
+}
+
+const num = v => (typeof v === 'number' && Number.isFinite(v) ? v : undefined)
+
+/** What the status line shows, from the stream's usage and (llama.cpp-style) timings objects. */
+function statsOf(usage, timings, clock) {
+  const s = {}
+  if (usage) {
+    s.promptTokens = num(usage.prompt_tokens)
+    s.completionTokens = num(usage.completion_tokens)
+    s.cachedTokens = num(usage.prompt_tokens_details?.cached_tokens)
+  }
+  if (timings) {
+    s.tokensPerSecond = num(timings.predicted_per_second)
+    s.acceptanceLength = num(timings.draft_acceptance_length) ?? num(timings.acceptance_length) ?? num(timings.mean_acceptance_length)
+    const drafted = num(timings.draft_n)
+    const accepted = num(timings.draft_n_accepted)
+    if (s.acceptanceLength === undefined && drafted && accepted !== undefined) s.acceptanceRate = accepted / drafted
+    s.cachedTokens ??= num(timings.cache_n)
+    s.promptTokens ??= num(timings.prompt_n)
+    s.completionTokens ??= num(timings.predicted_n)
+  }
+  if (s.tokensPerSecond === undefined && s.completionTokens > 1 && clock.first && clock.end > clock.first) {
+    s.tokensPerSecond = (s.completionTokens - 1) / ((clock.end - clock.first) / 1000)
+    s.estimated = true
+  }
+  for (const k of Object.keys(s)) if (s[k] === undefined) delete s[k]
+  return s
+}
+
+// ---------- sidebar ----------
+
+function renderSidebar() {
+  const items = store.list().map(conv => {
+    const name = conv.title || 'New chat'
+    const current = conv.id === store.currentId
+    return el(
+      'li',
+      {class: `conv-item${current ? ' current' : ''}`},
+      el('button', {type: 'button', class: 'conv-open', 'aria-current': current ? 'true' : null, 'data-id': conv.id, text: name, title: name}),
+      el('button', {type: 'button', class: 'btn icon-btn conv-rename', 'aria-label': `Rename “${name}”`, 'data-id': conv.id}, icon('pencil')),
+      el('button', {type: 'button', class: 'btn icon-btn conv-delete', 'aria-label': `Delete “${name}”`, 'data-id': conv.id}, icon('trash')),
+    )
+  })
+  ui.convList.replaceChildren(...items)
+}
+
+ui.convList.addEventListener('click', async e => {
+  const button = e.target.closest('button')
+  if (!button) return
+  const id = button.dataset.id
+  if (button.classList.contains('conv-open')) {
+    openConversation(id)
+    closeSidebar()
+  } else if (button.classList.contains('conv-rename')) {
+    const conv = store.get(id)
+    const title = await askRename(conv.title || 'New chat')
+    if (title) {
+      store.rename(id, title)
+      renderSidebar()
+      renderTitle()
+    }
+  } else if (button.classList.contains('conv-delete')) {
+    const conv = store.get(id)
+    if (!confirm(`Delete “${conv.title || 'New chat'}”? This cannot be undone.`)) return
+    if (state.active?.conv.id === id) state.active.controller.abort()
+    store.remove(id)
+    if (!store.current()) store.create()
+    renderAll()
+    announce('Conversation deleted')
+  }
+})
+
+function askRename(current) {
+  const dialog = $('rename-dialog')
+  const input = $('rename-input')
+  input.value = current
+  return new Promise(resolve => {
+    const onClose = () => {
+      dialog.removeEventListener('close', onClose)
+      resolve(dialog.returnValue === 'save' ? input.value.trim() : null)
+    }
+    dialog.addEventListener('close', onClose)
+    dialog.returnValue = ''
+    dialog.showModal()
+    input.select()
+  })
+}
+$('rename-form').addEventListener('submit', e => {
+  e.preventDefault()
+  if ($('rename-input').value.trim()) $('rename-dialog').close('save')
+})
+$('rename-cancel').addEventListener('click', () => $('rename-dialog').close('cancel'))
+
+$('new-chat').addEventListener('click', () => {
+  const conv = store.current()
+  if (!conv || conv.messages.length) store.create()
+  renderAll()
+  closeSidebar()
+  ui.prompt.focus()
+})
+
+function download(name, text) {
+  const url = URL.createObjectURL(new Blob([text], {type: 'application/json'}))
+  const a = el('a', {href: url, download: name})
+  document.body.append(a)
+  a.click()
+  a.remove()
+  setTimeout(() => URL.revokeObjectURL(url), 1000)
+}
+const fileSafe = s => (s || 'conversation').replace(/[^\w.-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 60) || 'conversation'
+$('export-all').addEventListener('click', () => download('splash-conversations.json', store.exportJson()))
+$('export-one').addEventListener('click', () => {
+  const conv = store.current()
+  if (conv) download(`splash-${fileSafe(conv.title)}.json`, store.exportJson(conv))
+})
+
+function openSidebar() {
+  ui.app.classList.add('sidebar-open')
+  ui.openSidebar.setAttribute('aria-expanded', 'true')
+  $('new-chat').focus()
+}
+function closeSidebar() {
+  if (!ui.app.classList.contains('sidebar-open')) return
+  ui.app.classList.remove('sidebar-open')
+  ui.openSidebar.setAttribute('aria-expanded', 'false')
+}
+ui.openSidebar.addEventListener('click', openSidebar)
+document.querySelector('.main').addEventListener('click', e => {
+  if (ui.app.classList.contains('sidebar-open') && !e.target.closest('#open-sidebar')) closeSidebar()
+})
+$('close-sidebar').addEventListener('click', () => {
+  closeSidebar()
+  ui.openSidebar.focus()
+})
+
+// ---------- conversation view ----------
+
+function openConversation(id) {
+  store.select(id)
+  renderAll()
+}
+
+function renderTitle() {
+  const conv = store.current()
+  ui.title.textContent = conv?.title || 'New chat'
+  document.title = conv?.title ? `${conv.title} · Splash` : 'Splash'
+}
+
+function renderAll() {
+  renderSidebar()
+  renderTitle()
+  renderConversation()
+  renderStatus()
+  updateComposer()
+}
+
+function renderConversation() {
+  const conv = store.current()
+  ui.system.value = conv?.system ?? ''
+  const nodes = (conv?.messages ?? []).map((m, i) => renderMessage(conv, m, i))
+  ui.empty.hidden = nodes.length > 0
+  ui.messages.replaceChildren(ui.empty, ...nodes)
+  scrollToEnd(true)
+}
+
+function attachmentView(a) {
+  if (a.kind === 'image' && a.dataUrl) {
+    return el('li', {class: 'att att-image'}, el('img', {src: a.dataUrl, alt: a.name, loading: 'lazy'}))
+  }
+  const note = a.dropped ? ' (not kept: storage full)' : a.size ? ` · ${formatBytes(a.size)}` : ''
+  return el('li', {class: 'att att-file'}, icon(a.kind === 'pdf' ? 'file' : 'image'), `${a.name}${note}`)
+}
+
+function isLastAssistant(conv, index) {
+  return index === conv.messages.length - 1 && conv.messages[index].role === 'assistant'
+}
+
+function renderMessage(conv, m, index) {
+  const busy = !!state.active
+  const article = el('article', {class: `msg msg-${m.role}`, 'data-msg-id': m.id, 'aria-label': m.role === 'user' ? 'You' : 'Splash'})
+  article.append(el('h3', {class: 'msg-role', text: m.role === 'user' ? 'You' : 'Splash'}))
+  if (m.role === 'user') {
+    if (m.attachments?.length) article.append(el('ul', {class: 'msg-attachments', 'aria-label': 'Attachments'}, ...m.attachments.map(attachmentView)))
+    if (m.content) article.append(el('div', {class: 'user-text', text: m.content}))
+    article.append(
+      el('div', {class: 'msg-actions'},
+        el('button', {type: 'button', class: 'btn btn-small act-edit', 'data-index': index, disabled: busy, text: 'Edit'}),
+      ),
+    )
+  } else {
+    article.append(assistantBody(m))
+    const actions = el('div', {class: 'msg-actions'},
+      el('button', {type: 'button', class: 'btn btn-small act-copy', 'data-index': index, text: 'Copy'}),
+    )
+    if (isLastAssistant(conv, index)) {
+      actions.append(el('button', {type: 'button', class: 'btn btn-small act-regenerate', 'data-index': index, disabled: busy, text: 'Regenerate'}))
+    }
+    article.append(actions)
+  }
+  return article
+}
+
+function reasoningBlock(m) {
+  const thinking = m.streaming && !m.content
+  const details = el('details', {class: 'reasoning', open: m.reasoningOpen ?? thinking})
+  const summary = el('summary', {text: thinking ? 'Thinking…' : 'Reasoning'})
+  // Only a reader's click decides the block's state from then on; otherwise it folds when the answer starts.
+  summary.addEventListener('click', () => (m.reasoningOpen = !details.open))
+  details.append(summary, el('div', {class: 'reasoning-text', text: m.reasoning}))
+  return details
+}
+
+function answerParts(m) {
+  const parts = []
+  const content = el('div', {class: 'markdown'})
+  if (m.content) renderMarkdown(content, m.content)
+  else if (m.streaming && !m.reasoning) content.append(el('span', {class: 'typing', text: 'Waiting for the model…'}))
+  parts.push(content)
+  for (const call of m.toolCalls ?? []) {
+    parts.push(
+      el('div', {class: 'tool-call'},
+        el('div', {class: 'tool-call-name', text: `Tool call: ${call.function?.name ?? '(unnamed)'}`}),
+        el('pre', {}, el('code', {text: call.function?.arguments ?? ''})),
+      ),
+    )
+  }
+  if (m.stopped) parts.push(el('p', {class: 'note', text: 'Stopped.'}))
+  if (m.error) parts.push(el('p', {class: 'error', role: 'alert', text: m.error}))
+  return parts
+}
+
+function assistantBody(m) {
+  const body = el('div', {class: 'msg-body', 'aria-busy': m.streaming ? 'true' : null})
+  if (m.reasoning) body.append(reasoningBlock(m))
+  body.append(el('div', {class: 'answer'}, ...answerParts(m)))
+  return body
+}
+
+/** Updates one message in place: while it streams only its body changes, so focus and scroll stay put. */
+function refreshMessage(conv, m) {
+  if (store.currentId !== conv.id) return
+  const node = ui.messages.querySelector(`[data-msg-id="${m.id}"]`)
+  if (!node) return
+  const stick = nearBottom()
+  if (!m.streaming) {
+    node.replaceWith(renderMessage(conv, m, conv.messages.indexOf(m)))
+  } else {
+    const body = node.querySelector('.msg-body')
+    let details = body.querySelector('details.reasoning')
+    if (m.reasoning && !details) {
+      details = reasoningBlock(m)
+      body.prepend(details)
+    } else if (details) {
+      const thinking = !m.content
+      details.querySelector('.reasoning-text').textContent = m.reasoning
+      details.querySelector('summary').textContent = thinking ? 'Thinking…' : 'Reasoning'
+      const open = m.reasoningOpen ?? thinking
+      if (details.open !== open) details.open = open
+    }
+    body.querySelector('.answer').replaceChildren(...answerParts(m))
+  }
+  if (stick) scrollToEnd()
+}
+
+function nearBottom() {
+  const box = ui.messages
+  return box.scrollHeight - box.scrollTop - box.clientHeight < 80
+}
+function scrollToEnd(force = false) {
+  if (force || nearBottom()) ui.messages.scrollTop = ui.messages.scrollHeight
+}
+
+ui.messages.addEventListener('click', async e => {
+  const button = e.target.closest('button')
+  if (!button) return
+  const conv = store.current()
+  if (button.classList.contains('copy-code')) {
+    const code = button.closest('.code-block')?.querySelector('code')?.textContent ?? ''
+    const ok = await copyText(code)
+    button.textContent = ok ? 'Copied' : 'Copy failed'
+    announce(ok ? 'Code copied' : 'Could not copy')
+    setTimeout(() => (button.textContent = 'Copy'), 1500)
+    return
+  }
+  const index = Number(button.dataset.index)
+  if (!conv || !Number.isInteger(index)) return
+  if (button.classList.contains('act-copy')) {
+    const ok = await copyText(conv.messages[index]?.content ?? '')
+    button.textContent = ok ? 'Copied' : 'Copy failed'
+    setTimeout(() => (button.textContent = 'Copy'), 1500)
+  } else if (button.classList.contains('act-regenerate')) {
+    if (state.active) return
+    conv.messages.splice(index, 1)
+    generate(conv)
+  } else if (button.classList.contains('act-edit')) {
+    if (state.active) return
+    startEdit(conv, index, button.closest('article'))
+  }
+})
+
+function startEdit(conv, index, article) {
+  const m = conv.messages[index]
+  const id = `edit-${m.id}`
+  const area = el('textarea', {id, class: 'edit-area', rows: 4})
+  area.value = m.content ?? ''
+  const cancel = () => renderConversation()
+  const save = () => {
+    const text = area.value.trim()
+    if (!text && !m.attachments?.length) return
+    const edited = {...m, id: newId(), content: text}
+    conv.messages.splice(index, conv.messages.length - index, edited)
+    generate(conv)
+  }
+  area.addEventListener('keydown', e => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault()
+      save()
+    } else if (e.key === 'Escape') {
+      e.preventDefault()
+      cancel()
+    }
+  })
+  const editor = el('div', {class: 'editor'},
+    el('label', {for: id, class: 'visually-hidden', text: 'Edit message'}),
+    area,
+    el('div', {class: 'msg-actions'},
+      el('button', {type: 'button', class: 'btn btn-primary btn-small', onclick: save, text: 'Save and resend'}),
+      el('button', {type: 'button', class: 'btn btn-small', onclick: cancel, text: 'Cancel'}),
+    ),
+  )
+  article.querySelector('.user-text')?.remove()
+  article.querySelector('.msg-actions')?.replaceWith(editor)
+  area.focus()
+}
+
+ui.system.addEventListener('change', () => {
+  const conv = store.current()
+  if (!conv) return
+  conv.system = ui.system.value
+  store.settings.lastSystem = ui.system.value
+  store.saveSettings()
+  store.save()
+})
+
+// ---------- composer ----------
+
+function updateComposer() {
+  const busy = !!state.active
+  ui.send.hidden = busy
+  ui.stop.hidden = !busy
+  ui.send.disabled = busy
+  for (const b of ui.messages.querySelectorAll('.act-edit, .act-regenerate')) b.disabled = busy
+}
+
+function autoGrow() {
+  ui.prompt.style.height = 'auto'
+  ui.prompt.style.height = `${Math.min(ui.prompt.scrollHeight + 2, Math.round(window.innerHeight * 0.4))}px`
+}
+ui.prompt.addEventListener('input', autoGrow)
+ui.prompt.addEventListener('keydown', e => {
+  if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+    e.preventDefault()
+    ui.form.requestSubmit()
+  }
+})
+document.addEventListener('keydown', e => {
+  if (e.key === 'Escape' && state.active && !document.querySelector('dialog[open]')) {
+    e.preventDefault()
+    stop()
+  } else if (e.key === 'Escape' && ui.app.classList.contains('sidebar-open')) {
+    closeSidebar()
+    ui.openSidebar.focus()
+  }
+})
+
+ui.form.addEventListener('submit', e => {
+  e.preventDefault()
+  if (state.active) return
+  const text = ui.prompt.value.trim()
+  if (!text && state.pending.length === 0) return
+  const conv = store.current() ?? store.create()
+  conv.system = ui.system.value
+  conv.messages.push({id: newId(), role: 'user', content: text, attachments: state.pending.length ? state.pending : undefined})
+  state.pending = []
+  renderPending()
+  ui.prompt.value = ''
+  autoGrow()
+  generate(conv)
+})
+
+ui.stop.addEventListener('click', () => stop())
+
+function stop() {
+  state.active?.controller.abort()
+}
+
+function renderPending() {
+  ui.attachments.replaceChildren(
+    ...state.pending.map((a, i) =>
+      el('li', {class: 'chip'},
+        a.kind === 'image' ? el('img', {src: a.dataUrl, alt: ''}) : icon('file'),
+        el('span', {class: 'chip-name', text: `${a.name} · ${formatBytes(a.size)}`}),
+        el('button', {type: 'button', class: 'btn icon-btn btn-small', 'aria-label': `Remove ${a.name}`, 'data-remove': i}, icon('close')),
+      ),
+    ),
+  )
+}
+ui.attachments.addEventListener('click', e => {
+  const button = e.target.closest('button[data-remove]')
+  if (!button) return
+  state.pending.splice(Number(button.dataset.remove), 1)
+  renderPending()
+  ui.prompt.focus()
+})
+
+async function attachFiles(files) {
+  if (!files.length) return
+  const {attachments, rejected} = await readAttachments(files)
+  state.pending.push(...attachments)
+  renderPending()
+  if (attachments.length) announce(`${attachments.length} file${attachments.length > 1 ? 's' : ''} attached`)
+  if (rejected.length) announce(rejected.join('. '))
+  if (rejected.length) showNotice(rejected.join('\n'))
+}
+ui.fileInput.addEventListener('change', async () => {
+  await attachFiles(Array.from(ui.fileInput.files ?? []))
+  ui.fileInput.value = ''
+  ui.prompt.focus()
+})
+ui.prompt.addEventListener('paste', e => {
+  const files = Array.from(e.clipboardData?.files ?? [])
+  if (files.length) {
+    e.preventDefault()
+    attachFiles(files)
+  }
+})
+let dragDepth = 0
+const hasFiles = e => Array.from(e.dataTransfer?.types ?? []).includes('Files')
+window.addEventListener('dragenter', e => {
+  if (!hasFiles(e)) return
+  dragDepth++
+  ui.dropHint.hidden = false
+  ui.form.classList.add('dragging')
+})
+window.addEventListener('dragleave', e => {
+  if (!hasFiles(e)) return
+  if (--dragDepth <= 0) {
+    dragDepth = 0
+    ui.dropHint.hidden = true
+    ui.form.classList.remove('dragging')
+  }
+})
+window.addEventListener('dragover', e => {
+  if (hasFiles(e)) e.preventDefault()
+})
+window.addEventListener('drop', e => {
+  if (!hasFiles(e)) return
+  e.preventDefault()
+  dragDepth = 0
+  ui.dropHint.hidden = true
+  ui.form.classList.remove('dragging')
+  attachFiles(Array.from(e.dataTransfer.files))
+})
+
+function showNotice(text) {
+  const note = el('p', {class: 'error', role: 'alert', text})
+  ui.form.prepend(note)
+  setTimeout(() => note.remove(), 6000)
+}
+store.onQuota = partial =>
+  showNotice(partial ? 'Browser storage is full: the data of the oldest attachments was dropped.' : 'Browser storage is full: this conversation could not be saved.')
+
+// ---------- generation ----------
+
+/** The OpenAI `messages` for a conversation (the answer being generated excluded). */
+function requestMessages(conv) {
+  const out = []
+  if (conv.system?.trim()) out.push({role: 'system', content: conv.system})
+  for (const m of conv.messages) {
+    if (m.streaming) continue
+    if (m.role === 'user') out.push({role: 'user', content: userContent(m.content ?? '', m.attachments)})
+    else if (m.role === 'assistant' && (m.content || !m.error)) out.push({role: 'assistant', content: m.content ?? ''})
+  }
+  return out
+}
+
+async function generate(conv) {
+  const msg = {id: newId(), role: 'assistant', content: '', reasoning: '', streaming: true}
+  const body = {messages: requestMessages(conv)}
+  conv.messages.push(msg)
+  if (state.model?.id) body.model = state.model.id
+  if (ui.effort.value) body.reasoning_effort = ui.effort.value
+  const controller = new AbortController()
+  state.active = {conv, msg, controller}
+  store.touch(conv)
+  renderAll()
+  scrollToEnd(true)
+
+  let usage = null
+  let timings = null
+  const clock = {start: performance.now(), first: 0, end: 0}
+  let scheduled = false
+  const schedule = () => {
+    if (scheduled) return
+    scheduled = true
+    requestAnimationFrame(() => {
+      scheduled = false
+      if (msg.streaming) refreshMessage(conv, msg)
+    })
+  }
+  const onChunk = chunk => {
+    if (chunk.usage) usage = chunk.usage
+    if (chunk.timings) timings = chunk.timings
+    const delta = chunk.choices?.[0]?.delta
+    if (!delta) return
+    const reasoning = delta.reasoning_content ?? delta.reasoning
+    if (typeof reasoning === 'string' && reasoning) {
+      msg.reasoning += reasoning
+    }
+    if (typeof delta.content === 'string' && delta.content) {
+      // The thinking block folds away when the answer starts, unless the reader opened it.
+      msg.content += delta.content
+    }
+    for (const call of delta.tool_calls ?? []) {
+      msg.toolCalls ??= []
+      const i = call.index ?? msg.toolCalls.length
+      const slot = (msg.toolCalls[i] ??= {id: call.id, type: 'function', function: {name: '', arguments: ''}})
+      if (call.id) slot.id = call.id
+      if (call.function?.name) slot.function.name += call.function.name
+      if (call.function?.arguments) slot.function.arguments += call.function.arguments
+    }
+    if (!clock.first && (reasoning || delta.content || delta.tool_calls)) clock.first = performance.now()
+    schedule()
+  }
+
+  try {
+    await withKey(() => streamChat(body, {signal: controller.signal, onChunk}), askKey)
+    announce('Answer complete')
+  } catch (err) {
+    if (controller.signal.aborted || err?.name === 'AbortError') {
+      msg.stopped = true
+      announce('Stopped')
+    } else {
+      msg.error = err instanceof AuthError ? 'The server needs an API key.' : `Error: ${err?.message ?? err}`
+      announce(msg.error)
+    }
+  } finally {
+    clock.end = performance.now()
+    delete msg.streaming
+    if (!msg.reasoning) delete msg.reasoning
+    const stats = statsOf(usage, timings, clock)
+    if (Object.keys(stats).length) msg.stats = stats
+    state.active = null
+    store.touch(conv)
+    if (store.currentId === conv.id) {
+      refreshMessage(conv, msg)
+      renderStatus()
+    }
+    renderSidebar()
+    renderTitle()
+    updateComposer()
+  }
+}
+
+// ---------- start ----------
+
+fillIcons()
+
+if (!store.current()) {
+  const recent = store.list()[0]
+  if (recent) store.select(recent.id)
+  else store.create()
+}
+// A generation cut short by a reload is kept as it was.
+for (const conv of store.conversations) for (const m of conv.messages) if (m.streaming) {
+  delete m.streaming
+  m.stopped = true
+}
+renderAll()
+autoGrow()
+loadModel()
+ui.prompt.focus()
