@@ -25,11 +25,17 @@ const render = (c: Case) =>
 
 t.test('every case renders without errors', async t => {
   t.ok(doc.cases.length >= 15)
-  for (const c of doc.cases) t.doesNotThrow(() => render(c), c.name)
+  for (const c of doc.cases) {
+    try {
+      t.type(render(c), 'string', c.name)
+    } catch (e) {
+      t.fail(`${c.name}: ${String(e)}`)
+    }
+  }
 })
 
 t.test(`renderings equal the expected ones (${doc.expected_by ?? 'none recorded yet'})`, async t => {
   const withExpected = doc.cases.filter(c => c.expected !== null)
-  if (withExpected.length === 0) t.skip('no expected renderings yet: run tools/reference/render_templates.py')
+  if (withExpected.length === 0) t.comment('no expected renderings yet: run tools/reference/render_templates.py')
   for (const c of withExpected) t.equal(render(c), c.expected, c.name)
 })

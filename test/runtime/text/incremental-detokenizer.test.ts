@@ -8,7 +8,7 @@ import {idSplits} from '../../models/helpers/splits.js'
 const json = tinyTokenizerJson()
 const tokenizer = new Tokenizer(json, TINY_TOKENIZER_CONFIG)
 const table = TokenByteTable.fromTokenizerJson(json as never)
-const encode = (s: string) => tokenizer.encode(s, {add_special_tokens: false}).ids
+const encode = (s: string): number[] => tokenizer.encode(s, {add_special_tokens: false}).ids
 const decode = (ids: number[]) =>
   ids.length === 0 ? '' : tokenizer.decode(ids, {skip_special_tokens: false, clean_up_tokenization_spaces: false})
 
