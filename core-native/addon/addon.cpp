@@ -5,6 +5,7 @@
 #include <napi.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -412,7 +413,60 @@ Napi::Value BenchMatmul(const Napi::CallbackInfo& info) {
   });
 }
 
+// runMatmul({dtype, rows, cols, weight: Uint8Array|Float32Array|Uint16Array|Uint32Array, scales?, biases?,
+//            x: Float32Array [nt·cols], nt, int8?, isa?, exact?}) → Float32Array [nt·rows] (test-only, sync; small inputs)
+Napi::Value RunMatmul(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    if (info.Length() < 1 || !info[0].IsObject()) fail("invalid_argument", "runMatmul(opts)");
+    Napi::Object o = info[0].As<Napi::Object>();
+    std::string dtype = o.Get("dtype").IsString() ? std::string(o.Get("dtype").As<Napi::String>()) : "";
+    int d = dtype == "q4" ? SPLASH_Q4 : dtype == "q8" ? SPLASH_Q8 : dtype == "bf16" ? SPLASH_BF16 : dtype == "f32" ? SPLASH_F32 : -1;
+    if (d < 0) fail("invalid_argument", "dtype must be q4, q8, bf16 or f32");
+    const int64_t rows = int_arg(o.Get("rows"), "rows", 1, 1 << 16), cols = int_arg(o.Get("cols"), "cols", 1, 1 << 16);
+    const int32_t nt = int_arg(o.Get("nt"), "nt", 1, 4096);
+    const bool quant = d == SPLASH_Q4 || d == SPLASH_Q8;
+    if (quant && cols % 64) fail("invalid_argument", "q4/q8 need cols % 64 == 0");
+    auto bytes_of = [&](const char* key, size_t want) -> const void* {
+      Napi::Value v = o.Get(key);
+      if (!v.IsTypedArray()) fail("invalid_argument", std::string(key) + " must be a typed array");
+      Napi::TypedArray ta = v.As<Napi::TypedArray>();
+      if (ta.ByteLength() != want) fail("invalid_argument", std::string(key) + " has the wrong byte length");
+      return static_cast<const uint8_t*>(ta.ArrayBuffer().Data()) + ta.ByteOffset();
+    };
+    const size_t wbytes = d == SPLASH_F32 ? rows * cols * 4 : d == SPLASH_BF16 ? rows * cols * 2 : d == SPLASH_Q8 ? rows * cols : rows * cols / 2;
+    splash_weight w{};
+    w.dtype = d;
+    w.rows = rows;
+    w.cols = cols;
+    // copy into aligned storage (the kernels may use aligned loads in future)
+    std::vector<uint8_t> wcopy(wbytes + 64);
+    std::memcpy(wcopy.data(), bytes_of("weight", wbytes), wbytes);
+    w.data = wcopy.data();
+    std::vector<uint16_t> sc, bi;
+    if (quant) {
+      const size_t n = rows * cols / 64;
+      sc.resize(n);
+      bi.resize(n);
+      std::memcpy(sc.data(), bytes_of("scales", n * 2), n * 2);
+      std::memcpy(bi.data(), bytes_of("biases", n * 2), n * 2);
+      w.scales = sc.data();
+      w.biases = bi.data();
+    }
+    if (o.Get("exact").ToBoolean().Value()) w.flags = SPLASH_WEIGHT_EXACT;
+    const float* x = static_cast<const float*>(bytes_of("x", size_t(nt) * cols * 4));
+    const bool int8 = o.Get("int8").ToBoolean().Value();
+    std::string isa = o.Get("isa").IsString() ? std::string(o.Get("isa").As<Napi::String>()) : "";
+    splash_backend* be = splash_backend_cpu_create(1, isa.empty() ? nullptr : isa.c_str(), int8 ? 1 : 0);
+    if (!be) fail("unsupported", "ISA not supported on this CPU");
+    Napi::Float32Array y = Napi::Float32Array::New(info.Env(), size_t(nt) * rows);
+    be->iface->matmul(be->ctx, &w, x, nt, y.Data(), rows);
+    splash_backend_cpu_free(be);
+    return y;
+  });
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("runMatmul", Napi::Function::New(env, RunMatmul));
   exports.Set("abiVersion", Napi::Number::New(env, SPLASH_BACKEND_ABI));
   exports.Set("openModel", Napi::Function::New(env, OpenModel));
   exports.Set("modelInfo", Napi::Function::New(env, ModelInfo));

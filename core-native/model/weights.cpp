@@ -182,6 +182,7 @@ void Model::bind_weights() {
       l.z = lin(p + "linear_attn.in_proj_z", c.Dv(), c.H);
       l.b = lin(p + "linear_attn.in_proj_b", c.nv, c.H);
       l.a = lin(p + "linear_attn.in_proj_a", c.nv, c.H);
+      l.b.flags = l.a.flags = SPLASH_WEIGHT_EXACT;
       l.out = lin(p + "linear_attn.out_proj", c.H, c.Dv());
       l.conv = vec(p + "linear_attn.conv1d", C * c.conv_k);
       l.A_log = vec(p + "linear_attn.A_log", c.nv);
@@ -204,6 +205,7 @@ void Model::bind_weights() {
     if (l.moe) {
       if (c.E <= 0) bad("layer " + std::to_string(i) + " has a router but config.num_experts is 0");
       l.router = lin(p + "mlp.router", c.E, c.H);
+      l.router.flags = SPLASH_WEIGHT_EXACT;
       l.eg.base = lin(p + "mlp.experts.gate_proj", c.Im, c.H, c.E);
       l.eu.base = lin(p + "mlp.experts.up_proj", c.Im, c.H, c.E);
       l.ed.base = lin(p + "mlp.experts.down_proj", c.H, c.Im, c.E);
@@ -214,6 +216,7 @@ void Model::bind_weights() {
         l.su = lin(p + "mlp.shared_expert.up_proj", c.Is, c.H);
         l.sd = lin(p + "mlp.shared_expert.down_proj", c.H, c.Is);
         l.sgate = lin(p + "mlp.shared_expert_gate", 1, c.H);
+        l.sgate.flags = SPLASH_WEIGHT_EXACT;
       }
     } else {
       if (c.I <= 0) bad("layer " + std::to_string(i) + " is dense but config.intermediate_size is 0");

@@ -63,7 +63,7 @@ void Package::add_safetensors(const std::string& path) {
   const uint8_t* data = base + 8 + hlen;
   const size_t data_size = size - 8 - hlen;
   for (auto& [name, t] : header.obj) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__" || name.rfind("__pad__", 0) == 0) continue;  // writer padding
     const Json* dt = t.find("dtype");
     const Json* sh = t.find("shape");
     const Json* off = t.find("data_offsets");

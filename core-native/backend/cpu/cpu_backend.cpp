@@ -112,7 +112,7 @@ void synchronize(void*) {}
 void matmul(void* vctx, const splash_weight* w, const float* x, int32_t nt, float* y, int64_t ys) {
   Ctx* c = static_cast<Ctx*>(vctx);
   Act a;
-  prepare_act(w, x, nt, c->i8, c->buf, a);
+  prepare_act(w, x, nt, c->i8 && !(w->flags & SPLASH_WEIGHT_EXACT), c->buf, a);
   const IsaKernels* isa = c->isa;
   // Tiny matrices are not worth a pool dispatch.
   if (w->rows * w->cols * int64_t(nt) < 32768) {

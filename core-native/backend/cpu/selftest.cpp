@@ -1,6 +1,7 @@
 #include "backend/cpu/selftest.h"
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -77,9 +78,12 @@ std::vector<SelfTestResult> kernel_self_test(uint32_t seed) {
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<SelfTestResult> out;
   const auto isas = isa_available();
+  for (int shape = 0; shape < 3; ++shape)
   for (int dtype : {SPLASH_F32, SPLASH_BF16, SPLASH_Q8, SPLASH_Q4}) {
     const bool quant = dtype == SPLASH_Q8 || dtype == SPLASH_Q4;
-    const int64_t rows = 37, cols = quant ? 64 * 7 : 203;  // odd group count and ragged tails
+    // odd group count and ragged tails; a single group; two groups
+    const int64_t rows = shape == 0 ? 37 : shape == 1 ? 5 : 130;
+    const int64_t cols = shape == 0 ? (quant ? 64 * 7 : 203) : shape == 1 ? 64 : 128;
     RandWeight rw(dtype, rows, cols, rng);
     for (int nt : {1, 3}) {
       std::vector<float> x(nt * cols);
@@ -110,8 +114,9 @@ std::vector<SelfTestResult> kernel_self_test(uint32_t seed) {
         for (auto* isa : isas) {
           std::vector<float> y(nt * rows, NAN);
           // split the rows in two ranges to exercise r0/r1
-          isa->rows(&rw.w, a, 0, 11, y.data(), rows);
-          isa->rows(&rw.w, a, 11, rows, y.data(), rows);
+          const int64_t split = std::min<int64_t>(11, rows);
+          isa->rows(&rw.w, a, 0, split, y.data(), rows);
+          isa->rows(&rw.w, a, split, rows, y.data(), rows);
           double e_ref = 0, e_sc = 0;
           for (int64_t i = 0; i < nt * rows; ++i) {
             const double m = mag[i] + 1e-30;
@@ -122,8 +127,8 @@ std::vector<SelfTestResult> kernel_self_test(uint32_t seed) {
             e_sc = std::max(e_sc, es);
           }
           std::string name = std::string("matmul_") + dtype_name(dtype) + (quant ? (i8 ? "_i8" : "_f32") : "") +
-                             "_nt" + std::to_string(nt);
-          const double tol_ref = i8 ? 2e-2 : 1e-5;
+                             "_nt" + std::to_string(nt) + "_" + std::to_string(rows) + "x" + std::to_string(cols);
+          const double tol_ref = i8 ? 5e-2 : 1e-5;  // int8: the 40σ outlier coarsens its group
           out.push_back({name, isa->name, "reference", e_ref, tol_ref, e_ref <= tol_ref});
           if (std::strcmp(isa->name, "scalar") != 0)
             out.push_back({name, isa->name, "scalar", e_sc, 1e-5, e_sc <= 1e-5});

@@ -30,7 +30,12 @@ typedef struct splash_weight {
   const void* data;        // F32/BF16 values, or packed U32 words for q4/q8
   const uint16_t* scales;  // BF16 [rows, cols/64] (q4/q8 only)
   const uint16_t* biases;  // BF16 [rows, cols/64] (q4/q8 only)
+  uint32_t flags;          // SPLASH_WEIGHT_* bits
 } splash_weight;
+
+// The output feeds something sensitive (GDN decay/beta, MoE router, shared-expert gate): a backend must
+// not use reduced-precision activations for it. These matrices are tiny, so it costs nothing.
+#define SPLASH_WEIGHT_EXACT 1u
 
 // Gated DeltaNet per-call parameters (one sequence, one layer, T tokens).
 typedef struct splash_gdn_args {

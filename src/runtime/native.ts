@@ -1,0 +1,226 @@
+// The only module that loads the native core (core-native/build/Release/splash_core.node). It gives the
+// addon TypeScript types and turns every native failure into a NativeError (a SplashError carrying the
+// native `code`). Works from src/runtime/*.ts (tests) and from dist/src/runtime/*.js (the build).
+import {createRequire} from 'node:module'
+import {existsSync} from 'node:fs'
+import {fileURLToPath} from 'node:url'
+import path from 'node:path'
+import {SplashError, type ErrorKind} from '../errors.js'
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const fromBuild = import.meta.url.endsWith('.js') && here.split(path.sep).includes('dist')
+export const projectRoot = path.resolve(here, '..', '..', fromBuild ? '..' : '')
+export const addonPath = path.join(projectRoot, 'core-native', 'build', 'Release', 'splash_core.node')
+
+/** Codes the native core reports, and the error kind each maps to. */
+const NATIVE_KINDS = {
+  invalid_argument: 'invalid_request',
+  bad_token: 'invalid_request',
+  too_long: 'invalid_request',
+  sequence_busy: 'invalid_request',
+  sequence_broken: 'invalid_request',
+  state_not_truncatable: 'invalid_request',
+  unknown_model: 'not_found',
+  unknown_sequence: 'not_found',
+  not_a_package: 'invalid_request',
+  bad_package: 'invalid_request',
+  io_error: 'not_found',
+  unsupported: 'invalid_request',
+  out_of_memory: 'unavailable',
+  native_unavailable: 'unavailable',
+  internal: 'internal',
+} as const satisfies Record<string, ErrorKind>
+
+export type NativeErrorCode = keyof typeof NATIVE_KINDS
+
+export class NativeError extends SplashError {
+  declare readonly code: NativeErrorCode
+  constructor(code: NativeErrorCode, message: string, options: {cause?: unknown} = {}) {
+    super(code, NATIVE_KINDS[code] ?? 'internal', message, options)
+    this.name = 'NativeError'
+  }
+}
+
+function isNativeCode(code: unknown): code is NativeErrorCode {
+  return typeof code === 'string' && Object.hasOwn(NATIVE_KINDS, code)
+}
+
+/** Wraps anything the addon threw or rejected with as a NativeError. */
+export function toNativeError(err: unknown): NativeError {
+  if (err instanceof NativeError) return err
+  const e = err as {code?: unknown; message?: unknown}
+  const message = typeof e?.message === 'string' ? e.message : String(err)
+  return new NativeError(isNativeCode(e?.code) ? e.code : 'internal', message, {cause: err})
+}
+
+export type ModelHandle = number
+export type SequenceId = number
+export type LogitsMode = 'none' | 'last' | 'all'
+export type Isa = 'scalar' | 'avx2' | 'avx512'
+
+export interface OpenModelOptions {
+  /** Compute threads (default: hardware cores). */
+  threads?: number
+  /** Force an instruction set (default: the best this CPU has). */
+  isa?: Isa
+  /** q4/q8 matmuls quantise activations to int8 per 64-group (default true); false = fp32 activations. */
+  int8?: boolean
+}
+
+export interface ModelInfo {
+  name: string | null
+  family: 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_next' | 'qwen3'
+  /** The normalised config from splash.json, echoed. */
+  config: Record<string, unknown>
+  vocabSize: number
+  hiddenSize: number
+  numLayers: number
+  maxPositionEmbeddings: number
+  /** Bytes of tensor data mapped from the package. */
+  weightBytes: number
+  /** Fixed per-sequence state (GDN conv + recurrent state of every linear layer), bytes. */
+  stateBytesPerSequence: number
+  /** KV cache bytes per token of one sequence (all full-attention layers). */
+  kvBytesPerToken: number
+  backend: 'cpu'
+  isa: Isa
+  activationType: 'f32'
+  kvType: 'f32'
+}
+
+export interface StepItem {
+  seq: SequenceId
+  /** Token ids appended at the sequence's current length (a prefill chunk or one decode token). */
+  tokens: Int32Array
+  /** Which logits to return: none, the last token's [V], or every token's [n·V]. Default 'last'. */
+  logits?: LogitsMode
+}
+
+export interface KernelCheck {
+  kernel: string
+  isa: Isa
+  against: 'reference' | 'scalar'
+  maxErr: number
+  tol: number
+  ok: boolean
+}
+
+export interface BenchOptions {
+  rows: number
+  cols: number
+  dtype?: 'q4' | 'q8' | 'bf16' | 'f32'
+  threads?: number
+  int8?: boolean
+  iters?: number
+  isa?: Isa
+}
+
+export interface BenchResult {
+  isa: Isa
+  threads: number
+  rows: number
+  cols: number
+  dtype: string
+  int8: boolean
+  weightBytes: number
+  secondsPerMatvec: number
+  matvecGBps: number
+  readGBps: number
+  memcpyGBps: number
+}
+
+export interface RunMatmulOptions {
+  dtype: 'q4' | 'q8' | 'bf16' | 'f32'
+  rows: number
+  cols: number
+  /** Stored bytes: F32 values, BF16 bits, or packed U32 words (q4/q8, MLX layout). */
+  weight: Float32Array | Uint16Array | Uint32Array | Uint8Array
+  scales?: Uint16Array
+  biases?: Uint16Array
+  /** [nt, cols] activations */
+  x: Float32Array
+  nt: number
+  int8?: boolean
+  isa?: Isa
+  /** Mark the weight SPLASH_WEIGHT_EXACT (never int8 activations). */
+  exact?: boolean
+}
+
+interface Binding {
+  abiVersion: number
+  openModel(dir: string, opts?: OpenModelOptions): Promise<ModelHandle>
+  modelInfo(h: ModelHandle): ModelInfo
+  sequenceBytes(h: ModelHandle, maxLength: number): number
+  createSequence(h: ModelHandle, opts: {maxLength: number}): SequenceId
+  freeSequence(h: ModelHandle, seq: SequenceId): void
+  truncateSequence(h: ModelHandle, seq: SequenceId, length: number): void
+  sequenceLength(h: ModelHandle, seq: SequenceId): number
+  step(h: ModelHandle, items: StepItem[]): Promise<(Float32Array | null)[]>
+  closeModel(h: ModelHandle): void
+  isaList(): Isa[]
+  kernelSelfTest(seed?: number): Promise<KernelCheck[]>
+  benchMatmul(opts: BenchOptions): Promise<BenchResult>
+  runMatmul(opts: RunMatmulOptions): Float32Array
+}
+
+let binding: Binding | undefined
+
+function load(): Binding {
+  if (binding) return binding
+  if (!existsSync(addonPath)) {
+    throw new NativeError('native_unavailable', `the native core is not built (${addonPath}); run \`npm run build:native\``)
+  }
+  try {
+    binding = createRequire(import.meta.url)(addonPath) as Binding
+  } catch (err) {
+    throw new NativeError('native_unavailable', `cannot load the native core: ${(err as Error).message}`, {cause: err})
+  }
+  return binding
+}
+
+function sync<T>(fn: () => T): T {
+  try {
+    return fn()
+  } catch (err) {
+    throw toNativeError(err)
+  }
+}
+
+async function async<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn()
+  } catch (err) {
+    throw toNativeError(err)
+  }
+}
+
+/** The typed native API. Every function throws (or rejects with) NativeError. */
+export const native = {
+  available(): boolean {
+    try {
+      load()
+      return true
+    } catch {
+      return false
+    }
+  },
+  openModel: (dir: string, opts: OpenModelOptions = {}) => async(() => load().openModel(dir, opts)),
+  modelInfo: (h: ModelHandle) => sync(() => load().modelInfo(h)),
+  /** Bytes one sequence of `maxLength` tokens needs (state + KV), for the memory planner. */
+  sequenceBytes: (h: ModelHandle, maxLength: number) => sync(() => load().sequenceBytes(h, maxLength)),
+  createSequence: (h: ModelHandle, opts: {maxLength: number}) => sync(() => load().createSequence(h, opts)),
+  freeSequence: (h: ModelHandle, seq: SequenceId) => sync(() => load().freeSequence(h, seq)),
+  /** KV truncate; linear-attention state cannot roll back: only `length` 0 or the current length. */
+  truncateSequence: (h: ModelHandle, seq: SequenceId, length: number) => sync(() => load().truncateSequence(h, seq, length)),
+  sequenceLength: (h: ModelHandle, seq: SequenceId) => sync(() => load().sequenceLength(h, seq)),
+  /** One batched step over several sequences; logits per item (null for 'none'). */
+  step: (h: ModelHandle, items: StepItem[]) => async(() => load().step(h, items)),
+  closeModel: (h: ModelHandle) => sync(() => load().closeModel(h)),
+  isaList: () => sync(() => load().isaList()),
+  /** Test-only: every matmul path of every ISA this CPU has, against an fp64 reference and the scalar path. */
+  kernelSelfTest: (seed?: number) => async(() => load().kernelSelfTest(seed)),
+  /** Benchmark: one [rows, cols] matvec vs plain read and memcpy bandwidth in the same process. */
+  benchMatmul: (opts: BenchOptions) => async(() => load().benchMatmul(opts)),
+  /** Test-only: one matmul y[nt, rows] = x · Wᵀ through the CPU backend (single thread, small inputs). */
+  runMatmul: (opts: RunMatmulOptions) => sync(() => load().runMatmul(opts)),
+}
