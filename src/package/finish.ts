@@ -1,10 +1,11 @@
 // The last step of writing a package: list every file it uses with its size and sha256, validate, write splash.json.
 import {writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
-import {formatManifest, MANIFEST_FILE, validateManifest, type Manifest} from './manifest.js'
+import {formatManifest, MANIFEST_FILE, validateManifest, type FileEntry, type Manifest} from './manifest.js'
 import {fileEntry} from './verify.js'
 
-export async function finishPackage(out: string, m: Omit<Manifest, 'files'>): Promise<Manifest> {
+/** `known` holds entries already computed while writing (synth hashes as it writes). */
+export async function finishPackage(out: string, m: Omit<Manifest, 'files'>, known?: Map<string, FileEntry>): Promise<Manifest> {
   const paths = [
     ...m.weights.files,
     ...(m.draft?.files ?? []),
@@ -13,7 +14,7 @@ export async function finishPackage(out: string, m: Omit<Manifest, 'files'>): Pr
     ...m.kernels.map(k => k.file),
   ]
   const files = []
-  for (const p of [...new Set(paths)]) files.push(await fileEntry(out, p))
+  for (const p of [...new Set(paths)]) files.push(known?.get(p) ?? (await fileEntry(out, p)))
   const manifest = validateManifest({...m, files}, join(out, MANIFEST_FILE))
   await writeFile(join(out, MANIFEST_FILE), formatManifest(manifest))
   return manifest
