@@ -67,6 +67,8 @@ export interface TextModule {
   tokenizer: QwenTokenizer
   template: ChatTemplate
   prompts: PromptTokenizer
+  /** Ids the engine appends to close the think block when a thinking budget is spent ("\n</think>\n\n"). */
+  thinkCloseIds: number[]
   /** An output parser for a prompt rendered from this template (tool form and think state filled in). */
   outputParser(prompt: string, options: Omit<OutputParserOptions, 'toolFormat' | 'startInReasoning'>): OutputParser
   close(): Promise<void>
@@ -85,6 +87,7 @@ export async function loadTextModule(dir: string, manifest: TextManifest, option
     tokenizer,
     template,
     prompts,
+    thinkCloseIds: tokenizer.encode('\n</think>\n\n'),
     outputParser: (prompt, parserOptions) =>
       new OutputParser({...parserOptions, toolFormat: family.toolFormat, startInReasoning: promptOpensThinking(prompt)}),
     close: () => prompts.close(),

@@ -20,6 +20,25 @@ export interface TokenizerSource {
   configPath?: string
 }
 
+/** The family's named special tokens (contents as in Qwen's tokenizer.json). */
+export const SPECIAL = {
+  endOfText: '<|endoftext|>',
+  imStart: '<|im_start|>',
+  imEnd: '<|im_end|>',
+  visionStart: '<|vision_start|>',
+  visionEnd: '<|vision_end|>',
+  imagePad: '<|image_pad|>',
+  videoPad: '<|video_pad|>',
+  toolCall: '<tool_call>',
+  toolCallEnd: '</tool_call>',
+  toolResponse: '<tool_response>',
+  toolResponseEnd: '</tool_response>',
+  think: '<think>',
+  thinkEnd: '</think>',
+} as const
+
+export type SpecialName = keyof typeof SPECIAL
+
 export class QwenTokenizer {
   readonly source: TokenizerSource | undefined
   private readonly tokenizer: Tokenizer
@@ -63,6 +82,16 @@ export class QwenTokenizer {
   /** The id of an added token by its content (e.g. "<|im_end|>", "</think>"), or undefined. */
   tokenId(content: string): number | undefined {
     return this.added.get(content)?.id
+  }
+
+  /** Ids of the named special tokens this tokenizer has (absent names are left out). */
+  specialIds(): Partial<Record<SpecialName, number>> {
+    const out: Partial<Record<SpecialName, number>> = {}
+    for (const [name, content] of Object.entries(SPECIAL) as [SpecialName, string][]) {
+      const id = this.tokenId(content)
+      if (id !== undefined) out[name] = id
+    }
+    return out
   }
 
   /** The added token with this content, with its flags. */

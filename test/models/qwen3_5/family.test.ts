@@ -40,6 +40,8 @@ t.test('loads tokenizer and template from a package folder and makes output pars
   const text = await loadTextModule(dir, manifest, {workers: 0})
   t.teardown(() => text.close())
   t.equal(text.family.toolFormat, 'xml')
+  t.equal(text.tokenizer.decode(text.thinkCloseIds), '\n</think>\n\n')
+  t.ok(text.thinkCloseIds.includes(text.tokenizer.tokenId('</think>')!))
   const prompt = text.template.render([{role: 'user', content: 'hi'}])
   t.ok(prompt.endsWith('<|im_start|>assistant\n<think>\n'))
   t.same(text.prompts.encode(prompt), text.tokenizer.encode(prompt))

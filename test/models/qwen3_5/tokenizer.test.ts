@@ -40,3 +40,10 @@ t.test('the streaming detokenizer matches decode', async t => {
   const d = tokenizer.detokenizer()
   t.equal(ids.map(id => d.push(id)).join('') + d.flush(), tokenizer.decode(ids))
 })
+
+t.test('named special ids', async t => {
+  const ids = tokenizer.specialIds()
+  t.equal(ids.imEnd, tokenizer.tokenId('<|im_end|>'))
+  t.equal(ids.thinkEnd, tokenizer.tokenId('</think>'))
+  t.equal(Object.keys(ids).length, SPECIAL_TOKENS.length)
+})
