@@ -1,0 +1,66 @@
+// Hermes Agent: a home of its own under Splash's data directory (HERMES_HOME), whose config.yaml selects a
+// custom OpenAI-compatible endpoint on /v1 with the served model, the Chat Completions API mode and the real
+// context length. The user's ~/.hermes is never read or written.
+import path from 'node:path'
+import {SplashError} from '../errors.js'
+import {agentDir, writeOwnFile} from './files.js'
+import {outputLimit, type AgentSpec, type LaunchTarget} from './types.js'
+
+/** Hermes refuses models with a window below this (its agent loop needs the room). */
+export const HERMES_MIN_CONTEXT = 64000
+/** What Hermes itself writes for keyless local endpoints. */
+const NO_KEY = 'no-key-required'
+
+/** A YAML double-quoted scalar: JSON string syntax is valid YAML for it. */
+const q = (s: string) => JSON.stringify(s)
+
+export function hermesConfigYaml(t: LaunchTarget): string {
+  const baseUrl = `${t.baseUrl}/v1`
+  const key = t.apiKey ?? NO_KEY
+  return [
+    '# Written by `splash hermes` for each launch; edits here are replaced on the next launch.',
+    'model:',
+    '  provider: custom',
+    `  default: ${q(t.model)}`,
+    `  base_url: ${q(baseUrl)}`,
+    `  api_key: ${q(key)}`,
+    '  api_mode: chat_completions',
+    `  context_length: ${t.contextWindow}`,
+    `  max_tokens: ${outputLimit(t.contextWindow)}`,
+    'custom_providers:',
+    '  - name: splash',
+    `    base_url: ${q(baseUrl)}`,
+    `    api_key: ${q(key)}`,
+    '    api_mode: chat_completions',
+    `    model: ${q(t.model)}`,
+    '    models:',
+    `      ${q(t.model)}:`,
+    `        context_length: ${t.contextWindow}`,
+    '',
+  ].join('\n')
+}
+
+export const hermes: AgentSpec = {
+  bin: 'hermes',
+  name: 'Hermes Agent',
+  install: 'pip install hermes-agent',
+  update: 'pip install --upgrade hermes-agent',
+  minVersion: '0.6.0',
+  minVersionReason: 'model.context_length as the first context source and custom providers with api_mode',
+  fallbackPaths: ['.local/bin/hermes'],
+  check(t) {
+    if (t.contextWindow < HERMES_MIN_CONTEXT) {
+      throw new SplashError(
+        'context_too_small',
+        'invalid_request',
+        `Hermes Agent needs a context window of at least 64K tokens and the server serves ${t.contextWindow}: restart it with \`splash serve --max-context 64K\` (or more)`,
+      )
+    }
+  },
+  async plan(t) {
+    const home = agentDir(t.dataDir, 'hermes')
+    const configPath = path.join(home, 'config.yaml')
+    await writeOwnFile(configPath, hermesConfigYaml(t))
+    return {env: {HERMES_HOME: home}, args: [], files: [configPath]}
+  },
+}
