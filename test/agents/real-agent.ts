@@ -1,0 +1,56 @@
+// Runs a real, installed agent through its launcher against the real server serving the tiny package, headless,
+// for one turn. The agent is looked for in node_modules/.bin, then in SPLASH_AGENTS_BIN (a folder, e.g. a
+// `npm install -g --prefix` outside the repo), then on PATH; when it is in none, the test is skipped with the
+// reason, which is the one case where these tests skip.
+import {existsSync, mkdirSync, mkdtempSync, rmSync} from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import type {Test} from 'tap'
+import {root} from '../helpers/cli.js'
+import {findExecutable} from '../../src/agents/process.js'
+import {listFiles, runSplash} from './fake-agents.js'
+import {serveTinyModel} from './served-model.js'
+
+export function findRealAgent(bin: string): string | undefined {
+  const local = path.join(root, 'node_modules', '.bin', bin)
+  if (existsSync(local)) return local
+  const extra = process.env.SPLASH_AGENTS_BIN
+  if (extra && existsSync(path.join(extra, bin))) return path.join(extra, bin)
+  return findExecutable(bin, {PATH: process.env.PATH, HOME: '/nonexistent'})
+}
+
+export function skipReason(bin: string, install: string): string | false {
+  return findRealAgent(bin)
+    ? false
+    : `real ${bin} not installed (not in node_modules/.bin, SPLASH_AGENTS_BIN or PATH): ${install} to run it`
+}
+
+/**
+ * `splash <bin> <args>` with the real agent, in a scratch HOME, data directory and working directory; checks the
+ * agent completes its turn (exit 0, an answer on stdout) and that the launcher wrote only into the data directory.
+ */
+export async function realTurn(t: Test, bin: string, args: string[]): Promise<void> {
+  const agent = findRealAgent(bin)!
+  const served = await serveTinyModel()
+  const scratch = mkdtempSync(path.join(os.tmpdir(), `splash-real-${bin}-`))
+  t.teardown(() => {
+    served.stop()
+    rmSync(scratch, {recursive: true, force: true})
+  })
+  const [home, data, work] = ['home', 'data', 'work'].map(d => path.join(scratch, d))
+  for (const d of [home, data, work]) mkdirSync(d)
+  const env: NodeJS.ProcessEnv = {
+    PATH: [path.dirname(agent), path.dirname(process.execPath), '/usr/local/bin', '/usr/bin', '/bin'].join(path.delimiter),
+    HOME: home,
+    SPLASH_DATA_DIR: data,
+    SPLASH_PORT: String(served.server.port),
+    LANG: 'C.UTF-8',
+    TERM: 'dumb',
+  }
+  const res = await runSplash([bin, ...args], env, work, 600_000)
+  t.comment(`${bin} stdout: ${res.stdout.slice(0, 2000)}`)
+  if (res.stderr) t.comment(`${bin} stderr: ${res.stderr.slice(-4000)}`)
+  t.equal(res.code, 0, `${bin} finished its turn with exit code 0`)
+  t.ok(res.stdout.trim().length > 0, `${bin} printed an answer`)
+  t.ok(listFiles(data).every(f => f.startsWith(`agents/${bin}/`)), 'launcher files only under agents/<agent>/')
+}

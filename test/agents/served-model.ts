@@ -1,0 +1,42 @@
+// The real `splash serve` with a real (tiny, synthetic) model package, for launcher tests that need a served
+// model: the package comes from `splash package synth --preset tiny-hybrid`.
+import {mkdtempSync, rmSync} from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import {runCli, startServe, type ServerProcess} from '../helpers/cli.js'
+
+export interface ServedModel {
+  server: ServerProcess
+  model: string
+  contextWindow: number
+  apiKey?: string
+  stop(): void
+}
+
+/** Builds the tiny synthetic package and serves it (64K window, so every agent's floor is met). */
+export async function serveTinyModel(opts: {apiKey?: string; maxContext?: string} = {}): Promise<ServedModel> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'splash-agent-model-'))
+  const pkg = path.join(dir, 'tiny-hybrid')
+  const synth = await runCli(['package', 'synth', '--preset', 'tiny-hybrid', '--out', pkg], {}, 300_000)
+  if (synth.code !== 0) {
+    rmSync(dir, {recursive: true, force: true})
+    throw new Error(`splash package synth --preset tiny-hybrid failed (${synth.code}):\n${synth.stdout}${synth.stderr}`)
+  }
+  const args = ['--model', pkg, '--max-context', opts.maxContext ?? '64K']
+  if (opts.apiKey) args.push('--api-key', opts.apiKey)
+  const server = await startServe(args, {SPLASH_API_KEY: ''})
+  const headers: Record<string, string> = opts.apiKey ? {authorization: `Bearer ${opts.apiKey}`} : {}
+  const list = (await (await fetch(`${server.url}/v1/models`, {headers})).json()) as {data: Array<{id: string; context_length: number}>}
+  const entry = list.data[0]
+  if (!entry) throw new Error(`the server lists no model:\n${server.output()}`)
+  return {
+    server,
+    model: entry.id,
+    contextWindow: entry.context_length,
+    apiKey: opts.apiKey,
+    stop() {
+      server.child.kill('SIGKILL')
+      rmSync(dir, {recursive: true, force: true})
+    },
+  }
+}
