@@ -26,12 +26,16 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
+void ThreadPool::run_chunks(Job& job, int index) {
+  for (int64_t b; (b = job.next.fetch_add(job.chunk, std::memory_order_relaxed)) < job.n;)
+    (*job.fn)(b, std::min(job.n, b + job.chunk), index);
+}
+
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   while (true) {
-    // spin a little, then sleep
     int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && spins < 20000) {
+    while (generation_.load(std::memory_order_acquire) == seen && spins < 4000) {
       SPLASH_PAUSE();
       ++spins;
     }
@@ -41,42 +45,43 @@ void ThreadPool::worker(int index) {
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stop_) return;
-    const std::function<void(int)>* job = job_;
-    (*job)(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    // join the job only while it is open (the caller closes it once every chunk is taken)
+    active_.fetch_add(1, std::memory_order_seq_cst);
+    if (open_.load(std::memory_order_seq_cst) && generation_.load(std::memory_order_seq_cst) == seen) {
+      Job* job = job_;
+      run_chunks(*job, index);
+    }
+    active_.fetch_sub(1, std::memory_order_seq_cst);
   }
-}
-
-void ThreadPool::run(const std::function<void(int)>& job) {
-  if (n_ == 1) {
-    job(0);
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = &job;
-    pending_.store(n_ - 1, std::memory_order_release);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
-  }
-  cv_.notify_all();
-  job(0);
-  while (pending_.load(std::memory_order_acquire) != 0) SPLASH_PAUSE();
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn, int64_t align) {
   if (n <= 0) return;
+  align = std::max<int64_t>(1, align);
   const int64_t units = (n + align - 1) / align;
-  const int parts = int(std::min<int64_t>(n_, units));
-  if (parts <= 1) {
+  if (n_ == 1 || units <= 1) {
     fn(0, n, 0);
     return;
   }
-  std::function<void(int)> job = [&](int i) {
-    if (i >= parts) return;
-    int64_t b = units * i / parts * align, e = std::min(n, units * (i + 1) / parts * align);
-    if (b < e) fn(b, e, i);
-  };
-  run(job);
+  Job job;
+  job.fn = &fn;
+  job.n = n;
+  // ~8 chunks per thread: enough to rebalance around a descheduled thread, few enough to stay cheap
+  job.chunk = std::max<int64_t>(1, units / (int64_t(n_) * 8)) * align;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &job;
+    open_.store(true, std::memory_order_seq_cst);
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  cv_.notify_all();
+  run_chunks(job, 0);
+  open_.store(false, std::memory_order_seq_cst);
+  int spins = 0;
+  while (active_.load(std::memory_order_seq_cst) != 0) {
+    if (++spins < 2000) SPLASH_PAUSE();
+    else std::this_thread::yield();
+  }
 }
 
 void ThreadPool::parallel_tasks(int64_t n, const std::function<void(int64_t)>& fn) {
@@ -85,11 +90,27 @@ void ThreadPool::parallel_tasks(int64_t n, const std::function<void(int64_t)>& f
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
-  std::atomic<int64_t> next{0};
-  std::function<void(int)> job = [&](int) {
-    for (int64_t i; (i = next.fetch_add(1)) < n;) fn(i);
+  std::function<void(int64_t, int64_t, int)> f = [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) fn(i);
   };
-  run(job);
+  Job job;
+  job.fn = &f;
+  job.n = n;
+  job.chunk = 1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &job;
+    open_.store(true, std::memory_order_seq_cst);
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  cv_.notify_all();
+  run_chunks(job, 0);
+  open_.store(false, std::memory_order_seq_cst);
+  int spins = 0;
+  while (active_.load(std::memory_order_seq_cst) != 0) {
+    if (++spins < 2000) SPLASH_PAUSE();
+    else std::this_thread::yield();
+  }
 }
 
 }  // namespace splash
