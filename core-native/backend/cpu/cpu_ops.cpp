@@ -150,10 +150,13 @@ void l2norm(const float* x, int32_t n, float scale, float* out) {
 
 }  // namespace
 
+// One read pass (Sᵀk̂ and Sᵀq̂ from the old state) and one read-write pass (the update):
+//   u = e^g·Sᵀk̂,  δ = (v − u)·β,  o = e^g·Sᵀq̂ + (k̂·q̂)·δ,  S ← e^g·S + k̂ ⊗ δ
+// which equals "decay, read u, update, read o after the update" of the reference recurrence.
 void gdn_recurrent_head(const splash_gdn_args* a, int32_t h) {
   const int32_t dk = a->dk, dv = a->dv, kh = h / (a->nv / a->nk);
   float* S = a->state + int64_t(h) * dk * dv;
-  std::vector<float> qn(dk), kn(dk), u(dv);
+  std::vector<float> qn(dk), kn(dk), u(dv), w(dv);
   const float qscale = 1.f / std::sqrt(float(dk));
   for (int32_t t = 0; t < a->n_tokens; ++t) {
     l2norm(a->q + t * a->qk_stride + int64_t(kh) * dk, dk, qscale, qn.data());
@@ -162,22 +165,26 @@ void gdn_recurrent_head(const splash_gdn_args* a, int32_t h) {
     const float beta = a->beta[int64_t(t) * a->nv + h];
     const float decay = std::exp(a->g[int64_t(t) * a->nv + h]);
     std::fill(u.begin(), u.end(), 0.f);
+    std::fill(w.begin(), w.end(), 0.f);
+    float kq = 0.f;
     for (int32_t i = 0; i < dk; ++i) {
-      float* Si = S + int64_t(i) * dv;
+      const float* Si = S + int64_t(i) * dv;
+      const float ki = kn[i], qi = qn[i];
+      kq += ki * qi;
       for (int32_t j = 0; j < dv; ++j) {
-        Si[j] *= decay;
-        u[j] += Si[j] * kn[i];
+        u[j] += Si[j] * ki;
+        w[j] += Si[j] * qi;
       }
     }
-    for (int32_t j = 0; j < dv; ++j) u[j] = (v[j] - u[j]) * beta;  // δ
     float* o = a->out + int64_t(t) * a->nv * dv + int64_t(h) * dv;
-    std::fill(o, o + dv, 0.f);
+    for (int32_t j = 0; j < dv; ++j) {
+      u[j] = (v[j] - decay * u[j]) * beta;  // δ
+      o[j] = decay * w[j] + kq * u[j];
+    }
     for (int32_t i = 0; i < dk; ++i) {
       float* Si = S + int64_t(i) * dv;
-      for (int32_t j = 0; j < dv; ++j) {
-        Si[j] += kn[i] * u[j];
-        o[j] += Si[j] * qn[i];
-      }
+      const float ki = kn[i];
+      for (int32_t j = 0; j < dv; ++j) Si[j] = decay * Si[j] + ki * u[j];
     }
   }
 }
