@@ -5,6 +5,13 @@ import type {GenerationEvent, GenerationRequest} from './request.js'
 import {Scheduler, type SchedulerLimits} from './scheduler.js'
 import type {Metrics} from './metrics.js'
 
+/** Control over one submitted request. */
+export interface GenerationHandle {
+  cancel(): void
+  /** The next generated tokens will be these, in order, instead of sampled ones. */
+  force(tokens: readonly number[]): void
+}
+
 export const DEFAULT_LIMITS: SchedulerLimits = {tokenBudget: 512, maxRunning: 16, maxWaiting: 256}
 
 export class Engine {
@@ -23,15 +30,16 @@ export class Engine {
    * Starts a generation. Events arrive through `onEvent`; the last one is `done` or `error`.
    * Throws a SplashError synchronously when the request cannot be accepted (too long, queue full).
    */
-  submit(request: GenerationRequest, onEvent: (event: GenerationEvent) => void): void {
+  submit(request: GenerationRequest, onEvent: (event: GenerationEvent) => void): GenerationHandle {
     const seq = this.scheduler.add(request, this.measured(onEvent))
+    const cancel = () => this.scheduler.cancel(seq)
     const signal = request.signal
     if (signal) {
-      const onAbort = () => this.scheduler.cancel(seq)
-      if (signal.aborted) onAbort()
-      else signal.addEventListener('abort', onAbort, {once: true})
+      if (signal.aborted) cancel()
+      else signal.addEventListener('abort', cancel, {once: true})
     }
     this.kick()
+    return {cancel, force: tokens => void seq.forced.push(...tokens)}
   }
 
   /** Async iterator over a request's events (convenience for plugins that stream). */

@@ -1,6 +1,7 @@
 // What a model family module (models/<family>/) hands the core once a package is loaded: its text
-// codec, stop tokens and (later) chat rendering and output parsing. The API plugins use it through the
-// ModelHost; they never touch a tokenizer or template directly.
+// codec, stop tokens, chat rendering and output parsing. The API plugins use it through the ModelHost;
+// they never touch a tokenizer or template directly.
+import type {ChatFamily} from './chat.js'
 
 export interface StreamDecoder {
   /** Adds one token; returns the text that is now complete (never half a UTF-8 character). */
@@ -23,4 +24,7 @@ export interface ModelFamily {
   codec: TextCodec
   /** End-of-turn / end-of-text ids: generation stops on them. */
   stopTokenIds: number[]
+  chat: ChatFamily
+  close(): Promise<void>
 }
+

@@ -142,7 +142,8 @@ export class Scheduler {
 
   private accept(seq: Sequence, logits: Float32Array): void {
     const r = seq.request
-    const picked = sampleToken(logits, r.sampling, seq.rng, seq.output, r.prompt, r.logprobs)
+    const forced = seq.forced.shift()
+    const picked = forced !== undefined ? {token: forced} : sampleToken(logits, r.sampling, seq.rng, seq.output, r.prompt, r.logprobs)
     seq.output.push(picked.token)
     if (r.stopTokenIds.includes(picked.token)) return this.finish(seq, 'stop')
     seq.emit({type: 'token', ...picked})

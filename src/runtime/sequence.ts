@@ -23,6 +23,8 @@ export class Sequence {
   /** Set while a step that includes this sequence is running. */
   inFlight = false
   cancelled = false
+  /** Tokens to emit next instead of sampling (e.g. closing a think block when its budget is spent). */
+  readonly forced: number[] = []
 
   constructor(request: GenerationRequest, emit: (event: GenerationEvent) => void) {
     this.request = request

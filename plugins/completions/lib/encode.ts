@@ -29,13 +29,16 @@ export class ChoiceBuilder {
 
   /** Echoed prompt text (and its logprobs when asked). Returns the text added. */
   echo(prompt: Int32Array, entries: Array<SampledToken | null> | undefined): string {
-    const text = this.codec.decode(Array.from(prompt))
-    if (this.logprobs) {
-      for (let i = 0; i < prompt.length; i++) this.addLogprob(prompt[i], entries?.[i] ?? null)
+    const decoder = this.codec.streamDecoder()
+    const start = this.text.length
+    for (let i = 0; i < prompt.length; i++) {
+      if (this.logprobs) this.addLogprob(prompt[i], entries?.[i] ?? null)
+      this.text += decoder.push(prompt[i])
+      this.offset = this.text.length
     }
-    this.text += text
+    this.text += decoder.flush()
     this.offset = this.text.length
-    return text
+    return this.text.slice(start)
   }
 
   /** Applies one text event; returns the delta for streaming. */

@@ -1,0 +1,41 @@
+// The Qwen family's entry point: loads a package's tokenizer and template and hands the core its text
+// codec and chat behaviour (src/runtime/family.ts). Sibling families (qwen3_5_moe, qwen3_next, qwen3)
+// re-export this module.
+import type {Manifest} from '../../src/package/manifest.js'
+import type {ModelFamily, TextCodec} from '../../src/runtime/family.js'
+import type {ChatFamily, ChatMessage, ChatTool} from '../../src/runtime/chat.js'
+import {loadTextModule} from './family.js'
+import type {ToolDefinition, ChatMessage as TemplateMessage} from './template.js'
+
+export async function load(dir: string, manifest: Manifest): Promise<ModelFamily> {
+  const text = await loadTextModule(dir, manifest)
+  const {tokenizer} = text
+  const stopTokenIds = text.family.stopTokenIds
+  const codec: TextCodec = {
+    encode: s => tokenizer.encode(s),
+    decode: ids => tokenizer.decode(ids),
+    streamDecoder: () => tokenizer.detokenizer({skipIds: stopTokenIds}),
+    tokenText: id => tokenizer.decode([id]),
+  }
+  const chat: ChatFamily = {
+    efforts: text.family.efforts,
+    thinking: effort => text.family.thinking(effort),
+    async render(messages: ChatMessage[], options) {
+      const prompt = text.template.render(messages as TemplateMessage[], {
+        tools: options.tools as ToolDefinition[] | undefined,
+        enableThinking: options.enableThinking,
+        addGenerationPrompt: options.addGenerationPrompt ?? true,
+      })
+      return {text: prompt, tokens: await text.prompts.encodeAsync(prompt)}
+    },
+    outputParser: (prompt, options) => text.outputParser(prompt, {tools: options.tools as ToolDefinition[] | undefined, stop: options.stop, maxToolCalls: options.maxToolCalls}),
+    toolCallOpener: (name?: string) => {
+      if (text.family.toolFormat === 'xml') return name ? `<tool_call>\n<function=${name}>\n` : '<tool_call>\n<function='
+      return name ? `<tool_call>\n{"name": ${JSON.stringify(name)}, "arguments": ` : '<tool_call>\n{"name": "'
+    },
+    thinkCloseIds: text.thinkCloseIds,
+  }
+  return {name: manifest.family, codec, stopTokenIds, chat, close: () => text.close()}
+}
+
+export type {ChatTool}

@@ -1,0 +1,100 @@
+// Chat Completions body → the core's ChatRequest.
+import type {ChatBody, ChatMessageIn, ToolIn} from './schema.js'
+import type {ChatMessage, ChatRequest, ChatTool, ToolChoice} from '../../../src/runtime/chat.js'
+import {samplingParams} from '../../../src/runtime/sampling.js'
+import {errors} from '../../../src/errors.js'
+
+function textOf(content: ChatMessageIn['content'], where: string, allowImages: boolean): string | ChatMessage['content'] {
+  if (content == null) return ''
+  if (typeof content === 'string') return content
+  const parts: Array<{type: 'text'; text: string} | {type: 'image'}> = []
+  content.forEach((part, j) => {
+    if (part.type === 'text') parts.push({type: 'text', text: part.text})
+    else if (part.type === 'refusal') parts.push({type: 'text', text: part.refusal})
+    else if (part.type === 'image_url' || part.type === 'file') {
+      if (!allowImages) throw errors.invalidRequest(`${where}.content[${j}]: this model does not accept ${part.type === 'file' ? 'files' : 'images'}`, `${where}.content[${j}]`)
+      parts.push({type: 'image'})
+    } else {
+      throw errors.invalidRequest(`${where}.content[${j}]: content of type "${part.type}" is not supported`, `${where}.content[${j}]`)
+    }
+  })
+  if (parts.every(p => p.type === 'text')) return parts.map(p => (p as {text: string}).text).join('')
+  return parts
+}
+
+export function toMessages(messages: ChatMessageIn[]): ChatMessage[] {
+  return messages.map((m, i) => {
+    const where = `messages[${i}]`
+    switch (m.role) {
+      case 'system':
+      case 'developer':
+        return {role: 'system', content: textOf(m.content, where, false)}
+      case 'user':
+        return {role: 'user', content: textOf(m.content, where, false)}
+      case 'tool':
+        return {role: 'tool', content: textOf(m.content, where, false), tool_call_id: m.tool_call_id}
+      case 'assistant': {
+        const calls = m.tool_calls ?? undefined
+        return {
+          role: 'assistant',
+          content: textOf(m.content ?? null, where, false),
+          reasoning_content: m.reasoning_content ?? m.reasoning ?? undefined,
+          tool_calls: calls?.map(c => ({id: c.id, type: 'function' as const, function: {name: c.function.name, arguments: c.function.arguments}})),
+        }
+      }
+    }
+  })
+}
+
+export function toTools(tools: ToolIn[] | null | undefined, log: (msg: string) => void): ChatTool[] | undefined {
+  if (!tools || tools.length === 0) return undefined
+  const out: ChatTool[] = []
+  tools.forEach((t, i) => {
+    if (t.type !== 'function' || !t.function) {
+      log(`tools[${i}] of type "${t.type}" is not a function tool; skipped`)
+      return
+    }
+    out.push({type: 'function', function: {name: t.function.name, description: t.function.description, parameters: t.function.parameters as ChatTool['function']['parameters'], strict: t.function.strict ?? undefined}})
+  })
+  return out
+}
+
+function toolChoiceOf(body: ChatBody): ToolChoice {
+  const c = body.tool_choice
+  if (c == null) return 'auto'
+  if (typeof c === 'string') return c
+  return {name: c.function.name}
+}
+
+export function toChatRequest(body: ChatBody, signal: AbortSignal, log: (msg: string) => void): ChatRequest {
+  const format = body.response_format
+  if (format && format.type !== 'text') {
+    throw errors.invalidRequest(`response_format "${format.type}" is not supported by this server yet`, 'response_format')
+  }
+  const topK = body.top_k ?? 0
+  const kwargs = body.chat_template_kwargs ?? undefined
+  return {
+    messages: toMessages(body.messages),
+    tools: toTools(body.tools, log),
+    toolChoice: toolChoiceOf(body),
+    parallelToolCalls: body.parallel_tool_calls ?? undefined,
+    effort: body.reasoning_effort ?? body.reasoning?.effort ?? undefined,
+    enableThinking: typeof kwargs?.enable_thinking === 'boolean' ? kwargs.enable_thinking : undefined,
+    sampling: {
+      ...samplingParams({
+        temperature: body.temperature ?? undefined,
+        topP: body.top_p ?? undefined,
+        topK: topK < 0 ? 0 : topK,
+        minP: body.min_p ?? undefined,
+        presencePenalty: body.presence_penalty ?? undefined,
+        frequencyPenalty: body.frequency_penalty ?? undefined,
+        repetitionPenalty: body.repetition_penalty ?? undefined,
+      }),
+      seed: body.seed ?? undefined,
+    },
+    maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
+    stop: body.stop == null ? undefined : typeof body.stop === 'string' ? [body.stop] : body.stop,
+    logprobs: body.logprobs ? (body.top_logprobs ?? 0) : undefined,
+    signal,
+  }
+}

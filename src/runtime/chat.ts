@@ -1,0 +1,214 @@
+// Chat as the core sees it: the neutral message and tool shapes every API is translated into, what a
+// model family must provide to render prompts and parse output, and generateChat(), the one chat
+// generation loop (prompt → engine → detokenize → reasoning / tool calls / stop strings → events) that
+// Chat Completions, Responses and Messages all use.
+import type {Engine, GenerationHandle} from './engine.js'
+import type {TextCodec} from './family.js'
+import type {FinishReason as EngineFinish, GenerationEvent} from './request.js'
+import type {SamplingParams, TopLogprob} from './sampling.js'
+import {errors} from '../errors.js'
+
+export type ChatContentPart = {type: 'text'; text: string} | {type: 'image'} | {type: 'video'}
+
+export interface ChatToolCall {
+  id?: string
+  type?: 'function'
+  function: {name: string; arguments: Record<string, unknown> | string}
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool'
+  content?: string | ChatContentPart[] | null
+  reasoning_content?: string | null
+  tool_calls?: ChatToolCall[]
+  tool_call_id?: string
+  name?: string
+}
+
+export interface JsonSchema {
+  type?: string | string[]
+  properties?: Record<string, JsonSchema>
+  [key: string]: unknown
+}
+
+export interface ChatTool {
+  type: 'function'
+  function: {name: string; description?: string; parameters?: JsonSchema; strict?: boolean}
+}
+
+export type ToolChoice = 'none' | 'auto' | 'required' | {name: string}
+
+export type ChatFinishReason = 'stop' | 'length' | 'tool_calls'
+
+export type ChatOutputEvent =
+  | {type: 'reasoning'; text: string}
+  | {type: 'content'; text: string}
+  | {type: 'tool_call_start'; index: number; id: string; name: string}
+  | {type: 'tool_call_arguments'; index: number; delta: string}
+  | {type: 'tool_call_end'; index: number; arguments: string; complete: boolean}
+  | {type: 'finish'; reason: ChatFinishReason; stop?: string}
+
+export interface ChatOutputParser {
+  readonly inReasoning: boolean
+  readonly done: boolean
+  push(text: string): ChatOutputEvent[]
+  finish(reason: 'stop' | 'length'): ChatOutputEvent[]
+}
+
+export interface ThinkingPlan {
+  enableThinking: boolean | undefined
+  budget: number | undefined
+  effort: string | undefined
+}
+
+/** What a model family provides for chat (models/<family>/ implements it). */
+export interface ChatFamily {
+  /** Reasoning efforts the package offers, and the default. */
+  efforts: string[]
+  thinking(effort?: string): ThinkingPlan
+  /** Renders the conversation with the package's template and tokenizes it (cached per turn). */
+  render(messages: ChatMessage[], options: {tools?: ChatTool[]; enableThinking?: boolean; addGenerationPrompt?: boolean}): Promise<{text: string; tokens: number[]}>
+  outputParser(prompt: string, options: {tools?: ChatTool[]; stop?: readonly string[]; maxToolCalls?: number}): ChatOutputParser
+  /** Text that opens a tool call for `name` in this family's format (forced for tool_choice required / named). */
+  toolCallOpener(name?: string): string
+  /** Ids that close the think block when a thinking budget is spent. */
+  thinkCloseIds: number[]
+}
+
+export interface ChatRequest {
+  messages: ChatMessage[]
+  tools?: ChatTool[]
+  toolChoice?: ToolChoice
+  parallelToolCalls?: boolean
+  effort?: string
+  /** chat_template_kwargs.enable_thinking, when a client sets it. */
+  enableThinking?: boolean
+  sampling: SamplingParams
+  /** undefined: as much as the context allows. */
+  maxTokens?: number
+  stop?: readonly string[]
+  /** Top-N logprobs for each generated token. */
+  logprobs?: number
+  signal?: AbortSignal
+}
+
+export interface ChatUsage {
+  promptTokens: number
+  completionTokens: number
+  cachedTokens: number
+  reasoningTokens: number
+}
+
+export type ChatEvent =
+  | {type: 'prompt'; tokens: number; promptTokenIds: number[]}
+  | ChatOutputEvent
+  | {type: 'logprobs'; token: number; text: string; logprob: number; top: Array<TopLogprob & {text: string}>}
+  | {type: 'usage'; usage: ChatUsage; tokenIds: number[]}
+
+/**
+ * Runs one chat generation and yields its events; the last two are `finish` and `usage`. Throws a
+ * SplashError before anything is yielded when the request cannot be served.
+ */
+export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenIds: number[], family: ChatFamily, req: ChatRequest): AsyncGenerator<ChatEvent> {
+  const choice = req.toolChoice ?? 'auto'
+  const tools = choice === 'none' ? undefined : req.tools && req.tools.length > 0 ? req.tools : undefined
+  if ((choice === 'required' || typeof choice === 'object') && !tools) throw errors.invalidRequest('tool_choice requires tools', 'tool_choice')
+  if (typeof choice === 'object' && !tools!.some(t => t.function.name === choice.name)) {
+    throw errors.invalidRequest(`tool_choice names "${choice.name}", which is not among the tools`, 'tool_choice')
+  }
+  const forcedTool = choice === 'required' || typeof choice === 'object'
+  const plan = family.thinking(req.effort)
+  // A forced tool call starts right away: no thinking first.
+  const enableThinking = forcedTool ? false : (req.enableThinking ?? plan.enableThinking)
+  const {text: prompt, tokens} = await family.render(req.messages, {tools, enableThinking})
+  const limit = engine.model.contextLength
+  if (tokens.length >= limit) throw errors.contextLengthExceeded(tokens.length, limit)
+  const maxTokens = Math.min(req.maxTokens ?? limit - tokens.length, limit - tokens.length)
+  const opener = forcedTool ? family.toolCallOpener(typeof choice === 'object' ? choice.name : undefined) : ''
+  const parser = family.outputParser(prompt, {
+    tools,
+    stop: req.stop,
+    maxToolCalls: req.parallelToolCalls === false || typeof choice === 'object' ? 1 : undefined,
+  })
+  const budget = enableThinking === false ? undefined : plan.budget
+
+  const queue: ChatEvent[] = []
+  let wake: (() => void) | undefined
+  let ended = false
+  let failure: Error | undefined
+  let reasoningTokens = 0
+  let closedThinking = false
+  const decoder = codec.streamDecoder()
+  const outputIds: number[] = []
+  const push = (events: ChatEvent[]) => {
+    if (events.length > 0) queue.push(...events)
+    wake?.()
+  }
+  // Events are handled synchronously, inside the engine's step, so a budget or a stop takes effect
+  // before the next token is generated.
+  let handle: GenerationHandle | undefined = undefined
+  const onEvent = (event: GenerationEvent) => {
+    if (event.type === 'error') {
+      failure = event.error
+      ended = true
+      return push([])
+    }
+    if (event.type === 'prompt_logprobs') return
+    if (event.type === 'token') {
+      outputIds.push(event.token)
+      if (parser.inReasoning) reasoningTokens++
+      const out: ChatEvent[] = []
+      if (req.logprobs !== undefined && event.logprob !== undefined) {
+        out.push({
+          type: 'logprobs',
+          token: event.token,
+          text: codec.tokenText(event.token),
+          logprob: event.logprob,
+          top: (event.top ?? []).map(t => ({...t, text: codec.tokenText(t.token)})),
+        })
+      }
+      out.push(...parser.push(decoder.push(event.token)))
+      if (parser.done) handle?.cancel()
+      else if (budget !== undefined && !closedThinking && parser.inReasoning && reasoningTokens >= budget) {
+        closedThinking = true
+        handle?.force(family.thinkCloseIds)
+      }
+      return push(out)
+    }
+    // done
+    const reason: EngineFinish = event.reason
+    const tail = parser.done ? [] : parser.push(decoder.flush())
+    const finish = parser.finish(reason === 'length' ? 'length' : 'stop')
+    ended = true
+    push([
+      ...tail,
+      ...finish,
+      {
+        type: 'usage',
+        usage: {promptTokens: tokens.length, completionTokens: outputIds.length, cachedTokens: event.usage.cachedTokens, reasoningTokens},
+        tokenIds: outputIds,
+      },
+    ])
+  }
+
+  const promptIds = Int32Array.from(tokens)
+  handle = engine.submit(
+    {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, signal: req.signal},
+    onEvent,
+  )
+  if (opener) {
+    handle.force(codec.encode(opener))
+  }
+  yield {type: 'prompt', tokens: tokens.length, promptTokenIds: tokens}
+  try {
+    for (;;) {
+      while (queue.length > 0) yield queue.shift()!
+      if (failure) throw failure
+      if (ended) return
+      await new Promise<void>(r => (wake = r))
+      wake = undefined
+    }
+  } finally {
+    if (!ended) handle.cancel()
+  }
+}

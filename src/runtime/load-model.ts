@@ -1,0 +1,117 @@
+// Loading a package for serving: find it, verify it, plan memory (refusing before any load when it does
+// not fit), open the native model and the family's text side, and hand both to the ModelHost.
+import {readFile, stat} from 'node:fs/promises'
+import {freemem, totalmem} from 'node:os'
+import {join} from 'node:path'
+import {pathToFileURL} from 'node:url'
+import {existsSync} from 'node:fs'
+import type {Manifest} from '../package/manifest.js'
+import {readManifest} from '../package/manifest.js'
+import {checkPackage} from '../package/verify.js'
+import {SplashError} from '../errors.js'
+import {planMemory, formatPlan, assertFits, type MemoryPlan} from './memory-plan.js'
+import {NativeModel} from './native-model.js'
+import {Engine} from './engine.js'
+import type {ModelFamily} from './family.js'
+import type {ModelHost} from './model-host.js'
+import type {Metrics} from './metrics.js'
+import {projectRoot} from './native.js'
+
+export interface LoadOptions {
+  /** A package folder (owner/repo resolution happens before this). */
+  dir: string
+  maxMemory?: number
+  maxContext?: number
+  log: (line: string) => void
+  metrics?: Metrics
+  threads?: number
+}
+
+export interface LoadedModel {
+  manifest: Manifest
+  plan: MemoryPlan
+  model: NativeModel
+  engine: Engine
+  family: ModelFamily
+}
+
+/** The package `splash serve` serves when no --model is given. */
+export const DEFAULT_PACKAGE_DIR = join(projectRoot, 'packages', 'default')
+
+/** Memory the CPU backend can use: MemAvailable on Linux, else free memory. */
+export async function availableMemory(): Promise<number> {
+  try {
+    const info = await readFile('/proc/meminfo', 'utf8')
+    const m = /MemAvailable:\s+(\d+) kB/.exec(info)
+    if (m) return Number(m[1]) * 1024
+  } catch {
+    // not Linux
+  }
+  return Math.min(freemem(), totalmem())
+}
+
+async function fileBytes(dir: string, files: readonly string[]): Promise<number> {
+  let total = 0
+  for (const f of files) total += (await stat(join(dir, f))).size
+  return total
+}
+
+async function importFamily(family: string): Promise<{load(dir: string, manifest: Manifest): Promise<ModelFamily>}> {
+  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js'
+  const base = ext === '.ts' ? projectRoot : join(projectRoot, 'dist')
+  const path = join(base, 'models', family, `index${ext}`)
+  if (!existsSync(path)) throw new SplashError('unsupported_family', 'invalid_request', `no model family module for "${family}"`)
+  return import(pathToFileURL(path).href)
+}
+
+/** Reads and verifies a package folder; a plain checkpoint gets the "build one" message. */
+export async function openPackage(dir: string): Promise<Manifest> {
+  if (!existsSync(join(dir, 'splash.json'))) {
+    if (existsSync(join(dir, 'config.json'))) {
+      throw new SplashError('not_a_package', 'invalid_request', `${dir} is a model checkpoint, not a Splash package; build one with \`splash package build ${dir} --out <dir>\``)
+    }
+    throw new SplashError('not_a_package', 'invalid_request', `${dir} is not a Splash package (no splash.json)`)
+  }
+  const manifest = await readManifest(dir)
+  const problems = await checkPackage(dir, manifest)
+  if (problems.length > 0) {
+    const list = problems.map(p => `${p.path}: ${p.problem}`).join('; ')
+    throw new SplashError('package_corrupt', 'invalid_request', `package ${dir} failed verification: ${list}`)
+  }
+  return manifest
+}
+
+export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
+  const manifest = await openPackage(o.dir)
+  const plan = planMemory({
+    manifest,
+    weightBytes: await fileBytes(o.dir, manifest.weights.files),
+    draftBytes: manifest.draft ? await fileBytes(o.dir, manifest.draft.files) : 0,
+    available: await availableMemory(),
+    maxMemory: o.maxMemory,
+    maxContext: o.maxContext,
+  })
+  for (const line of formatPlan(plan)) o.log(line)
+  assertFits(plan)
+  const model = await NativeModel.open(o.dir, plan.contextLimit, {threads: o.threads})
+  const family = await (await importFamily(manifest.family)).load(o.dir, manifest)
+  const engine = new Engine(model, {maxRunning: plan.batchLimit}, o.metrics)
+  return {manifest, plan, model, engine, family}
+}
+
+/** Loads into the host: status loading → ready (or failed, rethrowing). */
+export async function loadInto(host: ModelHost, o: LoadOptions): Promise<LoadedModel> {
+  host.setLoading()
+  try {
+    const loaded = await loadModel(o)
+    host.setReady(
+      {id: loaded.manifest.name, contextLength: loaded.model.contextLength, created: Math.floor(Date.now() / 1000), ownedBy: 'splash'},
+      loaded.engine,
+      loaded.family,
+    )
+    return loaded
+  } catch (err) {
+    host.setFailed(err instanceof Error ? err.message : String(err))
+    throw err
+  }
+}
