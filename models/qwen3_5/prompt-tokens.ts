@@ -5,6 +5,7 @@
 // A re-sent conversation costs a cache lookup per turn plus tokenizing only the new turns. Large
 // uncached text goes to worker threads (piscina) so the event loop stays free.
 
+import {createHash} from 'node:crypto'
 import {availableParallelism} from 'node:os'
 import {Piscina} from 'piscina'
 import type {TokenizeTask} from './tokenize-worker.js'
@@ -13,7 +14,7 @@ import type {QwenTokenizer} from './tokenizer.js'
 export interface PromptTokensOptions {
   /** The added token turns start with (default `<|im_start|>`). */
   boundary?: string
-  /** Cache bound, in characters of cached text (default 16M). */
+  /** Cache bound, in characters of the cached turns' text (default 16M; ids cost ~1/4 of that in entries). */
   maxCachedChars?: number
   /** encodeAsync sends uncached text to workers above this many characters (default 32K). */
   workerThreshold?: number
@@ -29,7 +30,8 @@ export interface PromptTokensStats {
 
 export class PromptTokenizer {
   private readonly boundary: string | undefined
-  private readonly cache = new Map<string, number[]>()
+  /** Content hash of a turn's text → its ids and the text's length (keys are hashes, so no prompt text is retained). */
+  private readonly cache = new Map<string, {ids: number[]; chars: number}>()
   private cachedChars = 0
   private readonly maxCachedChars: number
   private readonly workerThreshold: number
@@ -101,7 +103,7 @@ export class PromptTokenizer {
 
   private assemble(segments: string[], found: (number[] | undefined)[], missing: string[], ids: number[][]): number[] {
     let m = 0
-    const out: number[] = []
+    const parts: number[][] = new Array(segments.length)
     for (let i = 0; i < segments.length; i++) {
       let seg = found[i]
       if (seg === undefined) {
@@ -109,8 +111,9 @@ export class PromptTokenizer {
         this.store(missing[m]!, seg)
         m++
       }
-      for (const id of seg) out.push(id)
+      parts[i] = seg
     }
+    const out = ([] as number[]).concat(...parts) // far faster than pushing id by id
     this.last = {
       segments: segments.length,
       cachedSegments: segments.length - missing.length,
@@ -120,22 +123,24 @@ export class PromptTokenizer {
   }
 
   private lookup(segment: string): number[] | undefined {
-    const ids = this.cache.get(segment)
-    if (ids) {
-      this.cache.delete(segment) // most recently used goes last
-      this.cache.set(segment, ids)
+    const key = contentKey(segment)
+    const entry = this.cache.get(key)
+    if (entry) {
+      this.cache.delete(key) // most recently used goes last
+      this.cache.set(key, entry)
     }
-    return ids
+    return entry?.ids
   }
 
   private store(segment: string, ids: number[]): void {
-    if (segment.length > this.maxCachedChars || this.cache.has(segment)) return
-    this.cache.set(segment, ids)
+    const key = contentKey(segment)
+    if (segment.length > this.maxCachedChars || this.cache.has(key)) return
+    this.cache.set(key, {ids, chars: segment.length})
     this.cachedChars += segment.length
-    for (const [key] of this.cache) {
+    for (const [oldKey, entry] of this.cache) {
       if (this.cachedChars <= this.maxCachedChars) break
-      this.cache.delete(key)
-      this.cachedChars -= key.length
+      this.cache.delete(oldKey)
+      this.cachedChars -= entry.chars
     }
   }
 
@@ -150,6 +155,10 @@ export class PromptTokenizer {
     })
     return this.pool
   }
+}
+
+function contentKey(text: string): string {
+  return `${createHash('sha1').update(text).digest('base64')}:${text.length}`
 }
 
 /** Splits texts into at most `n` groups of similar total length, remembering each text's position. */
