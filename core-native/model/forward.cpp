@@ -227,10 +227,13 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
     logits.resize(rows.size() * size_t(c.V));
     matmul(lm_head_, sel.data(), int(rows.size()), logits.data());
   }
+  {
+    std::lock_guard<std::mutex> lock(seq_mu_);  // lengths are read from the JS thread
+    for (auto& it : items) it.seq->len += int32_t(it.tokens.size());
+  }
   size_t r = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
-    it.seq->len += int32_t(it.tokens.size());
     if (it.logits == 0) continue;
     const size_t n = it.logits == 1 ? 1 : it.tokens.size();
     out[i].assign(logits.begin() + r * c.V, logits.begin() + (r + n) * c.V);

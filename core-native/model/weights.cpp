@@ -232,8 +232,7 @@ void Model::bind_weights() {
 
 std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, bool int8) {
   std::unique_ptr<Model> m(new Model());
-  m->pkg_ = Package::open(dir);
-  m->cfg_ = parse_config(m->pkg_->manifest());
+  m->pkg_ = Package::open(dir, [&](const Json& manifest) { m->cfg_ = parse_config(manifest); });
   m->bind_weights();
   m->be_ = splash_backend_cpu_create(threads, isa, int8 ? 1 : 0);
   if (!m->be_) throw Error("unsupported", std::string("this CPU cannot run ISA '") + (isa ? isa : "") + "'");

@@ -92,7 +92,7 @@ void Package::add_safetensors(const std::string& path) {
   files_.push_back(std::move(file));
 }
 
-std::unique_ptr<Package> Package::open(const std::string& dir) {
+std::unique_ptr<Package> Package::open(const std::string& dir, const std::function<void(const Json&)>& check) {
   auto pkg = std::unique_ptr<Package>(new Package());
   struct stat st{};
   if (::stat((dir + "/splash.json").c_str(), &st) != 0) {
@@ -108,6 +108,7 @@ std::unique_ptr<Package> Package::open(const std::string& dir) {
     throw Error("bad_package", "splash.json: unsupported format (expected 1)");
   pkg->config_ = m.find("config");
   if (!pkg->config_ || pkg->config_->kind != Json::Object) throw Error("bad_package", "splash.json: no config object");
+  if (check) check(m);
   const Json* weights = m.find("weights");
   const Json* files = weights ? weights->find("files") : nullptr;
   if (!files || files->kind != Json::Array || files->arr.empty())

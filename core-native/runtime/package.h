@@ -2,6 +2,7 @@
 // are used in place (zero copy). See DEVELOPMENT.md "Package format (version 1)".
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,7 +40,8 @@ class MappedFile {
 
 class Package {
  public:
-  static std::unique_ptr<Package> open(const std::string& dir);  // throws Error
+  // Reads splash.json; `check` (may throw) sees the manifest before any weight file is mapped.
+  static std::unique_ptr<Package> open(const std::string& dir, const std::function<void(const Json&)>& check = nullptr);
   const Json& manifest() const { return manifest_; }
   const Json& config() const { return *config_; }
   const TensorInfo* find(const std::string& name) const;

@@ -17,7 +17,7 @@ t.test('openModel failures', async (t) => {
   await t.rejects(native.openModel(`${root}/badjson`), {code: 'bad_package'})
   await mkdir(`${root}/badfam`, {recursive: true})
   await writeFile(`${root}/badfam/splash.json`, JSON.stringify({format: 1, family: 'llama', config: {}, weights: {files: ['x']}}))
-  await t.rejects(native.openModel(`${root}/badfam`), {code: 'io_error'})
+  await t.rejects(native.openModel(`${root}/badfam`), {code: 'unsupported'})
   // a package whose safetensors file is truncated
   const pkg = await writeTinyPackage(`${root}/trunc`, 'hybrid', 'q4', 3)
   const {truncate} = await import('node:fs/promises')
