@@ -9,6 +9,7 @@ import {OutputParser, type OutputParserOptions, type ToolCallFormat} from './out
 import {PromptTokenizer, type PromptTokensOptions} from './prompt-tokens.js'
 import {promptOpensThinking} from './reasoning.js'
 import {ChatTemplate} from './template.js'
+import {TokenOutputStream} from './token-stream.js'
 import {QwenTokenizer} from './tokenizer.js'
 
 export type TextManifest = Pick<Manifest, 'family' | 'tokenizer' | 'reasoning'>
@@ -71,6 +72,8 @@ export interface TextModule {
   thinkCloseIds: number[]
   /** An output parser for a prompt rendered from this template (tool form and think state filled in). */
   outputParser(prompt: string, options: Omit<OutputParserOptions, 'toolFormat' | 'startInReasoning'>): OutputParser
+  /** Generated ids → events for a prompt rendered from this template (detokenizer + parser + stop ids). */
+  outputStream(prompt: string, options: Omit<OutputParserOptions, 'toolFormat' | 'startInReasoning'>): TokenOutputStream
   close(): Promise<void>
 }
 
@@ -82,14 +85,17 @@ export async function loadTextModule(dir: string, manifest: TextManifest, option
   ])
   const family = describeFamily(manifest, template.source)
   const prompts = new PromptTokenizer(tokenizer, options)
+  const outputParser = (prompt: string, parserOptions: Omit<OutputParserOptions, 'toolFormat' | 'startInReasoning'>) =>
+    new OutputParser({...parserOptions, toolFormat: family.toolFormat, startInReasoning: promptOpensThinking(prompt)})
   return {
     family,
     tokenizer,
     template,
     prompts,
     thinkCloseIds: tokenizer.encode('\n</think>\n\n'),
-    outputParser: (prompt, parserOptions) =>
-      new OutputParser({...parserOptions, toolFormat: family.toolFormat, startInReasoning: promptOpensThinking(prompt)}),
+    outputParser,
+    outputStream: (prompt, parserOptions) =>
+      new TokenOutputStream(tokenizer.detokenizer(), outputParser(prompt, parserOptions), family.stopTokenIds),
     close: () => prompts.close(),
   }
 }

@@ -47,6 +47,11 @@ t.test('loads tokenizer and template from a package folder and makes output pars
   t.same(text.prompts.encode(prompt), text.tokenizer.encode(prompt))
   const parser = text.outputParser(prompt, {})
   t.ok(parser.inReasoning, 'thinking on: output starts in the think block')
+  const imEnd = text.tokenizer.tokenId('<|im_end|>')!
+  const tiny = await loadTextModule(dir, {...manifest, tokenizer: {...manifest.tokenizer, eos_token_ids: [imEnd]}}, {workers: 0})
+  const stream = tiny.outputStream(prompt, {})
+  const events = [...stream.push([...tiny.tokenizer.encode('ok</think>\n\nHello'), imEnd]), ...stream.finish('length')]
+  t.same(events, [{type: 'reasoning', text: 'ok'}, {type: 'content', text: 'Hello'}, {type: 'finish', reason: 'stop'}])
   const off = text.template.render([{role: 'user', content: 'hi'}], {enableThinking: text.family.thinking('none').enableThinking})
   t.notOk(text.outputParser(off, {}).inReasoning)
 })
