@@ -1,0 +1,103 @@
+"""Driver: runs the whole stage sequence within a wall-clock budget and copies the results to $OUT.
+
+  python3 tools/train/run.py --work /tmp/splash_train --out $OUT --budget 540 [--smoke]
+
+Stages (each a script in this folder, each resumable from the files in WORK): corpus → synth → tok → data → train
+(gets whatever time is left after reserving the later stages) → check (transformers load + logits comparison) →
+gen (the model's own greedy answers for the draft) → draft (train + acceptance) → collect.
+$OUT receives at most 8 files (the device tool's limit): the HF shards (≤ 15 MiB each), draft.safetensors and
+results.tar.gz (configs, tokenizer, logs, samples, licences, acceptance). Collected after train and again at the end,
+so a run cut short still returns the model.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def sh(args, work, log):
+    t = time.time()
+    cmd = [sys.executable, os.path.join(HERE, args[0])] + ["--work", work] + [str(x) for x in args[1:]]
+    print(">>", " ".join(cmd), flush=True)
+    r = subprocess.run(cmd)
+    dt = time.time() - t
+    log.append({"stage": args[0], "seconds": round(dt, 1), "rc": r.returncode})
+    print(f"<< {args[0]} rc={r.returncode} {dt:.1f}s", flush=True)
+    return r.returncode == 0
+
+
+def collect(work, out, log):
+    if not out:
+        return
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(out):
+        os.remove(os.path.join(out, f))
+    hf = os.path.join(work, "hf")
+    if os.path.isdir(hf):
+        for f in sorted(os.listdir(hf)):
+            if f.endswith(".safetensors"):
+                shutil.copy(os.path.join(hf, f), out)
+    d = os.path.join(work, "draft", "draft.safetensors")
+    if os.path.exists(d):
+        shutil.copy(d, out)
+    json.dump(log, open(os.path.join(work, "stages.json"), "w"), indent=1)
+    with tarfile.open(os.path.join(out, "results.tar.gz"), "w:gz") as tar:
+        for rel in ["hf/config.json", "hf/model.safetensors.index.json", "hf/generation_config.json",
+                    "hf/tokenizer.json", "hf/tokenizer_config.json", "hf/chat_template.jinja",
+                    "draft/config.json", "draft/accept.json", "draft/train_log.jsonl",
+                    "train_log.jsonl", "train_result.json", "hf_check.json", "samples.md", "stages.json",
+                    "corpus/LICENSES.md", "corpus/sources.json", "data/meta.json", "synth/done", "tok/special.json",
+                    "gen/val.jsonl"]:
+            p = os.path.join(work, rel)
+            if os.path.exists(p):
+                tar.add(p, arcname=rel)
+    print("collected:", os.listdir(out), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", default="/tmp/splash_train")
+    ap.add_argument("--out", default=os.environ.get("OUT"))
+    ap.add_argument("--budget", type=float, default=540)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--train-args", default="")
+    ap.add_argument("--draft-args", default="")
+    ap.add_argument("--init-from", default=None)
+    ap.add_argument("--reserve", type=float, default=None, help="seconds kept for the stages after train")
+    a = ap.parse_args()
+    t0 = time.time()
+    w = a.work
+    os.makedirs(w, exist_ok=True)
+    log = []
+    sm = a.smoke
+    sh(["corpus.py", "--max-chars", 20e6 if sm else 160e6], w, log)
+    sh(["synth.py"] + (["--docfn", 3000, "--explain", 1000, "--tool", 3000] if sm else []), w, log)
+    sh(["tok.py"] + (["--max-chars", 10e6] if sm else ["--max-chars", 40e6]), w, log)
+    sh(["data.py"], w, log)
+    reserve = a.reserve if a.reserve is not None else (100 if sm else 215)
+    left = a.budget - (time.time() - t0) - reserve
+    targs = ["--budget", max(20, left)] + a.train_args.split()
+    if a.init_from:
+        targs += ["--init-from", a.init_from]
+    ok = sh(["train.py"] + targs, w, log)
+    collect(w, a.out, log)
+    if not ok:
+        return
+    sh(["check.py"], w, log)
+    gargs = ["--n-train", 96, "--n-val", 16, "--max-new", 96] if sm else ["--n-train", 4096, "--n-val", 64, "--max-new", 200]
+    sh(["gen.py"] + gargs, w, log)
+    left = a.budget - (time.time() - t0) - (40 if sm else 70)
+    dargs = ["--budget", max(10, left)] + (["--eval-prompts", 12, "--eval-new", 64] if sm else []) + a.draft_args.split()
+    sh(["draft.py"] + dargs, w, log)
+    log.append({"total_seconds": round(time.time() - t0, 1)})
+    collect(w, a.out, log)
+
+
+if __name__ == "__main__":
+    main()
