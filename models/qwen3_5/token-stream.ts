@@ -30,7 +30,7 @@ export class TokenOutputStream {
     return this.parser.inReasoning
   }
 
-  /** Feeds generated ids in order; ids after the output ended are ignored. */
+  /** Feeds generated ids in order; ids after the output ended are ignored. Adjacent text events are merged. */
   push(ids: Iterable<number>): OutputEvent[] {
     const out: OutputEvent[] = []
     for (const id of ids) {
@@ -42,7 +42,7 @@ export class TokenOutputStream {
         break
       }
       const text = this.detokenizer.push(id)
-      if (text !== '') out.push(...this.parser.push(text))
+      if (text !== '') appendMerged(out, this.parser.push(text))
     }
     return out
   }
@@ -53,5 +53,14 @@ export class TokenOutputStream {
     const out = tail === '' ? [] : this.parser.push(tail)
     out.push(...this.parser.finish(this.stopped ? 'stop' : reason))
     return out
+  }
+}
+
+/** Appends events, joining a reasoning or content event onto a previous one of the same type. */
+function appendMerged(out: OutputEvent[], events: OutputEvent[]): void {
+  for (const e of events) {
+    const last = out.at(-1)
+    if (last && (e.type === 'reasoning' || e.type === 'content') && last.type === e.type) last.text += e.text
+    else out.push(e)
   }
 }
