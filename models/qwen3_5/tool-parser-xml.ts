@@ -14,6 +14,19 @@ const END_CALL = '</tool_call>'
 
 type State = 'open' | 'params' | 'value' | 'close'
 
+/** Text that may end a value (with the newline before it, which is markup), for holding back while streaming. */
+const VALUE_ENDS = [END_PARAMETER, PARAMETER, END_FUNCTION].flatMap(m => ['\n' + m, m])
+
+/** Where the value in `text` ends: `</parameter>` (consumed), or the next `<parameter=` / `</function>` (left). */
+function valueEnd(text: string): {at: number; consume: number} | undefined {
+  let best: {at: number; consume: number} | undefined
+  for (const [marker, consume] of [[END_PARAMETER, END_PARAMETER.length], [PARAMETER, 0], [END_FUNCTION, 0]] as const) {
+    const at = text.indexOf(marker)
+    if (at >= 0 && (!best || at < best.at)) best = {at, consume}
+  }
+  return best
+}
+
 export class XmlToolCallParser extends ToolCallParserBase {
   private state: State = 'open'
   private types = new Map<string, string[]>()
@@ -99,7 +112,11 @@ export class XmlToolCallParser extends ToolCallParserBase {
     return true
   }
 
-  /** Inside a value, up to `</parameter>` (one newline after the tag and one before the end tag are markup). */
+  /**
+   * Inside a value, up to `</parameter>` (one newline after the tag and one before the end tag are
+   * markup). Like other Qwen3-Coder parsers, a value the model left unclosed also ends at the next
+   * `<parameter=` or at `</function>`.
+   */
   private stepValue(final: boolean): boolean {
     if (!this.valueStarted) {
       if (this.buf === '' && !final) return false
@@ -107,17 +124,17 @@ export class XmlToolCallParser extends ToolCallParserBase {
       this.valueStarted = true
     }
     const plain = isPlainString(this.valueTypes)
-    const end = this.buf.indexOf(END_PARAMETER)
-    if (end >= 0 || final) {
-      let value = end >= 0 ? this.buf.slice(0, end) : this.buf
-      this.take(end >= 0 ? end + END_PARAMETER.length : this.buf.length)
-      if (end >= 0 && value.endsWith('\n')) value = value.slice(0, -1)
+    const end = valueEnd(this.buf)
+    if (end || final) {
+      let value = end ? this.buf.slice(0, end.at) : this.buf
+      this.take(end ? end.at + end.consume : this.buf.length)
+      if (end && value.endsWith('\n')) value = value.slice(0, -1)
       this.argumentsDelta(plain ? escapeFragment(value) + '"' : convertParameter(value, this.valueTypes))
       this.state = 'params'
       return true
     }
     if (plain) {
-      const hold = Math.max(partialSuffix(this.buf, ['\n' + END_PARAMETER, END_PARAMETER]), highSurrogateTail(this.buf))
+      const hold = Math.max(partialSuffix(this.buf, VALUE_ENDS), highSurrogateTail(this.buf))
       const ready = this.buf.length - hold
       if (ready > 0) this.argumentsDelta(escapeFragment(this.take(ready)))
     }

@@ -62,6 +62,7 @@ const cases: Record<string, string> = {
   eosAfterName: '<tool_call>\n<function=write_file>\n',
   emptyValue: call('write_file', [['path', ''], ['content', '\n']]),
   noClosingCall: `<tool_call>\n<function=list>\n</function>\nafter`,
+  unclosedValues: '<tool_call>\n<function=write_file>\n<parameter=path>\na.txt\n<parameter=line>\n7\n</function>\n</tool_call>',
 }
 
 t.test('reference parses', async t => {
@@ -87,6 +88,7 @@ t.test('reference parses', async t => {
   t.same(parse([cases.notACall!]), [{text: cases.notACall!}])
   t.same(parse([cases.plain!]), [{text: cases.plain!}])
   t.same(JSON.parse(calls(parse([cases.emptyValue!]))[0]!.arguments), {path: '', content: '\n'})
+  t.same(JSON.parse(calls(parse([cases.unclosedValues!]))[0]!.arguments), {path: 'a.txt', line: 7}, 'values without </parameter>')
 })
 
 t.test('streaming: a call that breaks or is cut off closes with what was parsed', async t => {
