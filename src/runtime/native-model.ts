@@ -12,7 +12,9 @@ export class NativeModel implements StepModel {
   ) {}
 
   static async open(dir: string, contextLength: number, options: OpenModelOptions = {}): Promise<NativeModel> {
-    const handle = await native.openModel(dir, options)
+    // fp32 activations keep a prefill chunk and single-token decodes of the same tokens identical
+    // (the int8-activation matvec is only used for decode, so it would make them differ).
+    const handle = await native.openModel(dir, {int8: false, ...options})
     const info = native.modelInfo(handle)
     return new NativeModel(handle, info, Math.min(contextLength, info.maxPositionEmbeddings))
   }

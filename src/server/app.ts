@@ -47,6 +47,8 @@ export async function buildApp(options: AppOptions = {}): Promise<FastifyInstanc
     // Idle keep-alive sockets are closed at shutdown; requests in flight are allowed to finish.
     forceCloseConnections: 'idle',
     bodyLimit: 64 * 1024 * 1024,
+    // No type coercion: a union such as "string or token ids" must see the value as sent.
+    ajv: {customOptions: {coerceTypes: false, removeAdditional: false}},
     return503OnClosing: true,
   })
   await app.register(errorShapes)

@@ -1,0 +1,144 @@
+// /v1/chat/completions end to end: the real server on the real engine, talked to with the official
+// openai SDK and the Vercel AI SDK (what opencode runs).
+import t from 'tap'
+import OpenAI from 'openai'
+import {createOpenAICompatible} from '@ai-sdk/openai-compatible'
+import {generateText, streamText} from 'ai'
+import {startServe, type ServerProcess} from '../helpers/cli.js'
+import {synthFixture} from '../helpers/packages.js'
+
+let server: ServerProcess
+let client: OpenAI
+let modelId: string
+
+t.before(async () => {
+  const dir = await synthFixture('tiny-hybrid', 'q4')
+  server = await startServe(['--model', dir])
+  client = new OpenAI({baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0})
+  modelId = (await client.models.list()).data[0].id
+})
+t.teardown(async () => {
+  server.child.kill('SIGTERM')
+  await server.exited
+})
+
+const user = (content: string) => [{role: 'user' as const, content}]
+
+t.test('non-streaming: message, finish reason, usage details', async t => {
+  const r = await client.chat.completions.create({model: modelId, messages: user('Say hello'), max_tokens: 12, temperature: 0})
+  t.equal(r.object, 'chat.completion')
+  t.equal(r.model, modelId)
+  t.equal(r.choices.length, 1)
+  t.equal(r.choices[0].message.role, 'assistant')
+  t.equal(r.choices[0].finish_reason, 'length')
+  t.equal(r.usage?.completion_tokens, 12)
+  t.ok((r.usage?.prompt_tokens ?? 0) > 0)
+  t.equal(r.usage?.total_tokens, (r.usage?.prompt_tokens ?? 0) + 12)
+  t.type(r.usage?.prompt_tokens_details?.cached_tokens, 'number')
+  t.type(r.usage?.completion_tokens_details?.reasoning_tokens, 'number')
+})
+
+t.test('greedy output is deterministic, and a seed makes sampling repeatable', async t => {
+  const a = await client.chat.completions.create({model: modelId, messages: user('abc'), max_tokens: 16, temperature: 0})
+  const b = await client.chat.completions.create({model: modelId, messages: user('abc'), max_tokens: 16, temperature: 0})
+  t.same(b.choices[0].message, a.choices[0].message)
+  const s1 = await client.chat.completions.create({model: modelId, messages: user('abc'), max_tokens: 16, temperature: 1, seed: 42})
+  const s2 = await client.chat.completions.create({model: modelId, messages: user('abc'), max_tokens: 16, temperature: 1, seed: 42})
+  t.same(s2.choices[0].message, s1.choices[0].message)
+})
+
+t.test('streaming: deltas then finish then usage, and the same text as non-streaming', async t => {
+  const full = await client.chat.completions.create({model: modelId, messages: user('stream me'), max_tokens: 10, temperature: 0})
+  const stream = await client.chat.completions.create({
+    model: modelId, messages: user('stream me'), max_tokens: 10, temperature: 0, stream: true, stream_options: {include_usage: true},
+  })
+  let content = ''
+  let reasoning = ''
+  let finish: string | null = null
+  let usage: OpenAI.CompletionUsage | undefined
+  let first = true
+  for await (const chunk of stream) {
+    t.equal(chunk.object, 'chat.completion.chunk')
+    if (chunk.usage) usage = chunk.usage
+    const c = chunk.choices[0]
+    if (!c) continue
+    if (first) t.equal(c.delta.role, 'assistant', 'the first delta carries the role')
+    first = false
+    content += c.delta.content ?? ''
+    reasoning += (c.delta as {reasoning_content?: string}).reasoning_content ?? ''
+    if (c.finish_reason) finish = c.finish_reason
+  }
+  t.equal(finish, 'length')
+  t.equal(usage?.completion_tokens, 10)
+  t.equal(content, full.choices[0].message.content ?? '')
+  t.equal(reasoning, (full.choices[0].message as {reasoning_content?: string}).reasoning_content ?? '')
+})
+
+t.test('n choices and logprobs', async t => {
+  const r = await client.chat.completions.create({model: modelId, messages: user('x'), max_tokens: 4, temperature: 1, seed: 1, n: 3, logprobs: true, top_logprobs: 3})
+  t.equal(r.choices.length, 3)
+  t.same(r.choices.map(c => c.index), [0, 1, 2])
+  const lp = r.choices[0].logprobs?.content ?? []
+  t.equal(lp.length, 4)
+  for (const e of lp) {
+    t.ok(e.logprob <= 0)
+    t.equal(e.top_logprobs.length, 3)
+    t.ok(e.top_logprobs[0].logprob >= e.top_logprobs[2].logprob)
+  }
+})
+
+t.test('errors in the OpenAI shape', async t => {
+  await t.rejects(client.chat.completions.create({model: 'nope/other', messages: user('x')}), {status: 404, code: 'model_not_found'})
+  await t.rejects(client.chat.completions.create({model: modelId, messages: user('x'.repeat(30000)), max_tokens: 4}), {status: 400, code: 'context_length_exceeded'})
+  await t.rejects(client.chat.completions.create({model: modelId, messages: [], max_tokens: 4}), {status: 400})
+  await t.rejects(client.chat.completions.create({model: modelId, messages: user('x'), temperature: 5}), {status: 400})
+  await t.rejects(client.chat.completions.create({model: modelId, messages: user('x'), reasoning_effort: 'ultra' as 'high'}), {status: 400, param: 'reasoning_effort'})
+  await t.rejects(
+    client.chat.completions.create({model: modelId, messages: user('x'), tool_choice: {type: 'function', function: {name: 'missing'}}, tools: [{type: 'function', function: {name: 'present', parameters: {type: 'object'}}}]}),
+    {status: 400, param: 'tool_choice'},
+  )
+})
+
+t.test('model is optional', async t => {
+  const r = await fetch(`${server.url}/v1/chat/completions`, {method: 'POST', headers: {'content-type': 'application/json'}, body: JSON.stringify({messages: user('x'), max_tokens: 2})})
+  t.equal(r.status, 200)
+  t.equal((await r.json()).model, modelId)
+})
+
+t.test('a client that disconnects cancels its generation and frees its state', async t => {
+  const controller = new AbortController()
+  const stream = await client.chat.completions.create(
+    {model: modelId, messages: user('go on forever'), max_tokens: 3000, temperature: 1, seed: 3, stream: true},
+    {signal: controller.signal},
+  )
+  let chunks = 0
+  try {
+    for await (const _ of stream) {
+      if (++chunks === 5) controller.abort()
+    }
+  } catch {
+    // the SDK reports the abort
+  }
+  t.equal(chunks, 5, 'the stream was cut after five chunks')
+  let running = -1
+  for (let i = 0; i < 50; i++) {
+    const metrics = await (await fetch(`${server.url}/metrics`)).text()
+    running = Number(/^splash_running_requests (\d+)/m.exec(metrics)?.[1])
+    if (running === 0 && /splash_generations_total\{reason="cancelled"\} [1-9]/.test(metrics)) break
+    await new Promise(r => setTimeout(r, 100))
+  }
+  t.equal(running, 0, 'no generation left running')
+})
+
+t.test('Vercel AI SDK (openai-compatible provider): generateText and streamText', async t => {
+  const provider = createOpenAICompatible({name: 'splash', baseURL: `${server.url}/v1`, includeUsage: true})
+  const model = provider.chatModel(modelId)
+  const g = await generateText({model, prompt: 'hello', maxOutputTokens: 8, temperature: 0})
+  t.equal(g.finishReason, 'length')
+  t.equal(g.usage.outputTokens, 8)
+  const s = streamText({model, prompt: 'hello', maxOutputTokens: 8, temperature: 0})
+  let text = ''
+  for await (const part of s.textStream) text += part
+  t.equal(text, g.text)
+  t.equal((await s.usage).outputTokens, 8)
+})
