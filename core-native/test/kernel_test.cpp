@@ -3,7 +3,11 @@
 #include <cstdlib>
 #include <string>
 
+#include <chrono>
+#include <vector>
+
 #include "backend/cpu/selftest.h"
+#include "model/model.h"
 
 int main(int argc, char** argv) {
   using namespace splash::cpu;
@@ -18,6 +22,39 @@ int main(int argc, char** argv) {
                   r.isa.c_str(), (long long)rows, (long long)cols, dtype.c_str(), int(i8), r.threads,
                   r.seconds_per_matvec * 1e3, r.matvec_gbps, r.read_gbps, r.memcpy_gbps);
     }
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[1]) == "decode") {
+    // decode DIR [threads] [int8 0|1] [prompt] [tokens]
+    int threads = argc > 3 ? std::atoi(argv[3]) : 0;
+    bool int8 = argc > 4 ? std::atoi(argv[4]) != 0 : true;
+    int prompt = argc > 5 ? std::atoi(argv[5]) : 128, n = argc > 6 ? std::atoi(argv[6]) : 32;
+    auto m = splash::Model::open(argv[2], threads, nullptr, int8);
+    int32_t id = m->create_sequence(prompt + n + 8);
+    std::vector<splash::StepItem> items(1);
+    std::vector<std::vector<float>> out;
+    {
+      std::lock_guard<std::mutex> lock(m->seq_mutex());
+      items[0].seq = m->find(id);
+    }
+    items[0].logits = 1;
+    using clk = std::chrono::steady_clock;
+    items[0].tokens.resize(prompt);
+    for (int i = 0; i < prompt; ++i) items[0].tokens[i] = (i * 7919) % m->config().V;
+    auto t0 = clk::now();
+    m->step(items, out);
+    double pf = std::chrono::duration<double>(clk::now() - t0).count();
+    items[0].tokens.assign(1, 1);
+    m->step(items, out);  // warm
+    t0 = clk::now();
+    for (int i = 0; i < n; ++i) {
+      items[0].tokens.assign(1, i + 2);
+      m->step(items, out);
+    }
+    double dc = std::chrono::duration<double>(clk::now() - t0).count();
+    const double gb = double(m->weight_bytes()) / 1e9;
+    std::printf("%s threads=%d int8=%d weights %.2f GB: prefill %d tok %.1f tok/s; decode %.2f tok/s (%.1f GB/s of weights)\n",
+                m->backend().iface->variant, threads, int(int8), gb, prompt, prompt / pf, n / dc, gb * n / dc);
     return 0;
   }
   int bad = 0;
