@@ -37,9 +37,9 @@ export const claude: AgentSpec = {
   name: 'Claude Code',
   install: 'npm install -g @anthropic-ai/claude-code',
   update: 'npm install -g @anthropic-ai/claude-code@latest',
-  minVersion: '2.1.197',
-  minVersionReason:
-    'the oldest release checked to read CLAUDE_CODE_MAX_CONTEXT_TOKENS for non-Claude model ids and CLAUDE_CODE_ATTRIBUTION_HEADER',
+  minVersion: '2.1.193',
+  // Checked in the published builds: 2.1.191 reads CLAUDE_CODE_MAX_CONTEXT_TOKENS only with DISABLE_COMPACT.
+  minVersionReason: 'the first release that takes CLAUDE_CODE_MAX_CONTEXT_TOKENS as the window of a non-Claude model; older ones assume 200K',
   fallbackPaths: ['.local/bin/claude', '.claude/local/claude'],
   async plan(t) {
     return {env: claudeEnv(t), args: [], files: []}

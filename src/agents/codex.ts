@@ -65,8 +65,9 @@ export const codex: AgentSpec = {
   name: 'Codex CLI',
   install: 'npm install -g @openai/codex',
   update: 'npm install -g @openai/codex@latest',
-  minVersion: '0.134.0',
-  minVersionReason: 'model_catalog_json model entries and the Responses-only provider wire API',
+  // Checked in the published builds: 0.104.0 has no model_catalog_json; 0.105.0 takes this catalog.
+  minVersion: '0.105.0',
+  minVersionReason: 'the first release that reads a model_catalog_json file, which carries the window, reasoning levels and apply_patch tool type',
   async plan(t) {
     const catalogPath = path.join(agentDir(t.dataDir, 'codex'), 'model-catalog.json')
     await writeOwnFile(catalogPath, JSON.stringify({models: [codexCatalogEntry(t)]}, null, 2) + '\n')

@@ -1,7 +1,7 @@
 // opencode: an inline config in OPENCODE_CONFIG_CONTENT (merged over the user's own config files, which stay
 // untouched) with an OpenAI-compatible "splash" provider on /v1, the served model's limits, tool calling and
 // reasoning, and that model selected for both the main and the small-task slots.
-import {AGENT_KEY_ENV, outputLimit, PLACEHOLDER_KEY, type AgentSpec, type LaunchTarget} from './types.js'
+import {outputLimit, PLACEHOLDER_KEY, type AgentSpec, type LaunchTarget} from './types.js'
 
 export const OPENCODE_PROVIDER = 'splash'
 
@@ -15,8 +15,8 @@ export function opencodeConfig(t: LaunchTarget): Record<string, unknown> {
         name: 'Splash',
         options: {
           baseURL: `${t.baseUrl}/v1`,
-          // Resolved by opencode from the environment, so the key is not spelled out in the config text.
-          apiKey: `{env:${AGENT_KEY_ENV}}`,
+          // The value itself: opencode 1.0 does not expand {env:…} in OPENCODE_CONFIG_CONTENT.
+          apiKey: t.apiKey ?? PLACEHOLDER_KEY,
         },
         models: {
           [t.model]: {
@@ -41,11 +41,12 @@ export const opencode: AgentSpec = {
   name: 'opencode',
   install: 'npm install -g opencode-ai',
   update: 'npm install -g opencode-ai@latest',
+  // Checked: 1.0.0 takes this inline config and talks to the provider as configured.
   minVersion: '1.0.0',
   minVersionReason: 'OPENCODE_CONFIG_CONTENT with the 1.x provider schema (model limits, tool_call, reasoning, small_model)',
   async plan(t) {
     return {
-      env: {OPENCODE_CONFIG_CONTENT: JSON.stringify(opencodeConfig(t)), [AGENT_KEY_ENV]: t.apiKey ?? PLACEHOLDER_KEY},
+      env: {OPENCODE_CONFIG_CONTENT: JSON.stringify(opencodeConfig(t))},
       args: [],
       files: [],
     }

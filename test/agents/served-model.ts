@@ -13,6 +13,21 @@ export interface ServedModel {
   stop(): void
 }
 
+/** Waits until /ready says the model is loaded (the server may print Ready before loading finishes). */
+async function waitReady(server: ServerProcess, timeoutMs = 300_000): Promise<void> {
+  const end = Date.now() + timeoutMs
+  for (;;) {
+    const res = await fetch(`${server.url}/ready`)
+    if (res.ok) return
+    const body = (await res.json()) as {status?: string; error?: string}
+    if (body.status === 'failed' || body.status === 'no_model' || server.child.exitCode !== null || Date.now() > end) {
+      server.child.kill('SIGKILL')
+      throw new Error(`the model did not load (${JSON.stringify(body)}):\n${server.output()}`)
+    }
+    await new Promise(r => setTimeout(r, 200))
+  }
+}
+
 /** Builds the tiny synthetic package and serves it (64K window, so every agent's floor is met). */
 export async function serveTinyModel(opts: {apiKey?: string; maxContext?: string} = {}): Promise<ServedModel> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'splash-agent-model-'))
@@ -26,6 +41,7 @@ export async function serveTinyModel(opts: {apiKey?: string; maxContext?: string
   if (opts.apiKey) args.push('--api-key', opts.apiKey)
   const server = await startServe(args, {SPLASH_API_KEY: ''})
   const headers: Record<string, string> = opts.apiKey ? {authorization: `Bearer ${opts.apiKey}`} : {}
+  await waitReady(server)
   const list = (await (await fetch(`${server.url}/v1/models`, {headers})).json()) as {data: Array<{id: string; context_length: number}>}
   const entry = list.data[0]
   if (!entry) throw new Error(`the server lists no model:\n${server.output()}`)

@@ -15,7 +15,7 @@ const INSTALL: Record<AgentName, string> = {
   hermes: 'pip install hermes-agent',
 }
 const NAME: Record<AgentName, string> = {claude: 'Claude Code', codex: 'Codex CLI', opencode: 'opencode', hermes: 'Hermes Agent'}
-const MIN: Record<AgentName, string> = {claude: '2.1.197', codex: '0.134.0', opencode: '1.0.0', hermes: '0.6.0'}
+const MIN: Record<AgentName, string> = {claude: '2.1.193', codex: '0.105.0', opencode: '1.0.0', hermes: '0.6.0'}
 const OLD: Record<AgentName, string> = {claude: '2.0.76', codex: '0.98.0', opencode: '0.15.31', hermes: '0.5.9'}
 
 /** A port nothing listens on (bound, then released). */

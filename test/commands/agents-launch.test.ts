@@ -118,8 +118,7 @@ t.test('opencode: OPENCODE_CONFIG_CONTENT with the openai-compatible provider, a
   const provider = config.provider.splash
   t.equal(provider.npm, '@ai-sdk/openai-compatible')
   t.equal(provider.options.baseURL, v1)
-  t.equal(provider.options.apiKey, '{env:SPLASH_AGENT_API_KEY}')
-  t.equal(record.env.SPLASH_AGENT_API_KEY, KEY)
+  t.equal(provider.options.apiKey, KEY)
   t.same(provider.models[model].limit, {context: contextWindow, output})
   t.equal(provider.models[model].tool_call, true)
   t.equal(provider.models[model].reasoning, true)
