@@ -741,7 +741,7 @@ def main():
     log(f"summary {json.dumps(summary, indent=1)}")
     log(f"sizes {json.dumps(sizes)}")
     log(f"total bytes {sum(sum(v.values()) for v in sizes.values())}  elapsed {time.time() - t0:.1f}s")
-    with open(os.path.join(a.out, "generation.log"), "w") as f:
+    with open(os.path.join(a.out, "generation-log.txt"), "w") as f:
         f.write("\n".join(LOG) + "\n")
     sys.exit(0 if all(v == "ok" for v in summary.values()) else 1)
 
