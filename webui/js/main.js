@@ -372,8 +372,8 @@ function answerParts(m) {
   const parts = []
   const content = el('div', {class: 'markdown'})
   if (m.content) renderMarkdown(content, m.content)
-  else if (m.streaming && !m.reasoning) content.append(el('span', {class: 'typing', text: 'Waiting for the model…'}))
   parts.push(content)
+  if (m.streaming && !m.content && !m.reasoning) parts.push(el('p', {class: 'typing', text: 'Waiting for the model…'}))
   for (const call of m.toolCalls ?? []) {
     parts.push(
       el('div', {class: 'tool-call'},
