@@ -17,7 +17,7 @@ import {isStamped, recordLink, stamp} from './links.js'
 import {MANIFEST_FILE, readManifest, type Manifest} from './manifest.js'
 import {dataDir, hubCacheDir, hubEndpoint, isRepoId} from './paths.js'
 import {silentProgress, type Progress} from './progress.js'
-import {checkPackage, verificationError} from './verify.js'
+import {checkPackage, verificationError, type FileProblem} from './verify.js'
 
 export interface ResolveOptions {
   env?: NodeJS.ProcessEnv
@@ -154,4 +154,20 @@ async function verifyDownloaded(repo: string, dir: string, sha: string, m: Manif
 export function pullPackage(repo: string, o: ResolveOptions = {}): Promise<Resolved> {
   if (!isRepoId(repo)) throw new SplashError('invalid_repo', 'invalid_request', `${repo}: expected a hub repo id such as owner/name`)
   return resolvePackage(repo, {...o, refresh: true})
+}
+
+/** `splash package verify`: every file of a folder, or of a repo's cached snapshot, hashed now (stamps ignored). */
+export async function verifySpec(spec: string, o: ResolveOptions = {}): Promise<{dir: string; manifest: Manifest; problems: FileProblem[]}> {
+  const env = o.env ?? process.env
+  let dir = resolvePath(spec)
+  if (!(await isDir(dir))) {
+    if (!isRepoId(spec)) throw new SplashError('package_not_found', 'not_found', `${spec}: no such folder, and not a hub repo id (owner/name)`)
+    const cached = await cachedSnapshot(hubCacheDir(env), spec, o.revision)
+    if (!cached) throw new SplashError('not_cached', 'not_found', `${spec} is not in the cache (${hubCacheDir(env)}); run splash pull ${spec}`)
+    dir = cached.dir
+  }
+  const manifest = await manifestOf(dir)
+  const problems = await checkPackage(dir, manifest)
+  if (problems.length === 0) await stamp(dir, manifest, dataDir(env))
+  return {dir, manifest, problems}
 }

@@ -1,0 +1,37 @@
+import {Args, Flags} from '@oclif/core'
+import {BaseCommand} from '../../cli/base-command.js'
+import {formatBytes} from '../../config/units.js'
+import {buildPackage} from '../../package/builder.js'
+
+export default class PackageBuild extends BaseCommand {
+  static override summary = 'Build a Splash package from a Hugging Face or MLX checkpoint folder'
+  static override examples = [
+    '<%= config.bin %> package build ./Qwen3.5-27B --out ./qwen3.5-27b-q4',
+    '<%= config.bin %> package build ./Qwen3.5-27B --out ./pkg --quant q8 --draft ./Qwen3.5-27B-DFlash --name me/qwen3.5-27b',
+  ]
+
+  static override args = {
+    checkpoint: Args.string({description: 'Checkpoint folder: config.json + *.safetensors (+ tokenizer files)', required: true}),
+  }
+
+  static override flags = {
+    out: Flags.string({char: 'o', summary: 'Folder to write the package into', required: true}),
+    quant: Flags.string({summary: 'Weight format', options: ['q4', 'q8', 'bf16'], default: 'q4'}),
+    draft: Flags.string({summary: 'DFlash draft checkpoint folder to include'}),
+    name: Flags.string({summary: 'Model name clients use (default: the checkpoint folder name)'}),
+  }
+
+  async run(): Promise<void> {
+    const {args, flags} = await this.parse(PackageBuild)
+    const m = await buildPackage({
+      checkpoint: args.checkpoint,
+      out: flags.out,
+      quant: flags.quant as 'q4' | 'q8' | 'bf16',
+      draft: flags.draft,
+      name: flags.name,
+      log: line => process.stderr.write(`${line}\n`),
+    })
+    const size = m.files.reduce((n, f) => n + f.size, 0)
+    this.log(`built ${m.name} (${m.family}, ${m.weights.quant}, ${formatBytes(size)}) in ${flags.out}`)
+  }
+}
