@@ -24,6 +24,7 @@ const el = (tag, props = {}, ...children) => {
 const store = new Store()
 const state = {
   model: null, // {id, context_length, reasoning_efforts?}
+  modelLoaded: false, // GET /v1/models has answered
   pending: [], // attachments for the next message
   active: null, // {conv, msg, controller}
 }
@@ -97,6 +98,7 @@ async function loadModel() {
   try {
     const models = await withKey(fetchModels, askKey)
     state.model = models[0] ?? null
+    state.modelLoaded = true
   } catch (err) {
     state.model = null
     $('st-model').textContent = err instanceof AuthError ? 'Model: API key needed' : `Model: unavailable (${err.message})`
@@ -140,7 +142,7 @@ function setPart(id, text) {
 
 /** The status line: model, then what the last answer of this conversation reported. */
 function renderStatus() {
-  $('st-model').textContent = state.model ? `Model: ${state.model.id}` : 'Model: none loaded'
+  $('st-model').textContent = state.model ? `Model: ${state.model.id}` : state.modelLoaded ? 'Model: none loaded' : 'Model: …'
   const conv = store.current()
   const last = conv ? [...conv.messages].reverse().find(m => m.role === 'assistant' && m.stats) : undefined
   const s = last?.stats ?? {}
@@ -347,9 +349,8 @@ function renderMessage(conv, m, index) {
     )
   } else {
     article.append(assistantBody(m))
-    const actions = el('div', {class: 'msg-actions'},
-      el('button', {type: 'button', class: 'btn btn-small act-copy', 'data-index': index, text: 'Copy'}),
-    )
+    const actions = el('div', {class: 'msg-actions'})
+    if (m.content) actions.append(el('button', {type: 'button', class: 'btn btn-small act-copy', 'data-index': index, text: 'Copy'}))
     if (isLastAssistant(conv, index)) {
       actions.append(el('button', {type: 'button', class: 'btn btn-small act-regenerate', 'data-index': index, disabled: busy, text: 'Regenerate'}))
     }
@@ -383,6 +384,7 @@ function answerParts(m) {
     )
   }
   if (m.stopped) parts.push(el('p', {class: 'note', text: 'Stopped.'}))
+  else if (!m.streaming && !m.content && !m.error && !m.toolCalls?.length) parts.push(el('p', {class: 'note', text: 'The model gave no answer text.'}))
   if (m.error) parts.push(el('p', {class: 'error', role: 'alert', text: m.error}))
   return parts
 }
@@ -461,11 +463,32 @@ function startEdit(conv, index, article) {
   const id = `edit-${m.id}`
   const area = el('textarea', {id, class: 'edit-area', rows: 4})
   area.value = m.content ?? ''
+  // Attachments can be dropped while editing (a model without vision refuses images, say).
+  const kept = [...(m.attachments ?? [])]
+  const chips = el('ul', {class: 'attachments', 'aria-label': 'Attachments of this message'})
+  const renderChips = () =>
+    chips.replaceChildren(
+      ...kept.map((a, i) =>
+        el('li', {class: 'chip'},
+          a.kind === 'image' && a.dataUrl ? el('img', {src: a.dataUrl, alt: ''}) : icon('file'),
+          el('span', {class: 'chip-name', text: a.name}),
+          el('button', {
+            type: 'button', class: 'btn icon-btn btn-small', 'aria-label': `Remove ${a.name}`,
+            onclick: () => {
+              kept.splice(i, 1)
+              renderChips()
+              area.focus()
+            },
+          }, icon('close')),
+        ),
+      ),
+    )
+  renderChips()
   const cancel = () => renderConversation()
   const save = () => {
     const text = area.value.trim()
-    if (!text && !m.attachments?.length) return
-    const edited = {...m, id: newId(), content: text}
+    if (!text && !kept.length) return
+    const edited = {...m, id: newId(), content: text, attachments: kept.length ? kept : undefined}
     conv.messages.splice(index, conv.messages.length - index, edited)
     generate(conv)
   }
@@ -480,6 +503,7 @@ function startEdit(conv, index, article) {
   })
   const editor = el('div', {class: 'editor'},
     el('label', {for: id, class: 'visually-hidden', text: 'Edit message'}),
+    chips,
     area,
     el('div', {class: 'msg-actions'},
       el('button', {type: 'button', class: 'btn btn-primary btn-small', onclick: save, text: 'Save and resend'}),
@@ -487,6 +511,7 @@ function startEdit(conv, index, article) {
     ),
   )
   article.querySelector('.user-text')?.remove()
+  article.querySelector('.msg-attachments')?.remove()
   article.querySelector('.msg-actions')?.replaceWith(editor)
   area.focus()
 }
@@ -723,6 +748,7 @@ async function generate(conv) {
 // ---------- start ----------
 
 fillIcons()
+fillEfforts()
 
 if (!store.current()) {
   const recent = store.list()[0]
