@@ -1,6 +1,6 @@
 // The real `splash serve` with a real (tiny, synthetic) model package, for launcher tests that need a served
 // model: the package comes from `splash package synth --preset tiny-hybrid`.
-import {mkdtempSync, rmSync} from 'node:fs'
+import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import {runCli, startServe, type ServerProcess} from '../helpers/cli.js'
@@ -28,7 +28,7 @@ async function waitReady(server: ServerProcess, timeoutMs = 300_000): Promise<vo
   }
 }
 
-/** Builds the tiny synthetic package and serves it (64K window, so every agent's floor is met). */
+/** Builds the tiny synthetic package and serves it with a 64K window (every agent's floor is met). */
 export async function serveTinyModel(opts: {apiKey?: string; maxContext?: string} = {}): Promise<ServedModel> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'splash-agent-model-'))
   const pkg = path.join(dir, 'tiny-hybrid')
@@ -37,6 +37,13 @@ export async function serveTinyModel(opts: {apiKey?: string; maxContext?: string
     rmSync(dir, {recursive: true, force: true})
     throw new Error(`splash package synth --preset tiny-hybrid failed (${synth.code}):\n${synth.stdout}${synth.stderr}`)
   }
+  // tiny-hybrid declares 4K positions; agents need more room than that (Claude Code's own prompt is ~20K tokens,
+  // Hermes refuses under 64K). splash.json is not among the hashed files, so the fixture may declare a longer
+  // range; random weights do not care how far RoPE goes.
+  const manifestPath = path.join(pkg, 'splash.json')
+  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as {config: {max_position_embeddings: number}}
+  manifest.config.max_position_embeddings = Math.max(manifest.config.max_position_embeddings, 262144)
+  writeFileSync(manifestPath, JSON.stringify(manifest, null, 2))
   const args = ['--model', pkg, '--max-context', opts.maxContext ?? '64K']
   if (opts.apiKey) args.push('--api-key', opts.apiKey)
   const server = await startServe(args, {SPLASH_API_KEY: ''})
