@@ -4,8 +4,8 @@ import {spawn} from 'node:child_process'
 import {mkdtempSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {startFakeHub} from '../package/fake-hub.js'
-import {flushFixtures, writeFixture} from '../package/fixtures.js'
+import {startFakeHub} from '../fixtures/package/fake-hub.js'
+import {flushFixtures, writeFixture} from '../fixtures/package/checkpoints.js'
 
 const root = mkdtempSync(join(tmpdir(), 'splash-cli-'))
 const baseEnv = {...process.env, SPLASH_DATA_DIR: join(root, 'data'), HF_HUB_CACHE: join(root, 'cache')}

@@ -8,7 +8,7 @@ import {readManifest} from '../../src/package/manifest.js'
 import {fromBf16} from '../../src/package/quantize.js'
 import {SafetensorsReader} from '../../src/package/safetensors.js'
 import {checkPackage} from '../../src/package/verify.js'
-import {flushFixtures, writeFixture, type Fixture, type FixtureOptions} from './fixtures.js'
+import {flushFixtures, writeFixture, type Fixture, type FixtureOptions} from '../fixtures/package/checkpoints.js'
 import type {Quant} from '../../src/package/manifest.js'
 
 const root = mkdtempSync(join(tmpdir(), 'splash-build-'))

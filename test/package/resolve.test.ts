@@ -6,8 +6,8 @@ import {listLinks} from '../../src/package/links.js'
 import {checkMemory} from '../../src/package/memory-check.js'
 import {pullPackage, resolvePackage} from '../../src/package/resolve.js'
 import {synthPackage} from '../../src/package/synth.js'
-import {startFakeHub, type FakeHub} from './fake-hub.js'
-import {flushFixtures, writeFixture} from './fixtures.js'
+import {startFakeHub, type FakeHub} from '../fixtures/package/fake-hub.js'
+import {flushFixtures, writeFixture} from '../fixtures/package/checkpoints.js'
 
 const root = mkdtempSync(join(tmpdir(), 'splash-hub-'))
 const repos = join(root, 'repos')
