@@ -40,24 +40,22 @@ double matmul_ref_dot(const splash_weight* w, int64_t r, const float* x) {
   return s;
 }
 
-void rmsnorm_ref(const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y) {
+SPLASH_CLONES void rmsnorm_ref(const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y) {
   for (int32_t i = 0; i < n; ++i) {
     const float* xi = x + int64_t(i) * dim;
     float* yi = y + int64_t(i) * dim;
-    float ss = 0.f;
-    for (int32_t c = 0; c < dim; ++c) ss += xi[c] * xi[c];
+    const float ss = dotf(xi, xi, dim);
     const float inv = 1.f / std::sqrt(ss / float(dim) + eps);
     for (int32_t c = 0; c < dim; ++c) yi[c] = xi[c] * inv * w[c];
   }
 }
 
-void gated_rmsnorm_ref(const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y) {
+SPLASH_CLONES void gated_rmsnorm_ref(const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y) {
   for (int32_t i = 0; i < n; ++i) {
     const float* xi = x + int64_t(i) * dim;
     const float* zi = z + int64_t(i) * dim;
     float* yi = y + int64_t(i) * dim;
-    float ss = 0.f;
-    for (int32_t c = 0; c < dim; ++c) ss += xi[c] * xi[c];
+    const float ss = dotf(xi, xi, dim);
     const float inv = 1.f / std::sqrt(ss / float(dim) + eps);
     for (int32_t c = 0; c < dim; ++c) yi[c] = xi[c] * inv * w[c] * silu(zi[c]);
   }
@@ -93,7 +91,7 @@ void swiglu_ref(const float* g, const float* u, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = silu(g[i]) * u[i];
 }
 
-void conv1d_silu_ref(const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state, float* y) {
+SPLASH_CLONES void conv1d_silu_ref(const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state, float* y) {
   const int32_t P = K - 1;
   std::vector<float> buf(size_t(P + nt) * C);
   std::memcpy(buf.data(), state, size_t(P) * C * sizeof(float));
@@ -107,7 +105,7 @@ void conv1d_silu_ref(const float* x, int32_t nt, int32_t C, int32_t K, const flo
   std::memcpy(state, buf.data() + size_t(nt) * C, size_t(P) * C * sizeof(float));
 }
 
-void attention_task(const splash_attn_args* a, int64_t task) {
+SPLASH_CLONES void attention_task(const splash_attn_args* a, int64_t task) {
   const int32_t t = int32_t(task / a->n_heads), h = int32_t(task % a->n_heads);
   const int32_t hd = a->head_dim;
   const int32_t kvh = h / (a->n_heads / a->n_kv_heads);
@@ -118,9 +116,7 @@ void attention_task(const splash_attn_args* a, int64_t task) {
   float mx = -INFINITY;
   for (int32_t p = 0; p < npos; ++p) {
     const float* k = a->k_cache + p * kvs + int64_t(kvh) * hd;
-    float s = 0.f;
-    for (int32_t d = 0; d < hd; ++d) s += q[d] * k[d];
-    s *= a->scale;
+    const float s = dotf(q, k, hd) * a->scale;
     sc[p] = s;
     mx = std::max(mx, s);
   }
@@ -142,9 +138,7 @@ namespace {
 
 // q̂ = q·rsqrt(Σq²+1e-6)·scale
 void l2norm(const float* x, int32_t n, float scale, float* out) {
-  float ss = 0.f;
-  for (int32_t i = 0; i < n; ++i) ss += x[i] * x[i];
-  const float inv = scale / std::sqrt(ss + 1e-6f);
+  const float inv = scale / std::sqrt(dotf(x, x, n) + 1e-6f);
   for (int32_t i = 0; i < n; ++i) out[i] = x[i] * inv;
 }
 
@@ -153,7 +147,7 @@ void l2norm(const float* x, int32_t n, float scale, float* out) {
 // One read pass (Sᵀk̂ and Sᵀq̂ from the old state) and one read-write pass (the update):
 //   u = e^g·Sᵀk̂,  δ = (v − u)·β,  o = e^g·Sᵀq̂ + (k̂·q̂)·δ,  S ← e^g·S + k̂ ⊗ δ
 // which equals "decay, read u, update, read o after the update" of the reference recurrence.
-void gdn_recurrent_head(const splash_gdn_args* a, int32_t h) {
+SPLASH_CLONES void gdn_recurrent_head(const splash_gdn_args* a, int32_t h) {
   const int32_t dk = a->dk, dv = a->dv, kh = h / (a->nv / a->nk);
   float* S = a->state + int64_t(h) * dk * dv;
   std::vector<float> qn(dk), kn(dk), u(dv), w(dv);
@@ -166,11 +160,10 @@ void gdn_recurrent_head(const splash_gdn_args* a, int32_t h) {
     const float decay = std::exp(a->g[int64_t(t) * a->nv + h]);
     std::fill(u.begin(), u.end(), 0.f);
     std::fill(w.begin(), w.end(), 0.f);
-    float kq = 0.f;
+    const float kq = dotf(kn.data(), qn.data(), dk);
     for (int32_t i = 0; i < dk; ++i) {
       const float* Si = S + int64_t(i) * dv;
       const float ki = kn[i], qi = qn[i];
-      kq += ki * qi;
       for (int32_t j = 0; j < dv; ++j) {
         u[j] += Si[j] * ki;
         w[j] += Si[j] * qi;
@@ -189,7 +182,7 @@ void gdn_recurrent_head(const splash_gdn_args* a, int32_t h) {
   }
 }
 
-void gdn_chunked_head(const splash_gdn_args* a, int32_t h) {
+SPLASH_CLONES void gdn_chunked_head(const splash_gdn_args* a, int32_t h) {
   constexpr int32_t CH = 64;
   const int32_t dk = a->dk, dv = a->dv, kh = h / (a->nv / a->nk);
   float* S = a->state + int64_t(h) * dk * dv;
@@ -209,49 +202,49 @@ void gdn_chunked_head(const splash_gdn_args* a, int32_t h) {
     // A_ij = β_i (k̂_i·k̂_j) e^{γ_i−γ_j}, j < i
     for (int32_t i = 0; i < L; ++i)
       for (int32_t j = 0; j < i; ++j) {
-        float d = 0.f;
-        for (int32_t x = 0; x < dk; ++x) d += Kn[i * dk + x] * Kn[j * dk + x];
+        const float d = dotf(&Kn[i * dk], &Kn[j * dk], dk);
         A[i * CH + j] = beta[i] * d * std::exp(gam[i] - gam[j]);
       }
     // U = L⁻¹(β⊙V), W = L⁻¹(β⊙e^γ⊙K̂) by forward substitution
     for (int32_t i = 0; i < L; ++i) {
       const float* v = a->v + (c0 + i) * a->v_stride + int64_t(h) * dv;
-      float* Ui = &U[i * dv];
-      float* Wi = &W[i * dk];
+      float* __restrict Ui = &U[i * dv];
+      float* __restrict Wi = &W[i * dk];
       const float eg = std::exp(gam[i]);
       for (int32_t y = 0; y < dv; ++y) Ui[y] = beta[i] * v[y];
       for (int32_t x = 0; x < dk; ++x) Wi[x] = beta[i] * eg * Kn[i * dk + x];
       for (int32_t j = 0; j < i; ++j) {
         const float aij = A[i * CH + j];
-        for (int32_t y = 0; y < dv; ++y) Ui[y] -= aij * U[j * dv + y];
-        for (int32_t x = 0; x < dk; ++x) Wi[x] -= aij * W[j * dk + x];
+        const float* __restrict Uj = &U[j * dv];
+        const float* __restrict Wj = &W[j * dk];
+        for (int32_t y = 0; y < dv; ++y) Ui[y] -= aij * Uj[y];
+        for (int32_t x = 0; x < dk; ++x) Wi[x] -= aij * Wj[x];
       }
     }
     // Vn = U − W S
     for (int32_t i = 0; i < L; ++i) {
-      float* vn = &Vn[i * dv];
+      float* __restrict vn = &Vn[i * dv];
       for (int32_t y = 0; y < dv; ++y) vn[y] = U[i * dv + y];
       for (int32_t x = 0; x < dk; ++x) {
         const float wx = W[i * dk + x];
-        const float* Sx = S + int64_t(x) * dv;
+        const float* __restrict Sx = S + int64_t(x) * dv;
         for (int32_t y = 0; y < dv; ++y) vn[y] -= wx * Sx[y];
       }
     }
     // O_i = e^{γ_i} (q̂_i S) + Σ_{j≤i} (q̂_i·k̂_j) e^{γ_i−γ_j} Vn_j
     for (int32_t i = 0; i < L; ++i) {
-      float* o = a->out + int64_t(c0 + i) * a->nv * dv + int64_t(h) * dv;
+      float* __restrict o = a->out + int64_t(c0 + i) * a->nv * dv + int64_t(h) * dv;
       std::fill(o, o + dv, 0.f);
       const float eg = std::exp(gam[i]);
       for (int32_t x = 0; x < dk; ++x) {
         const float qx = Q[i * dk + x] * eg;
-        const float* Sx = S + int64_t(x) * dv;
+        const float* __restrict Sx = S + int64_t(x) * dv;
         for (int32_t y = 0; y < dv; ++y) o[y] += qx * Sx[y];
       }
       for (int32_t j = 0; j <= i; ++j) {
-        float d = 0.f;
-        for (int32_t x = 0; x < dk; ++x) d += Q[i * dk + x] * Kn[j * dk + x];
-        const float p = d * std::exp(gam[i] - gam[j]);
-        for (int32_t y = 0; y < dv; ++y) o[y] += p * Vn[j * dv + y];
+        const float p = dotf(&Q[i * dk], &Kn[j * dk], dk) * std::exp(gam[i] - gam[j]);
+        const float* __restrict vj = &Vn[j * dv];
+        for (int32_t y = 0; y < dv; ++y) o[y] += p * vj[y];
       }
     }
     // S = e^{γ_last} S + Σ_j e^{γ_last−γ_j} k̂_j ⊗ Vn_j
@@ -262,8 +255,9 @@ void gdn_chunked_head(const splash_gdn_args* a, int32_t h) {
       const float f = std::exp(gl - gam[j]);
       for (int32_t x = 0; x < dk; ++x) {
         const float kx = Kn[j * dk + x] * f;
-        float* Sx = S + int64_t(x) * dv;
-        for (int32_t y = 0; y < dv; ++y) Sx[y] += kx * Vn[j * dv + y];
+        float* __restrict Sx = S + int64_t(x) * dv;
+        const float* __restrict vj = &Vn[j * dv];
+        for (int32_t y = 0; y < dv; ++y) Sx[y] += kx * vj[y];
       }
     }
   }

@@ -5,6 +5,14 @@
 
 #include "splash/backend.h"
 
+// Hot loops of the plain ops get an AVX2+FMA clone next to the baseline one (GCC/Clang function
+// multi-versioning, resolved once at load time); other targets build the portable version only.
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__) && defined(__linux__)
+#define SPLASH_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SPLASH_CLONES
+#endif
+
 namespace splash::cpu {
 
 void dequant_row_ref(const splash_weight* w, int64_t r, float* out);  // natural order
@@ -18,6 +26,14 @@ void conv1d_silu_ref(const float* x, int32_t nt, int32_t C, int32_t K, const flo
 void attention_task(const splash_attn_args* a, int64_t task);  // task = token * n_heads + head
 void gdn_recurrent_head(const splash_gdn_args* a, int32_t h);
 void gdn_chunked_head(const splash_gdn_args* a, int32_t h);
+
+// Dot product the compiler may vectorise (reassociation allowed here only: -fopenmp-simd).
+inline float dotf(const float* a, const float* b, int32_t n) {
+  float s = 0.f;
+#pragma omp simd reduction(+ : s)
+  for (int32_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
 
 inline float silu(float x) { return x / (1.f + std::exp(-x)); }
 inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
