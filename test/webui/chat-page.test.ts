@@ -518,6 +518,7 @@ t.test('with an API key the page asks for it once and keeps it', async t => {
 
   const loaded = await page.goto(server.url)
   t.equal(loaded?.status(), 200, 'the page loads without the key')
+  if (loaded?.status() !== 200) return
   const dialog = page.getByRole('dialog', {name: 'API key'})
   await dialog.waitFor()
   await shot('11-key-dialog')

@@ -1,0 +1,42 @@
+// The page's pure modules, in Node: the server-sent-event splitter and the OpenAI content parts.
+import t from 'tap'
+// @ts-expect-error plain browser JS without types
+import {SseParser} from '../../webui/js/api.js'
+// @ts-expect-error plain browser JS without types
+import {userContent, kindOf} from '../../webui/js/attachments.js'
+
+t.test('SseParser joins events split anywhere', async t => {
+  const stream = 'data: {"a":1}\n\n: keep-alive\n\ndata: {"b":2}\r\n\r\nevent: x\ndata: line1\ndata: line2\n\ndata: [DONE]\n\n'
+  for (let cut = 1; cut < stream.length; cut++) {
+    const p = new SseParser()
+    const out = [...p.push(stream.slice(0, cut)), ...p.push(stream.slice(cut)), ...p.flush()]
+    t.same(out, ['{"a":1}', '{"b":2}', 'line1\nline2', '[DONE]'], `cut at ${cut}`)
+  }
+  const p = new SseParser()
+  const bytes = [...stream].map(ch => p.push(ch)).flat()
+  t.same([...bytes, ...p.flush()], ['{"a":1}', '{"b":2}', 'line1\nline2', '[DONE]'], 'one character at a time')
+  const tail = new SseParser()
+  t.same([...tail.push('data: {"c":3}'), ...tail.flush()], ['{"c":3}'], 'a last event without its blank line')
+})
+
+t.test('user content: a string, or text and file parts', async t => {
+  t.equal(userContent('hi', []), 'hi')
+  t.equal(userContent('hi', [{kind: 'image', name: 'a.png', dropped: true}]), 'hi', 'attachments whose data was dropped are left out')
+  t.same(
+    userContent('look', [
+      {kind: 'image', name: 'a.png', dataUrl: 'data:image/png;base64,AAAA'},
+      {kind: 'pdf', name: 'b.pdf', dataUrl: 'data:application/pdf;base64,JVBE'},
+    ]),
+    [
+      {type: 'text', text: 'look'},
+      {type: 'image_url', image_url: {url: 'data:image/png;base64,AAAA'}},
+      {type: 'file', file: {filename: 'b.pdf', file_data: 'data:application/pdf;base64,JVBE'}},
+    ],
+  )
+  t.same(userContent('', [{kind: 'image', name: 'a.png', dataUrl: 'data:image/png;base64,AAAA'}]), [
+    {type: 'image_url', image_url: {url: 'data:image/png;base64,AAAA'}},
+  ], 'no empty text part')
+  t.equal(kindOf({type: 'image/webp', name: 'x.webp'}), 'image')
+  t.equal(kindOf({type: '', name: 'scan.PDF'}), 'pdf')
+  t.equal(kindOf({type: 'text/plain', name: 'a.txt'}), null)
+})
