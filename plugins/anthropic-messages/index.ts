@@ -1,7 +1,68 @@
-// Anthropic Messages surface. Every path under /v1/messages answers errors in Anthropic's envelope.
+// Anthropic Messages surface: POST /v1/messages (streaming and not; any query string, as Claude Code sends
+// ?beta=true) and POST /v1/messages/count_tokens. Every path under /v1/messages answers errors in
+// Anthropic's envelope. anthropic-version and anthropic-beta headers are accepted and not needed.
 import type {FastifyInstance} from 'fastify'
+import type {TypeBoxTypeProvider} from '@fastify/type-provider-typebox'
+import {CountTokensBody, MessagesBody} from './lib/schema.js'
+import {toChatRequest, toPromptRequest} from './lib/translate.js'
+import {MessageBuilder, type SseEvent} from './lib/message.js'
+import {generateChat, type ChatEvent} from '../../src/runtime/chat.js'
+import {toSplashError} from '../../src/server/error-shapes.js'
 import {anthropicError} from '../shared/anthropic-error.js'
+import {SseStream, clientGone} from '../shared/sse.js'
+import {renderPrompt} from '../shared/render.js'
 
-export default async function anthropicMessages(app: FastifyInstance): Promise<void> {
+/** While nothing else is sent (a long prompt being processed), a ping goes out this often. */
+const PING_MS = 5000
+
+export default async function anthropicMessages(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>()
   app.errorShapes.register('/v1/messages', anthropicError)
+
+  app.post('/v1/messages/count_tokens', {schema: {body: CountTokensBody}}, async request => {
+    const {family} = app.modelHost.serving(request.body.model)
+    const prompt = toPromptRequest(request.body, family.chat, msg => request.log.warn(msg))
+    const {tokens} = await renderPrompt(family.chat, prompt)
+    return {input_tokens: tokens.length}
+  })
+
+  app.post('/v1/messages', {schema: {body: MessagesBody}}, async (request, reply) => {
+    const body = request.body
+    const {model, engine, family} = app.modelHost.serving(body.model)
+    const signal = clientGone(reply)
+    const chat = toChatRequest(body, family.chat, signal, msg => request.log.warn(msg))
+    const events = generateChat(engine, family.codec, family.stopTokenIds, family.chat, chat)
+    // The first event is 'prompt': admission errors (too long, busy) throw here, before any byte is sent.
+    const first = (await events.next()).value as Extract<ChatEvent, {type: 'prompt'}>
+    const builder = new MessageBuilder(model.id, first.tokens)
+
+    if (!body.stream) {
+      for await (const e of events) builder.apply(e)
+      return builder.message()
+    }
+
+    const sse = SseStream.open(request, reply)
+    let lastWrite = Date.now()
+    const send = (out: SseEvent[]) => {
+      for (const e of out) sse.event(e.event, e.data)
+      if (out.length > 0) lastWrite = Date.now()
+    }
+    const ping = () => send([{event: 'ping', data: {type: 'ping'}}])
+    send(builder.start())
+    ping()
+    const timer = setInterval(() => {
+      if (Date.now() - lastWrite >= PING_MS - 50) ping()
+    }, PING_MS)
+    try {
+      for await (const e of events) send(builder.apply(e))
+      send(builder.end())
+    } catch (err) {
+      const {error} = anthropicError(toSplashError(err)).body as {error: unknown}
+      sse.event('error', {type: 'error', error})
+    } finally {
+      clearInterval(timer)
+      sse.end()
+    }
+    return reply
+  })
 }

@@ -1,0 +1,191 @@
+// Messages body → the core's ChatRequest: system blocks, content blocks (text, tool_use, tool_result,
+// thinking), tools, tool_choice and the thinking setting (mapped onto the package's reasoning efforts).
+import type {BlockIn, CountTokensBody, MessageIn, MessagesBody, ToolIn} from './schema.js'
+import type {ChatFamily, ChatMessage, ChatRequest, ChatTool, ChatToolCall, ToolChoice} from '../../../src/runtime/chat.js'
+import {samplingParams} from '../../../src/runtime/sampling.js'
+import {errors} from '../../../src/errors.js'
+
+/** Claude Code's per-request attribution block; it changes every request, so it would defeat prefix reuse. */
+const VOLATILE_SYSTEM = /^x-anthropic-billing-header:/
+
+const bad = (where: string, message: string) => errors.invalidRequest(`${where}: ${message}`, where)
+
+function str(value: unknown, where: string): string {
+  if (typeof value !== 'string') throw bad(where, 'must be a string')
+  return value
+}
+
+function unsupportedMedia(block: BlockIn, where: string): never {
+  if (block.type === 'image') throw bad(where, 'image blocks are not supported: this model has no vision encoder')
+  if (block.type === 'document') throw bad(where, 'document (PDF) blocks are not supported by this server yet')
+  throw bad(where, `content blocks of type "${block.type}" are not supported`)
+}
+
+export function systemText(system: MessagesBody['system']): string | undefined {
+  if (system === undefined) return undefined
+  if (typeof system === 'string') return system
+  const texts = (system as BlockIn[]).map((b, j) => {
+    if (b.type !== 'text') throw bad(`system[${j}]`, `system blocks must be text, not "${b.type}"`)
+    return str(b.text, `system[${j}].text`)
+  })
+  return texts.filter(t => !VOLATILE_SYSTEM.test(t)).join('\n\n')
+}
+
+function toolResultText(block: BlockIn, where: string): string {
+  const c = block.content
+  let text: string
+  if (c === undefined || c === null) text = ''
+  else if (typeof c === 'string') text = c
+  else if (Array.isArray(c)) {
+    text = (c as BlockIn[])
+      .map((b, k) => {
+        if (b.type === 'text') return str(b.text, `${where}.content[${k}].text`)
+        return unsupportedMedia(b, `${where}.content[${k}]`)
+      })
+      .join('\n')
+  } else throw bad(`${where}.content`, 'must be a string or an array of blocks')
+  return block.is_error === true ? `Error: ${text}` : text
+}
+
+function userMessages(content: MessageIn['content'], where: string): ChatMessage[] {
+  if (typeof content === 'string') return [{role: 'user', content}]
+  const tools: ChatMessage[] = []
+  const texts: string[] = []
+  ;(content as BlockIn[]).forEach((b, j) => {
+    const at = `${where}.content[${j}]`
+    switch (b.type) {
+      case 'text':
+        texts.push(str(b.text, `${at}.text`))
+        return
+      case 'tool_result':
+        tools.push({role: 'tool', tool_call_id: str(b.tool_use_id, `${at}.tool_use_id`), content: toolResultText(b, at)})
+        return
+      case 'thinking':
+      case 'redacted_thinking':
+        return
+      default:
+        unsupportedMedia(b, at)
+    }
+  })
+  // Tool results answer the previous assistant turn, so they come before any new user text.
+  return texts.length > 0 ? [...tools, {role: 'user', content: texts.join('\n\n')}] : tools
+}
+
+function assistantMessage(content: MessageIn['content'], where: string): ChatMessage {
+  if (typeof content === 'string') return {role: 'assistant', content}
+  const texts: string[] = []
+  const reasoning: string[] = []
+  const calls: ChatToolCall[] = []
+  ;(content as BlockIn[]).forEach((b, j) => {
+    const at = `${where}.content[${j}]`
+    switch (b.type) {
+      case 'text':
+        texts.push(str(b.text, `${at}.text`))
+        return
+      case 'thinking':
+        reasoning.push(str(b.thinking, `${at}.thinking`))
+        return
+      case 'tool_use': {
+        const input = b.input ?? {}
+        if (typeof input !== 'object' || Array.isArray(input)) throw bad(`${at}.input`, 'must be an object')
+        calls.push({id: str(b.id, `${at}.id`), type: 'function', function: {name: str(b.name, `${at}.name`), arguments: input as Record<string, unknown>}})
+        return
+      }
+      case 'redacted_thinking':
+      case 'server_tool_use':
+      case 'web_search_tool_result':
+        // Opaque to this server (encrypted thinking, results of Anthropic's own tools): left out of the prompt.
+        return
+      default:
+        unsupportedMedia(b, at)
+    }
+  })
+  return {
+    role: 'assistant',
+    content: texts.join(''),
+    ...(reasoning.length > 0 ? {reasoning_content: reasoning.join('\n')} : {}),
+    ...(calls.length > 0 ? {tool_calls: calls} : {}),
+  }
+}
+
+export function toMessages(body: Pick<MessagesBody, 'system' | 'messages'>): ChatMessage[] {
+  const out: ChatMessage[] = []
+  const system = systemText(body.system)
+  if (system) out.push({role: 'system', content: system})
+  body.messages.forEach((m, i) => {
+    const where = `messages[${i}]`
+    if (m.role === 'user') out.push(...userMessages(m.content, where))
+    else out.push(assistantMessage(m.content, where))
+  })
+  return out
+}
+
+/** Custom (client) tools; Anthropic's server and built-in tools (web_search_…, bash_…) are skipped. */
+export function toTools(tools: ToolIn[] | undefined, log: (msg: string) => void): ChatTool[] | undefined {
+  if (!tools || tools.length === 0) return undefined
+  const out: ChatTool[] = []
+  tools.forEach((t, i) => {
+    if (t.type != null && t.type !== 'custom') {
+      log(`tools[${i}] "${t.name}" of type "${t.type}" is a server tool; skipped`)
+      return
+    }
+    out.push({type: 'function', function: {name: t.name, description: t.description, parameters: (t.input_schema ?? {type: 'object', properties: {}}) as ChatTool['function']['parameters']}})
+  })
+  return out
+}
+
+function toolChoiceOf(choice: MessagesBody['tool_choice']): ToolChoice {
+  switch (choice?.type) {
+    case undefined:
+    case 'auto':
+      return 'auto'
+    case 'any':
+      return 'required'
+    case 'none':
+      return 'none'
+    case 'tool':
+      return {name: str(choice.name, 'tool_choice.name')}
+  }
+}
+
+/**
+ * Anthropic's thinking setting as a reasoning effort of the package: enabled picks the smallest effort
+ * whose budget covers budget_tokens (else the largest), adaptive leaves the package default, and
+ * disabled or absent (Anthropic's default) turns thinking off.
+ */
+export function thinkingOf(thinking: MessagesBody['thinking'], chat: Pick<ChatFamily, 'efforts' | 'thinking'>): {effort?: string; enableThinking?: boolean} {
+  const off = chat.efforts.includes('none') ? {effort: 'none'} : {enableThinking: false}
+  if (!thinking || thinking.type === 'disabled') return off
+  if (thinking.type === 'adaptive') return {}
+  const want = thinking.budget_tokens ?? 0
+  const budgets = chat.efforts
+    .filter(e => e !== 'none')
+    .map(effort => ({effort, budget: chat.thinking(effort).budget ?? Number.POSITIVE_INFINITY}))
+    .filter(b => b.budget > 0)
+    .sort((a, b) => a.budget - b.budget)
+  if (budgets.length === 0) return {}
+  return {effort: (budgets.find(b => b.budget >= want) ?? budgets[budgets.length - 1]).effort}
+}
+
+type Translatable = Pick<MessagesBody, 'system' | 'messages' | 'tools' | 'tool_choice' | 'thinking'>
+
+/** The parts of a ChatRequest that decide the prompt (shared by /v1/messages and count_tokens). */
+export function toPromptRequest(body: Translatable | CountTokensBody, chat: Pick<ChatFamily, 'efforts' | 'thinking'>, log: (msg: string) => void) {
+  return {
+    messages: toMessages(body),
+    tools: toTools(body.tools, log),
+    toolChoice: toolChoiceOf(body.tool_choice),
+    parallelToolCalls: body.tool_choice?.disable_parallel_tool_use === true ? false : undefined,
+    ...thinkingOf(body.thinking, chat),
+  }
+}
+
+export function toChatRequest(body: MessagesBody, chat: Pick<ChatFamily, 'efforts' | 'thinking'>, signal: AbortSignal, log: (msg: string) => void): ChatRequest {
+  return {
+    ...toPromptRequest(body, chat, log),
+    sampling: samplingParams({temperature: body.temperature, topP: body.top_p, topK: body.top_k}),
+    maxTokens: body.max_tokens,
+    stop: body.stop_sequences && body.stop_sequences.length > 0 ? body.stop_sequences : undefined,
+    signal,
+  }
+}

@@ -1,0 +1,13 @@
+// The prompt a ChatRequest renders to, decided exactly as generateChat() decides it (tools dropped for
+// tool_choice none, thinking off when a tool call is forced), for endpoints that count or show the
+// prompt without running it (Anthropic count_tokens).
+import type {ChatFamily, ChatRequest} from '../../src/runtime/chat.js'
+
+export async function renderPrompt(chat: ChatFamily, req: Pick<ChatRequest, 'messages' | 'tools' | 'toolChoice' | 'effort' | 'enableThinking'>): Promise<{text: string; tokens: number[]}> {
+  const choice = req.toolChoice ?? 'auto'
+  const tools = choice === 'none' ? undefined : req.tools && req.tools.length > 0 ? req.tools : undefined
+  const forcedTool = choice === 'required' || typeof choice === 'object'
+  const plan = chat.thinking(req.effort)
+  const enableThinking = forcedTool ? false : (req.enableThinking ?? plan.enableThinking)
+  return chat.render(req.messages, {tools, enableThinking})
+}
