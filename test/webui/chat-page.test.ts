@@ -228,6 +228,13 @@ t.test('the chat page in Chromium against splash serve', async t => {
     const generated = after.generated - before.generated
     t.comment(`generated before the cancel took effect: ${generated} tokens; endings: ${after.endings}`)
     t.ok(generated < 2048, `the generation was cut short (${generated} of up to ~4000 tokens)`)
+
+    // Escape stops too.
+    await send(page, 'Once more, please.')
+    await page.locator('.msg-assistant').last().locator('.answer .markdown').filter({hasText: /\S/}).waitFor()
+    await page.keyboard.press('Escape')
+    await answerDone(page)
+    t.ok((await lastAnswer(page)).stopped, 'Escape stops the answer')
     await steer(page, {temperature: 0, max_tokens: 1000})
     await shot('04-stopped')
   })

@@ -94,7 +94,10 @@ $('change-key').addEventListener('click', async () => {
 
 // ---------- model and status line ----------
 
+let modelRetry = null
+/** GET /v1/models; while no model is served yet (still loading, or the server is restarting), asks again every few seconds. */
 async function loadModel() {
+  clearTimeout(modelRetry)
   try {
     const models = await withKey(fetchModels, askKey)
     state.model = models[0] ?? null
@@ -103,8 +106,10 @@ async function loadModel() {
     state.model = null
     $('st-model').textContent = err instanceof AuthError ? 'Model: API key needed' : `Model: unavailable (${err.message})`
     fillEfforts()
+    if (!(err instanceof AuthError)) modelRetry = setTimeout(loadModel, 5000)
     return
   }
+  if (!state.model) modelRetry = setTimeout(loadModel, 5000)
   fillEfforts()
   renderStatus()
 }
@@ -227,6 +232,7 @@ ui.convList.addEventListener('click', async e => {
     if (!store.current()) store.create()
     renderAll()
     announce('Conversation deleted')
+    ui.prompt.focus()
   }
 })
 
@@ -296,6 +302,9 @@ $('close-sidebar').addEventListener('click', () => {
 // ---------- conversation view ----------
 
 function openConversation(id) {
+  // A new chat left without a message is not worth keeping in the list.
+  const previous = store.current()
+  if (previous && previous.id !== id && previous.messages.length === 0 && state.active?.conv !== previous) store.remove(previous.id)
   store.select(id)
   renderAll()
 }
@@ -733,6 +742,7 @@ async function generate(conv) {
     if (!msg.reasoning) delete msg.reasoning
     const stats = statsOf(usage, timings, clock)
     if (Object.keys(stats).length) msg.stats = stats
+    const stopFocused = document.activeElement === ui.stop
     state.active = null
     store.touch(conv)
     if (store.currentId === conv.id) {
@@ -742,6 +752,7 @@ async function generate(conv) {
     renderSidebar()
     renderTitle()
     updateComposer()
+    if (stopFocused) ui.prompt.focus()
   }
 }
 
