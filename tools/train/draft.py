@@ -258,7 +258,7 @@ def simulate(target, draft, dcfg, prompts, max_new, eos_ids, temperature, dev, a
         t, _ = pick(lg[i, plen[i] - 1])
         out[i].append(int(t))
     done = [out[i][-1] in eos_ids for i in range(N)]
-    taus = []
+    taus, committed = [], []
     while not all(done):
         act = [i for i in range(N) if not done[i]]
         n = len(act)
@@ -309,13 +309,15 @@ def simulate(target, draft, dcfg, prompts, max_new, eos_ids, temperature, dev, a
                     commit = commit[:c_i + 1]
                     break
             taus.append(acc + 1)
+            committed.append(len(commit))
             out[i].extend(commit)
             if (commit and commit[-1] in eos_ids) or len(out[i]) >= plen[i] + max_new:
                 done[i] = True
         feats = newfeats
     gen = sum(len(out[i]) - plen[i] for i in range(N))
     return {"temperature": temperature, "prompts": N, "verify_passes": len(taus), "generated_tokens": gen,
-            "tau_mean": sum(taus) / max(1, len(taus)), "tokens_per_pass": gen / max(1, len(taus)),
+            "tau_mean": sum(taus) / max(1, len(taus)),
+            "committed_per_pass": sum(committed) / max(1, len(committed)),
             "hist": {str(k): taus.count(k) for k in range(1, B + 1)}}
 
 
@@ -360,6 +362,7 @@ def main():
     ap.add_argument("--eval-prompts", type=int, default=48)
     ap.add_argument("--eval-new", type=int, default=160)
     ap.add_argument("--temps", default="0,0.7")
+    ap.add_argument("--eval-only", action="store_true")
     a = ap.parse_args()
     from gen import load_model
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -387,9 +390,16 @@ def main():
     data = [d for d in data if len(d[0]) - d[1] >= 4]
     print(f"draft: {sum(p.numel() for p in draft.parameters())} params, {len(data)} sequences, "
           f"{sum(len(s) - p for s, p in data)} response tokens", flush=True)
-    steps = train(a, target, draft, dcfg, data, dev, amp)
+    if a.eval_only:
+        s = torch.load(os.path.join(a.work, "draft", "ckpt.pt"), map_location=dev)
+        draft.load_state_dict(s["draft"])
+        steps = s["step"]
+    else:
+        steps = train(a, target, draft, dcfg, data, dev, amp)
+        export(draft, dcfg, os.path.join(a.work, "draft"), tc["vocab_size"])
     draft.eval()
-    export(draft, dcfg, os.path.join(a.work, "draft"), tc["vocab_size"])
+    if not a.temps:
+        return
     val = [json.loads(l) for l in open(os.path.join(a.work, "gen", "val.jsonl"))][:a.eval_prompts]
     prompts = [r["prompt_ids"] for r in val]
     res = {"draft_steps": steps, "block_size": a.block, "gamma": a.gamma, "taps": dcfg["target_layer_ids"],
@@ -400,7 +410,7 @@ def main():
         r["seconds"] = round(time.time() - t0, 1)
         res["results"].append(r)
         print("accept:", json.dumps(r), flush=True)
-    json.dump(res, open(os.path.join(a.work, "draft", "accept.json"), "w"), indent=1)
+        json.dump(res, open(os.path.join(a.work, "draft", "accept.json"), "w"), indent=1)
 
 
 if __name__ == "__main__":

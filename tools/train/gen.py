@@ -107,7 +107,7 @@ def main():
         path = os.path.join(a.work, "gen", f"{split}.jsonl")
         if os.path.exists(path):
             continue
-        recs = [json.loads(l) for l in open(os.path.join(a.work, "synth", src))]
+        recs = [r for r in map(json.loads, open(os.path.join(a.work, "synth", src))) if "prompt" in r]
         rng.shuffle(recs)
         recs = recs[:n]
         prompts = [tok.encode(r["prompt"], add_special_tokens=False).ids for r in recs]

@@ -242,10 +242,11 @@ class GatedDeltaNet(nn.Module):
         q = l2norm(q) * (self.dk ** -0.5)
         k = l2norm(k)
         state = None if cache is None else cache.get("S")
-        if T == 1 and cache is not None:
-            o, S = recurrent_gated_delta_rule(q, k, v, g, beta, state)
-        else:
-            o, S = chunk_gated_delta_rule(q, k, v, g, beta, initial_state=state)
+        with torch.autocast(device_type=q.device.type, enabled=False):  # the delta rule runs in fp32, as in HF
+            if T == 1 and cache is not None:
+                o, S = recurrent_gated_delta_rule(q, k, v, g, beta, state)
+            else:
+                o, S = chunk_gated_delta_rule(q, k, v, g, beta, initial_state=state)
         if cache is not None:
             cache["S"] = S
         o = o.transpose(1, 2).to(x.dtype)  # [B,T,nv,dv]

@@ -21,15 +21,18 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def sh(args, work, log):
+def sh(args, work, log, timeout=None):
     t = time.time()
     cmd = [sys.executable, os.path.join(HERE, args[0])] + ["--work", work] + [str(x) for x in args[1:]]
     print(">>", " ".join(cmd), flush=True)
-    r = subprocess.run(cmd)
+    try:
+        rc = subprocess.run(cmd, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        rc = "timeout"
     dt = time.time() - t
-    log.append({"stage": args[0], "seconds": round(dt, 1), "rc": r.returncode})
-    print(f"<< {args[0]} rc={r.returncode} {dt:.1f}s", flush=True)
-    return r.returncode == 0
+    log.append({"stage": " ".join(str(x) for x in args), "seconds": round(dt, 1), "rc": rc})
+    print(f"<< {args[0]} rc={rc} {dt:.1f}s", flush=True)
+    return rc == 0
 
 
 def collect(work, out, log):
@@ -37,7 +40,8 @@ def collect(work, out, log):
         return
     os.makedirs(out, exist_ok=True)
     for f in os.listdir(out):
-        os.remove(os.path.join(out, f))
+        if f.endswith(".safetensors") or f == "results.tar.gz":
+            os.remove(os.path.join(out, f))
     hf = os.path.join(work, "hf")
     if os.path.isdir(hf):
         for f in sorted(os.listdir(hf)):
@@ -76,11 +80,11 @@ def main():
     os.makedirs(w, exist_ok=True)
     log = []
     sm = a.smoke
-    sh(["corpus.py", "--max-chars", 20e6 if sm else 160e6], w, log)
+    sh(["corpus.py", "--max-chars", 20e6 if sm else 120e6], w, log)
     sh(["synth.py"] + (["--docfn", 3000, "--explain", 1000, "--tool", 3000] if sm else []), w, log)
-    sh(["tok.py"] + (["--max-chars", 10e6] if sm else ["--max-chars", 40e6]), w, log)
+    sh(["tok.py"] + (["--max-chars", 10e6] if sm else ["--max-chars", 25e6]), w, log)
     sh(["data.py"], w, log)
-    reserve = a.reserve if a.reserve is not None else (100 if sm else 215)
+    reserve = a.reserve if a.reserve is not None else (100 if sm else 250)
     left = a.budget - (time.time() - t0) - reserve
     targs = ["--budget", max(20, left)] + a.train_args.split()
     if a.init_from:
@@ -90,11 +94,15 @@ def main():
     if not ok:
         return
     sh(["check.py"], w, log)
-    gargs = ["--n-train", 96, "--n-val", 16, "--max-new", 96] if sm else ["--n-train", 4096, "--n-val", 64, "--max-new", 200]
+    gargs = ["--n-train", 96, "--n-val", 16, "--max-new", 96] if sm else ["--n-train", 5000, "--n-val", 64, "--max-new", 200]
     sh(["gen.py"] + gargs, w, log)
-    left = a.budget - (time.time() - t0) - (40 if sm else 70)
-    dargs = ["--budget", max(10, left)] + (["--eval-prompts", 12, "--eval-new", 64] if sm else []) + a.draft_args.split()
-    sh(["draft.py"] + dargs, w, log)
+    eval_time = 40 if sm else 75
+    left = a.budget - (time.time() - t0) - eval_time - 15
+    dargs = (["--eval-prompts", 12, "--eval-new", 64] if sm else []) + a.draft_args.split()
+    if sh(["draft.py", "--budget", max(10, left), "--temps", ""] + dargs, w, log):
+        collect(w, a.out, log)
+        left = a.budget - (time.time() - t0) - 5
+        sh(["draft.py", "--eval-only"] + dargs, w, log, timeout=max(10, left))
     log.append({"total_seconds": round(time.time() - t0, 1)})
     collect(w, a.out, log)
 

@@ -372,6 +372,30 @@ def tool_conv(rng):
     return msgs, call, tools, follow
 
 
+_RENDER = None
+
+
+def _render_item(item):
+    """(index, (kind, msgs, reply, tools, follow), with_prompt) -> one JSON line."""
+    global _RENDER
+    if _RENDER is None:
+        _RENDER = make_renderer()
+    render = _RENDER
+    i, (kind, msgs, reply, tools, follow), with_prompt = item
+    full = msgs + [reply] + (follow or [])
+    rec = {"kind": kind, "text": render(full, tools=tools)}
+    if with_prompt:
+        prompt = render(msgs, tools=tools, add_generation_prompt=True,
+                        enable_thinking=bool(reply.get("reasoning_content")))
+        whole1 = render(msgs + [reply], tools=tools)
+        assert whole1.startswith(prompt), (prompt, whole1)
+        rec["prompt"], rec["response"] = prompt, whole1[len(prompt):]
+    if follow:
+        rec["messages"] = full
+        rec["tools"] = [t["function"]["name"] for t in tools]
+    return json.dumps(rec, ensure_ascii=False) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
@@ -379,6 +403,7 @@ def main():
     ap.add_argument("--explain", type=int, default=12000)
     ap.add_argument("--tool", type=int, default=30000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--prompts", type=int, default=8000, help="training conversations that also get a generation prompt")
     a = ap.parse_args()
     out = os.path.join(a.work, "synth")
     if os.path.exists(os.path.join(out, "done")):
@@ -386,7 +411,6 @@ def main():
         return
     os.makedirs(out, exist_ok=True)
     rng = random.Random(a.seed)
-    render = make_renderer()
     fns = extract_functions(os.path.join(a.work, "corpus", "train.jsonl"), 10 ** 9, rng)
     print(f"synth: {len(fns)} functions with docstrings")
     convs = []
@@ -397,21 +421,19 @@ def main():
     for _ in range(a.tool):
         convs.append(("tool",) + tool_conv(rng))
     rng.shuffle(convs)
+    items = [(i, c, i % 100 == 0 or i < a.prompts) for i, c in enumerate(convs)]
+    procs = max(1, min(16, os.cpu_count() or 1))
+    if procs > 1:
+        import multiprocessing as mp
+        with mp.Pool(procs) as pool:
+            lines = pool.map(_render_item, items, chunksize=256)
+    else:
+        lines = [_render_item(it) for it in items]
     counts = {}
     with open(os.path.join(out, "chat_train.jsonl"), "w") as tr, open(os.path.join(out, "chat_val.jsonl"), "w") as va:
-        for i, (kind, msgs, reply, tools, follow) in enumerate(convs):
-            full = msgs + [reply] + (follow or [])
-            text = render(full, tools=tools)
-            prompt = render(msgs, tools=tools, add_generation_prompt=True,
-                            enable_thinking=bool(reply.get("reasoning_content")))
-            whole1 = render(msgs + [reply], tools=tools)
-            assert whole1.startswith(prompt), (prompt, whole1)
-            rec = {"kind": kind, "text": text, "prompt": prompt, "response": whole1[len(prompt):]}
-            if follow:
-                rec["messages"] = full
-                rec["tools"] = [t["function"]["name"] for t in tools]
-            (va if i % 100 == 0 else tr).write(json.dumps(rec, ensure_ascii=False) + "\n")
-            counts[kind] = counts.get(kind, 0) + 1
+        for (i, c, _), line in zip(items, lines):
+            (va if i % 100 == 0 else tr).write(line)
+            counts[c[0]] = counts.get(c[0], 0) + 1
     open(os.path.join(out, "done"), "w").write(json.dumps(counts))
     print("synth:", counts)
 
