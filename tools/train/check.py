@@ -24,7 +24,8 @@ def main():
     hf_dir = os.path.join(a.work, "hf")
     res = {"transformers": transformers.__version__, "torch": torch.__version__}
     ours = load_model(hf_dir, dev)
-    hf = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32, attn_implementation="eager").to(dev).eval()
+    cls = getattr(transformers, "Qwen3_5ForCausalLM", AutoModelForCausalLM)
+    hf = cls.from_pretrained(hf_dir, dtype=torch.float32, attn_implementation="eager").to(dev).eval()
     res["hf_class"] = type(hf).__name__
     vh = np.fromfile(os.path.join(a.work, "data", "val_chat.bin"), dtype=np.uint16)
     vc = np.fromfile(os.path.join(a.work, "data", "val_corpus.bin"), dtype=np.uint16)
