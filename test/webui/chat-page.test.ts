@@ -249,16 +249,17 @@ t.test('the chat page in Chromium against splash serve', async t => {
 
     // Drag and drop and paste go through the same reader; check both add a chip, then remove them.
     const pdf = makePdf('Hello PDF').toString('base64')
-    await page.evaluate(async b64 => {
+    const small = makePng(16, 16).toString('base64')
+    await page.evaluate(async ({pdf: b64, png}) => {
       const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0))
       const drop = new DataTransfer()
       drop.items.add(new File([bytes], 'notes.pdf', {type: 'application/pdf'}))
       window.dispatchEvent(new DragEvent('dragenter', {dataTransfer: drop}))
       window.dispatchEvent(new DragEvent('drop', {dataTransfer: drop, cancelable: true}))
       const paste = new DataTransfer()
-      paste.items.add(new File([new Uint8Array([0x89, 0x50, 0x4e, 0x47])], 'pasted.png', {type: 'image/png'}))
+      paste.items.add(new File([Uint8Array.from(atob(png), c => c.charCodeAt(0))], 'pasted.png', {type: 'image/png'}))
       document.getElementById('prompt')!.dispatchEvent(new ClipboardEvent('paste', {clipboardData: paste, cancelable: true, bubbles: true}))
-    }, pdf)
+    }, {pdf, png: small})
     await page.locator('#attachments .chip').filter({hasText: 'notes.pdf'}).waitFor()
     await page.locator('#attachments .chip').filter({hasText: 'pasted.png'}).waitFor()
     t.equal(await page.locator('#drop-hint').isHidden(), true, 'the drop hint goes away after the drop')

@@ -1,9 +1,11 @@
-// The page's pure modules, in Node: the server-sent-event splitter and the OpenAI content parts.
+// The page's pure modules, in Node: the server-sent-event splitter, the OpenAI content parts, the status line's numbers.
 import t from 'tap'
 // @ts-expect-error plain browser JS without types
 import {SseParser} from '../../webui/js/api.js'
 // @ts-expect-error plain browser JS without types
 import {userContent, kindOf} from '../../webui/js/attachments.js'
+// @ts-expect-error plain browser JS without types
+import {statsOf} from '../../webui/js/stats.js'
 
 t.test('SseParser joins events split anywhere', async t => {
   const stream = 'data: {"a":1}\n\n: keep-alive\n\ndata: {"b":2}\r\n\r\nevent: x\ndata: line1\ndata: line2\n\ndata: [DONE]\n\n'
@@ -39,4 +41,19 @@ t.test('user content: a string, or text and file parts', async t => {
   t.equal(kindOf({type: 'image/webp', name: 'x.webp'}), 'image')
   t.equal(kindOf({type: '', name: 'scan.PDF'}), 'pdf')
   t.equal(kindOf({type: 'text/plain', name: 'a.txt'}), null)
+})
+
+t.test('status line numbers: what usage and timings report', async t => {
+  const usage = {prompt_tokens: 120, completion_tokens: 80, prompt_tokens_details: {cached_tokens: 64}}
+  t.same(statsOf(usage, {predicted_per_second: 41.5, draft_acceptance_length: 2.4}), {
+    promptTokens: 120, completionTokens: 80, cachedTokens: 64, tokensPerSecond: 41.5, acceptanceLength: 2.4,
+  })
+  t.same(statsOf(null, {prompt_n: 10, predicted_n: 5, cache_n: 3, predicted_per_second: 9, draft_n: 8, draft_n_accepted: 6}), {
+    promptTokens: 10, completionTokens: 5, cachedTokens: 3, tokensPerSecond: 9, acceptanceRate: 0.75,
+  }, 'llama.cpp draft counters give an acceptance rate')
+  t.same(statsOf({prompt_tokens: 5, completion_tokens: 11}, null, {first: 1000, end: 2000}), {
+    promptTokens: 5, completionTokens: 11, tokensPerSecond: 10, estimated: true,
+  }, 'no timings: tokens/s from the page clock, marked as an estimate')
+  t.same(statsOf(null, null, {}), {}, 'nothing reported, nothing shown')
+  t.same(statsOf({prompt_tokens: 'x'}, {predicted_per_second: NaN}), {}, 'non-numbers are ignored')
 })

@@ -4,6 +4,7 @@ import {Store, newId} from './store.js'
 import {copyText, renderMarkdown} from './markdown.js'
 import {formatBytes, readAttachments, userContent} from './attachments.js'
 import {fillIcons, icon} from './icons.js'
+import {statsOf} from './stats.js'
 
 const STANDARD_EFFORTS = ['none', 'low', 'medium', 'high', 'xhigh']
 
@@ -162,34 +163,6 @@ function renderStatus() {
   else if (s.acceptanceRate !== undefined) setPart('st-accept', `Draft acceptance: ${fmt(100 * s.acceptanceRate, 0)}%`)
   else setPart('st-accept', '')
   setPart('st-cached', s.cachedTokens !== undefined ? `Cached: ${fmt(s.cachedTokens, 0)} tokens` : '')
-}
-
-const num = v => (typeof v === 'number' && Number.isFinite(v) ? v : undefined)
-
-/** What the status line shows, from the stream's usage and (llama.cpp-style) timings objects. */
-function statsOf(usage, timings, clock) {
-  const s = {}
-  if (usage) {
-    s.promptTokens = num(usage.prompt_tokens)
-    s.completionTokens = num(usage.completion_tokens)
-    s.cachedTokens = num(usage.prompt_tokens_details?.cached_tokens)
-  }
-  if (timings) {
-    s.tokensPerSecond = num(timings.predicted_per_second)
-    s.acceptanceLength = num(timings.draft_acceptance_length) ?? num(timings.acceptance_length) ?? num(timings.mean_acceptance_length)
-    const drafted = num(timings.draft_n)
-    const accepted = num(timings.draft_n_accepted)
-    if (s.acceptanceLength === undefined && drafted && accepted !== undefined) s.acceptanceRate = accepted / drafted
-    s.cachedTokens ??= num(timings.cache_n)
-    s.promptTokens ??= num(timings.prompt_n)
-    s.completionTokens ??= num(timings.predicted_n)
-  }
-  if (s.tokensPerSecond === undefined && s.completionTokens > 1 && clock.first && clock.end > clock.first) {
-    s.tokensPerSecond = (s.completionTokens - 1) / ((clock.end - clock.first) / 1000)
-    s.estimated = true
-  }
-  for (const k of Object.keys(s)) if (s[k] === undefined) delete s[k]
-  return s
 }
 
 // ---------- sidebar ----------
