@@ -1,0 +1,45 @@
+// The responses kept for previous_response_id and item_reference: a bounded in-memory LRU. A stored entry
+// holds the whole conversation up to and including its output, as input items, so that a continuation
+// only prepends them. Responses made with store:false are never kept.
+import type {Item} from './schema.js'
+
+export interface StoredResponse {
+  /** Input items of the conversation so far (previous responses' first), then this response's output. */
+  items: Item[]
+  response: Record<string, unknown>
+}
+
+export class ResponseStore {
+  private readonly entries = new Map<string, StoredResponse>()
+
+  constructor(readonly capacity = 256) {}
+
+  get(id: string): StoredResponse | undefined {
+    const hit = this.entries.get(id)
+    if (hit) {
+      // Most recently used goes last.
+      this.entries.delete(id)
+      this.entries.set(id, hit)
+    }
+    return hit
+  }
+
+  set(id: string, entry: StoredResponse): void {
+    this.entries.delete(id)
+    this.entries.set(id, entry)
+    while (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value as string)
+  }
+
+  /** An item of any stored response by its id (for item_reference), newest first. */
+  findItem(id: string): Item | undefined {
+    for (const entry of [...this.entries.values()].reverse()) {
+      const hit = entry.items.find(item => item.id === id)
+      if (hit) return hit
+    }
+    return undefined
+  }
+
+  get size(): number {
+    return this.entries.size
+  }
+}

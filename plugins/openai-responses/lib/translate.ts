@@ -1,0 +1,258 @@
+// Responses body → the core's ChatRequest. Input items are folded into chat turns: consecutive assistant-side
+// items (reasoning, assistant message, function_call, custom_tool_call) make one assistant turn, outputs make
+// tool turns. Custom (freeform) tools are shown to the model as function tools taking one string `input`.
+import type {Item, ResponsesBody} from './schema.js'
+import type {ChatFamily, ChatMessage, ChatRequest, ChatTool, ToolChoice} from '../../../src/runtime/chat.js'
+import {samplingParams} from '../../../src/runtime/sampling.js'
+import {errors} from '../../../src/errors.js'
+
+const bad = (where: string, message: string) => errors.invalidRequest(`${where}: ${message}`, where)
+
+function str(value: unknown, where: string): string {
+  if (typeof value !== 'string') throw bad(where, 'must be a string')
+  return value
+}
+
+/** encrypted_content of this server's reasoning items: the reasoning text itself, so that a stateless client can replay it. */
+export function encodeReasoning(text: string): string {
+  return Buffer.from(JSON.stringify({splash: 1, text}), 'utf8').toString('base64')
+}
+
+export function decodeReasoning(encrypted: unknown): string | undefined {
+  if (typeof encrypted !== 'string' || encrypted === '') return undefined
+  try {
+    const v = JSON.parse(Buffer.from(encrypted, 'base64').toString('utf8')) as {splash?: number; text?: unknown}
+    return v.splash === 1 && typeof v.text === 'string' ? v.text : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** The reasoning text of a reasoning item: ours (encrypted_content), else its reasoning_text, else its summary. */
+function reasoningText(item: Item): string | undefined {
+  const own = decodeReasoning(item.encrypted_content)
+  if (own !== undefined) return own
+  const parts = (arr: unknown, type: string) =>
+    Array.isArray(arr) ? (arr as Item[]).filter(p => p?.type === type && typeof p.text === 'string').map(p => p.text as string) : []
+  const content = parts(item.content, 'reasoning_text')
+  if (content.length > 0) return content.join('\n')
+  const summary = parts(item.summary, 'summary_text')
+  return summary.length > 0 ? summary.join('\n') : undefined
+}
+
+function partsText(content: unknown, where: string): string {
+  if (typeof content === 'string') return content
+  if (!Array.isArray(content)) throw bad(where, 'must be a string or an array of content parts')
+  return (content as Item[])
+    .map((p, j) => {
+      const at = `${where}[${j}]`
+      switch (p?.type) {
+        case 'input_text':
+        case 'output_text':
+        case 'text':
+        case 'summary_text':
+          return str(p.text, `${at}.text`)
+        case 'refusal':
+          return str(p.refusal, `${at}.refusal`)
+        case 'input_image':
+          throw bad(at, 'input_image is not supported: this model has no vision encoder')
+        case 'input_file':
+          throw bad(at, 'input_file (PDF and other files) is not supported by this server yet')
+        default:
+          throw bad(at, `content parts of type "${String(p?.type)}" are not supported`)
+      }
+    })
+    .join('')
+}
+
+/** Tools the model is shown and which of them are custom (their calls go back as custom_tool_call). */
+export interface ToolSet {
+  tools: ChatTool[] | undefined
+  custom: Set<string>
+}
+
+export function toTools(tools: Item[] | null | undefined, log: (msg: string) => void): ToolSet {
+  const out: ChatTool[] = []
+  const custom = new Set<string>()
+  ;(tools ?? []).forEach((t, i) => {
+    const where = `tools[${i}]`
+    if (t.type === 'function') {
+      out.push({
+        type: 'function',
+        function: {
+          name: str(t.name, `${where}.name`),
+          description: typeof t.description === 'string' ? t.description : undefined,
+          parameters: (t.parameters ?? {type: 'object', properties: {}}) as ChatTool['function']['parameters'],
+          strict: typeof t.strict === 'boolean' ? t.strict : undefined,
+        },
+      })
+    } else if (t.type === 'custom') {
+      const name = str(t.name, `${where}.name`)
+      const format = t.format as Item | undefined
+      const grammar = format?.type === 'grammar' && typeof format.definition === 'string' ? `\n\nThe input follows this ${String(format.syntax ?? '')} grammar:\n${format.definition}` : ''
+      custom.add(name)
+      out.push({
+        type: 'function',
+        function: {
+          name,
+          description: `${typeof t.description === 'string' ? t.description : ''}${grammar}`.trim() || undefined,
+          parameters: {type: 'object', properties: {input: {type: 'string', description: 'The raw input text of this tool'}}, required: ['input']},
+        },
+      })
+    } else {
+      log(`${where} of type "${String(t.type)}" is not supported by this server; skipped`)
+    }
+  })
+  return {tools: out.length > 0 ? out : undefined, custom}
+}
+
+/** A custom tool call's raw input from the arguments the model wrote for its `input` parameter. */
+export function customInput(args: string): string {
+  try {
+    const v = JSON.parse(args) as {input?: unknown}
+    if (v && typeof v.input === 'string') return v.input
+  } catch {
+    // not JSON: the text is the input
+  }
+  return args
+}
+
+export function toolChoiceOf(choice: ResponsesBody['tool_choice'], log: (msg: string) => void): ToolChoice {
+  if (choice == null) return 'auto'
+  if (typeof choice === 'string') return choice
+  const c = choice as Item
+  if ((c.type === 'function' || c.type === 'custom') && typeof c.name === 'string') return {name: c.name}
+  if (c.type === 'allowed_tools') return c.mode === 'required' ? 'required' : 'auto'
+  log(`tool_choice of type "${c.type}" is not supported by this server; using auto`)
+  return 'auto'
+}
+
+/** Folds input items (with those of the previous responses first) into chat turns. */
+export class Conversation {
+  readonly messages: ChatMessage[] = []
+  private assistant: ChatMessage | undefined
+
+  constructor(
+    private readonly log: (msg: string) => void,
+    private readonly resolve: (id: string) => Item | undefined = () => undefined,
+  ) {}
+
+  add(items: Item[], where = 'input'): void {
+    items.forEach((item, i) => this.addItem(item, `${where}[${i}]`))
+  }
+
+  private addItem(item: Item, where: string): void {
+    const type = item.type ?? (item.role !== undefined ? 'message' : undefined)
+    switch (type) {
+      case 'message':
+        return this.message(item, where)
+      case 'reasoning': {
+        const text = reasoningText(item)
+        if (text === undefined) return
+        const turn = this.assistantTurn(true)
+        turn.reasoning_content = (turn.reasoning_content ? turn.reasoning_content + '\n' : '') + text
+        return
+      }
+      case 'function_call':
+        return this.call(str(item.call_id, `${where}.call_id`), str(item.name, `${where}.name`), str(item.arguments ?? '', `${where}.arguments`))
+      case 'custom_tool_call':
+        return this.call(str(item.call_id, `${where}.call_id`), str(item.name, `${where}.name`), {input: str(item.input ?? '', `${where}.input`)})
+      case 'local_shell_call':
+        return this.call(str(item.call_id, `${where}.call_id`), 'local_shell', JSON.stringify(item.action ?? {}))
+      case 'function_call_output':
+      case 'custom_tool_call_output':
+        return this.output(str(item.call_id, `${where}.call_id`), partsText(item.output ?? '', `${where}.output`))
+      case 'local_shell_call_output':
+        return this.output(str(item.id ?? item.call_id, `${where}.id`), partsText(item.output ?? '', `${where}.output`))
+      case 'item_reference': {
+        const id = str(item.id, `${where}.id`)
+        const found = this.resolve(id)
+        if (!found) throw bad(`${where}.id`, `no stored item has the id "${id}"`)
+        return this.addItem(found, where)
+      }
+      default:
+        this.log(`${where} of type "${String(type)}" is not used by this server; skipped`)
+    }
+  }
+
+  private message(item: Item, where: string): void {
+    const role = item.role
+    const text = partsText(item.content ?? '', `${where}.content`)
+    if (role === 'assistant') {
+      const turn = this.assistantTurn(false)
+      turn.content = (turn.content as string) + text
+      return
+    }
+    this.assistant = undefined
+    if (role === 'user') return void this.messages.push({role: 'user', content: text})
+    if (role !== 'system' && role !== 'developer') throw bad(`${where}.role`, `unknown role "${String(role)}"`)
+    // Leading instructions and developer messages make one system turn.
+    const last = this.messages[this.messages.length - 1]
+    if (last?.role === 'system' && this.messages.length === 1) last.content = `${last.content as string}\n\n${text}`
+    else this.messages.push({role: 'system', content: text})
+  }
+
+  private call(id: string, name: string, args: string | Record<string, unknown>): void {
+    const turn = this.assistantTurn(false)
+    ;(turn.tool_calls ??= []).push({id, type: 'function', function: {name, arguments: args}})
+  }
+
+  private output(callId: string, text: string): void {
+    this.assistant = undefined
+    this.messages.push({role: 'tool', tool_call_id: callId, content: text})
+  }
+
+  /** The assistant turn being built; reasoning after text or calls starts a new one. */
+  private assistantTurn(forReasoning: boolean): ChatMessage {
+    const a = this.assistant
+    const started = a !== undefined && ((a.content as string) !== '' || (a.tool_calls?.length ?? 0) > 0)
+    if (a && !(forReasoning && started)) return a
+    const turn: ChatMessage = {role: 'assistant', content: ''}
+    this.messages.push(turn)
+    this.assistant = turn
+    return turn
+  }
+}
+
+/** The request's own input as items (a string is one user message). */
+export function inputItems(input: ResponsesBody['input']): Item[] {
+  if (input === undefined) return []
+  if (typeof input === 'string') return [{type: 'message', role: 'user', content: input}]
+  return input as Item[]
+}
+
+function effortOf(body: ResponsesBody, chat: Pick<ChatFamily, 'efforts'>): string | undefined {
+  const effort = body.reasoning?.effort ?? undefined
+  // "minimal" is OpenAI's step below low; a package without it gets its lowest thinking effort.
+  if (effort === 'minimal' && !chat.efforts.includes('minimal')) return chat.efforts.find(e => e !== 'none') ?? effort
+  return effort
+}
+
+export interface Translated {
+  request: ChatRequest
+  custom: Set<string>
+}
+
+export function toChatRequest(body: ResponsesBody, history: Item[], chat: Pick<ChatFamily, 'efforts'>, resolve: (id: string) => Item | undefined, signal: AbortSignal, log: (msg: string) => void): Translated {
+  const format = body.text?.format
+  if (format && format.type !== 'text') throw errors.invalidRequest(`text.format "${format.type}" is not supported by this server yet`, 'text.format')
+  const conversation = new Conversation(log, resolve)
+  if (body.instructions) conversation.add([{type: 'message', role: 'system', content: body.instructions}], 'instructions')
+  conversation.add(history, 'previous_response')
+  conversation.add(inputItems(body.input))
+  if (conversation.messages.length === 0) throw errors.invalidRequest('input is empty', 'input')
+  const {tools, custom} = toTools(body.tools, log)
+  return {
+    request: {
+      messages: conversation.messages,
+      tools,
+      toolChoice: toolChoiceOf(body.tool_choice, log),
+      parallelToolCalls: body.parallel_tool_calls ?? undefined,
+      effort: effortOf(body, chat),
+      sampling: samplingParams({temperature: body.temperature ?? undefined, topP: body.top_p ?? undefined}),
+      maxTokens: body.max_output_tokens ?? undefined,
+      signal,
+    },
+    custom,
+  }
+}
