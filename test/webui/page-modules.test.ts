@@ -6,6 +6,8 @@ import {SseParser} from '../../webui/js/api.js'
 import {userContent, kindOf} from '../../webui/js/attachments.js'
 // @ts-expect-error plain browser JS without types
 import {statsOf} from '../../webui/js/stats.js'
+// @ts-expect-error plain browser JS without types
+import {effortsOf, STANDARD_EFFORTS} from '../../webui/js/efforts.js'
 
 t.test('SseParser joins events split anywhere', async t => {
   const stream = 'data: {"a":1}\n\n: keep-alive\n\ndata: {"b":2}\r\n\r\nevent: x\ndata: line1\ndata: line2\n\ndata: [DONE]\n\n'
@@ -56,4 +58,12 @@ t.test('status line numbers: what usage and timings report', async t => {
   }, 'no timings: tokens/s from the page clock, marked as an estimate')
   t.same(statsOf(null, null, {}), {}, 'nothing reported, nothing shown')
   t.same(statsOf({prompt_tokens: 'x'}, {predicted_per_second: NaN}), {}, 'non-numbers are ignored')
+})
+
+t.test('reasoning efforts: what the package declares, else the standard list', async t => {
+  t.same(effortsOf(null), {list: STANDARD_EFFORTS, default: null})
+  t.same(effortsOf({id: 'm'}), {list: ['none', 'low', 'medium', 'high', 'xhigh'], default: null})
+  t.same(effortsOf({reasoning_efforts: ['none', 'high'], reasoning_effort_default: 'high'}), {list: ['none', 'high'], default: 'high'})
+  t.same(effortsOf({reasoning_efforts: {none: 0, low: 1024}}), {list: ['none', 'low'], default: null}, 'the manifest shape (name → budget)')
+  t.same(effortsOf({reasoning_efforts: []}), {list: STANDARD_EFFORTS, default: null})
 })

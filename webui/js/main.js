@@ -5,8 +5,7 @@ import {copyText, renderMarkdown} from './markdown.js'
 import {formatBytes, readAttachments, userContent} from './attachments.js'
 import {fillIcons, icon} from './icons.js'
 import {statsOf} from './stats.js'
-
-const STANDARD_EFFORTS = ['none', 'low', 'medium', 'high', 'xhigh']
+import {effortsOf} from './efforts.js'
 
 const $ = id => document.getElementById(id)
 const el = (tag, props = {}, ...children) => {
@@ -115,16 +114,8 @@ async function loadModel() {
   renderStatus()
 }
 
-function efforts() {
-  const declared = state.model?.reasoning_efforts
-  if (Array.isArray(declared) && declared.length) return declared.map(String)
-  if (declared && typeof declared === 'object' && Object.keys(declared).length) return Object.keys(declared)
-  return STANDARD_EFFORTS
-}
-
 function fillEfforts() {
-  const list = efforts()
-  const def = state.model?.reasoning_effort_default ?? state.model?.default_reasoning_effort
+  const {list, default: def} = effortsOf(state.model)
   ui.effort.replaceChildren(
     el('option', {value: '', text: def ? `Default (${def})` : 'Default'}),
     ...list.map(e => el('option', {value: e, text: e})),
