@@ -15,6 +15,8 @@ export function claudeEnv(t: LaunchTarget): Record<string, string | undefined> {
     ANTHROPIC_DEFAULT_OPUS_MODEL: t.model,
     ANTHROPIC_DEFAULT_SONNET_MODEL: t.model,
     ANTHROPIC_DEFAULT_HAIKU_MODEL: t.model,
+    // The newest tier slot (2.1.19x); older releases ignore it.
+    ANTHROPIC_DEFAULT_FABLE_MODEL: t.model,
     CLAUDE_CODE_SUBAGENT_MODEL: t.model,
     // The model's window for ids that do not start with "claude-" (otherwise 200K is assumed)...
     CLAUDE_CODE_MAX_CONTEXT_TOKENS: window,

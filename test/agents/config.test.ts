@@ -52,7 +52,7 @@ t.test('Claude Code: base URL without /v1, token, every model slot, the real win
   t.equal(env.ANTHROPIC_BASE_URL, 'http://127.0.0.1:8123')
   t.equal(env.ANTHROPIC_AUTH_TOKEN, 'sekret')
   t.equal(env.ANTHROPIC_API_KEY, '', "the user's own Anthropic key is blanked")
-  for (const k of ['ANTHROPIC_MODEL', 'ANTHROPIC_DEFAULT_OPUS_MODEL', 'ANTHROPIC_DEFAULT_SONNET_MODEL', 'ANTHROPIC_DEFAULT_HAIKU_MODEL', 'CLAUDE_CODE_SUBAGENT_MODEL']) {
+  for (const k of ['ANTHROPIC_MODEL', 'ANTHROPIC_DEFAULT_OPUS_MODEL', 'ANTHROPIC_DEFAULT_SONNET_MODEL', 'ANTHROPIC_DEFAULT_HAIKU_MODEL', 'ANTHROPIC_DEFAULT_FABLE_MODEL', 'CLAUDE_CODE_SUBAGENT_MODEL']) {
     t.equal(env[k], 'splash/tiny-chat', k)
   }
   t.equal(env.CLAUDE_CODE_MAX_CONTEXT_TOKENS, '131072')

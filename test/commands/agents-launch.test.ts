@@ -68,7 +68,7 @@ t.test('claude: environment only, every slot on the served model, real window, a
   t.equal(e.ANTHROPIC_BASE_URL, server.url, 'origin, no /v1')
   t.equal(e.ANTHROPIC_AUTH_TOKEN, KEY)
   t.equal(e.ANTHROPIC_API_KEY, '', "the user's own key is not passed on")
-  for (const k of ['ANTHROPIC_MODEL', 'ANTHROPIC_DEFAULT_OPUS_MODEL', 'ANTHROPIC_DEFAULT_SONNET_MODEL', 'ANTHROPIC_DEFAULT_HAIKU_MODEL', 'CLAUDE_CODE_SUBAGENT_MODEL']) {
+  for (const k of ['ANTHROPIC_MODEL', 'ANTHROPIC_DEFAULT_OPUS_MODEL', 'ANTHROPIC_DEFAULT_SONNET_MODEL', 'ANTHROPIC_DEFAULT_HAIKU_MODEL', 'ANTHROPIC_DEFAULT_FABLE_MODEL', 'CLAUDE_CODE_SUBAGENT_MODEL']) {
     t.equal(e[k], model, k)
   }
   t.equal(e.CLAUDE_CODE_MAX_CONTEXT_TOKENS, String(contextWindow))
