@@ -357,6 +357,7 @@ function answerParts(m) {
     )
   }
   if (m.stopped) parts.push(el('p', {class: 'note', text: 'Stopped.'}))
+  else if (m.truncated) parts.push(el('p', {class: 'note', text: 'The answer reached its length limit.'}))
   else if (!m.streaming && !m.content && !m.error && !m.toolCalls?.length) parts.push(el('p', {class: 'note', text: 'The model gave no answer text.'}))
   if (m.error) parts.push(el('p', {class: 'error', role: 'alert', text: m.error}))
   return parts
@@ -654,6 +655,7 @@ async function generate(conv) {
 
   let usage = null
   let timings = null
+  let finish = null
   const clock = {start: performance.now(), first: 0, end: 0}
   let scheduled = false
   const schedule = () => {
@@ -667,16 +669,13 @@ async function generate(conv) {
   const onChunk = chunk => {
     if (chunk.usage) usage = chunk.usage
     if (chunk.timings) timings = chunk.timings
-    const delta = chunk.choices?.[0]?.delta
+    const choice = chunk.choices?.[0]
+    if (choice?.finish_reason) finish = choice.finish_reason
+    const delta = choice?.delta
     if (!delta) return
     const reasoning = delta.reasoning_content ?? delta.reasoning
-    if (typeof reasoning === 'string' && reasoning) {
-      msg.reasoning += reasoning
-    }
-    if (typeof delta.content === 'string' && delta.content) {
-      // The thinking block folds away when the answer starts, unless the reader opened it.
-      msg.content += delta.content
-    }
+    if (typeof reasoning === 'string' && reasoning) msg.reasoning += reasoning
+    if (typeof delta.content === 'string' && delta.content) msg.content += delta.content
     for (const call of delta.tool_calls ?? []) {
       msg.toolCalls ??= []
       const i = call.index ?? msg.toolCalls.length
@@ -691,6 +690,7 @@ async function generate(conv) {
 
   try {
     await withKey(() => streamChat(body, {signal: controller.signal, onChunk}), askKey)
+    if (finish === 'length') msg.truncated = true
     announce('Answer complete')
   } catch (err) {
     if (controller.signal.aborted || err?.name === 'AbortError') {
