@@ -125,6 +125,8 @@ t.test('the chat page in Chromium against splash serve', async t => {
   const model = models.data[0]
   browser = await launchChromium()
   const context: BrowserContext = await browser.newContext({viewport: {width: 1280, height: 860}})
+  // Generous waits: CI machines run other test files alongside this one.
+  context.setDefaultTimeout(60_000)
   const page = await context.newPage()
   const pageErrors: string[] = []
   page.on('pageerror', e => pageErrors.push(e.message))
@@ -520,7 +522,9 @@ t.test('with an API key the page asks for it once and keeps it', async t => {
   })
   server = await startServe(['--model', pkg, '--api-key', KEY, ...SERVE_ARGS])
   browser = await launchChromium()
-  const page = await (await browser.newContext({viewport: {width: 1280, height: 860}})).newPage()
+  const context = await browser.newContext({viewport: {width: 1280, height: 860}})
+  context.setDefaultTimeout(60_000)
+  const page = await context.newPage()
   await steer(page, {temperature: 0, max_tokens: 200})
   const shot = async (name: string) => t.comment(`screenshot: ${await screenshot(page, name)}`)
 
