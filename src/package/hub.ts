@@ -3,6 +3,7 @@
 // transfers. The library's downloadFileToCacheDir restarts a transfer from zero, so the cache entries are written
 // here: each file streams into blobs/<etag>.incomplete and an interrupted transfer resumes from that file's length
 // (a Range request through the library's Blob.slice), then is renamed and linked from snapshots/<sha>/<path>.
+import {createHash} from 'node:crypto'
 import {createWriteStream} from 'node:fs'
 import {lstat, mkdir, readFile, readlink, rename, rm, stat, symlink, writeFile} from 'node:fs/promises'
 import {dirname, join, relative} from 'node:path'
@@ -86,6 +87,12 @@ function creds(o: HubOptions) {
   return {hubUrl: o.endpoint, accessToken: o.token, fetch: o.fetch}
 }
 
+/** The git blob id of a file (what the hub reports as `oid`): the manifest itself is checked against it. */
+async function gitOid(path: string): Promise<string> {
+  const b = await readFile(path)
+  return createHash('sha1').update(`blob ${b.length}\0`).update(b).digest('hex')
+}
+
 /** Removes a file's snapshot link and the blob behind it (after it failed verification). */
 export async function evict(snapshotDir: string, path: string): Promise<void> {
   const link = join(snapshotDir, path)
@@ -101,8 +108,10 @@ export async function evict(snapshotDir: string, path: string): Promise<void> {
 async function fetchFile(c: Ctx, path: string, expectedSize?: number): Promise<string> {
   const pointer = join(c.root, 'snapshots', c.sha, path)
   const have = await stat(pointer).catch(() => undefined)
-  if (have && (expectedSize === undefined || have.size === expectedSize)) return pointer
+  if (have && expectedSize !== undefined && have.size === expectedSize) return pointer
   const [info] = await pathsInfo({repo: c.repo, paths: [path], revision: c.sha, expand: true, ...creds(c.o)})
+  if (have && expectedSize === undefined && info && (await gitOid(pointer)) === info.oid) return pointer
+  if (have) await evict(join(c.root, 'snapshots', c.sha), path) // wrong size, or a manifest that is not the hub's
   if (!info || info.type !== 'file') throw notAPackage(`${c.repo}@${c.sha.slice(0, 8)} (${path} missing)`)
   const etag = String(info.lfs?.oid ?? info.xetHash ?? info.oid)
   const blob = join(c.root, 'blobs', etag)

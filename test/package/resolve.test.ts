@@ -96,6 +96,12 @@ t.test('a corrupted blob is named, evicted and fetched again', async t => {
   t.equal(r.source, 'hub')
   t.match(lines.join('\n'), /model\.safetensors has sha256 .* the manifest says .*downloading it again/)
   t.not(readFileSync(blob)[bytes.length >> 1], bytes[bytes.length >> 1], 'blob restored')
+  // a tampered manifest (same size) is caught against the hub's git blob id and fetched again
+  const manifestPath = join(snapshotOf(e).dir, 'splash.json')
+  const text = readFileSync(manifestPath, 'utf8')
+  writeFileSync(manifestPath, text.replace('synth-tiny-hybrid', 'synth-tiny-hybriX'))
+  t.equal((await resolvePackage('splash/tiny', {env: e, refresh: true})).manifest.name, 'splash/synth-tiny-hybrid')
+  t.equal(readFileSync(manifestPath, 'utf8'), text)
   // truncated and the hub unreachable: the error names the file
   writeFileSync(blob, bytes.subarray(0, 100))
   await t.rejects(
