@@ -110,7 +110,7 @@ t.test('the chat page in Chromium against splash serve', async t => {
   t.teardown(() => rm(dir, {recursive: true, force: true}))
   const pkg = path.join(dir, 'package')
   const synth = await runCli(['package', 'synth', '--preset', 'tiny-hybrid', '--out', pkg], {}, 300_000)
-  t.equal(synth.code, 0, `package synth: ${synth.stderr}`)
+  t.equal(synth.code, 0, 'package synth --preset tiny-hybrid', {stderr: synth.stderr})
   if (synth.code !== 0) return
 
   let server: ServerProcess | undefined
@@ -511,7 +511,7 @@ t.test('with an API key the page asks for it once and keeps it', async t => {
   t.teardown(() => rm(dir, {recursive: true, force: true}))
   const pkg = path.join(dir, 'package')
   const synth = await runCli(['package', 'synth', '--preset', 'tiny-hybrid', '--out', pkg], {}, 300_000)
-  t.equal(synth.code, 0, `package synth: ${synth.stderr}`)
+  t.equal(synth.code, 0, 'package synth --preset tiny-hybrid', {stderr: synth.stderr})
   if (synth.code !== 0) return
   const KEY = 'sk-webui-test'
   let server: ServerProcess | undefined
