@@ -145,7 +145,7 @@ Napi::Value OpenModel(const Napi::CallbackInfo& info) {
     std::string dir = info[0].As<Napi::String>();
     int threads = 0;
     std::string isa;
-    bool int8 = true;
+    int levels = 2;  // int8x2 by default
     if (info.Length() > 1 && !info[1].IsUndefined()) {
       if (!info[1].IsObject()) fail("invalid_argument", "opts must be an object");
       Napi::Object o = info[1].As<Napi::Object>();
@@ -156,13 +156,21 @@ Napi::Value OpenModel(const Napi::CallbackInfo& info) {
       }
       if (o.Has("int8") && !o.Get("int8").IsUndefined()) {
         if (!o.Get("int8").IsBoolean()) fail("invalid_argument", "int8 must be a boolean");
-        int8 = o.Get("int8").As<Napi::Boolean>();
+        levels = o.Get("int8").As<Napi::Boolean>() ? 1 : 0;
+      }
+      if (o.Has("activations") && !o.Get("activations").IsUndefined()) {
+        Napi::Value v = o.Get("activations");
+        std::string a = v.IsString() ? std::string(v.As<Napi::String>()) : "";
+        if (a == "f32") levels = 0;
+        else if (a == "int8") levels = 1;
+        else if (a == "int8x2") levels = 2;
+        else fail("invalid_argument", "activations must be 'f32', 'int8' or 'int8x2'");
       }
     }
     auto holder = std::make_shared<std::unique_ptr<Model>>();
     auto* t = new Task(
         info.Env(),
-        [=] { *holder = Model::open(dir, threads, isa.empty() ? nullptr : isa.c_str(), int8); },
+        [=] { *holder = Model::open(dir, threads, isa.empty() ? nullptr : isa.c_str(), levels); },
         [=](Napi::Env env) -> Napi::Value {
           std::lock_guard<std::mutex> lock(g_mu);
           uint32_t h = g_next++;
@@ -195,6 +203,7 @@ Napi::Value ModelInfo(const Napi::CallbackInfo& info) {
     o.Set("backend", std::string(m->backend().iface->name));
     o.Set("isa", std::string(m->backend().iface->variant));
     o.Set("activationType", "f32");
+    o.Set("matmulActivations", m->act_levels() == 0 ? "f32" : m->act_levels() == 1 ? "int8" : "int8x2");
     o.Set("kvType", "f32");
     return o;
   });
@@ -386,7 +395,12 @@ Napi::Value BenchMatmul(const Napi::CallbackInfo& info) {
     std::string dtype = o.Get("dtype").IsString() ? std::string(o.Get("dtype").As<Napi::String>()) : "q4";
     int threads = o.Get("threads").IsUndefined() ? 0 : int_arg(o.Get("threads"), "threads", 1, 256);
     int iters = o.Get("iters").IsUndefined() ? 20 : int_arg(o.Get("iters"), "iters", 1, 10000);
-    bool int8 = o.Get("int8").IsUndefined() ? true : o.Get("int8").ToBoolean().Value();
+    int int8 = o.Get("int8").IsUndefined() ? 1 : (o.Get("int8").ToBoolean().Value() ? 1 : 0);
+    if (o.Get("activations").IsString()) {
+      std::string a = o.Get("activations").As<Napi::String>();
+      int8 = a == "f32" ? 0 : a == "int8" ? 1 : a == "int8x2" ? 2 : -1;
+      if (int8 < 0) fail("invalid_argument", "activations must be 'f32', 'int8' or 'int8x2'");
+    }
     std::string isa = o.Get("isa").IsString() ? std::string(o.Get("isa").As<Napi::String>()) : "";
     auto res = std::make_shared<splash::cpu::BenchResult>();
     auto* t = new Task(
@@ -399,7 +413,8 @@ Napi::Value BenchMatmul(const Napi::CallbackInfo& info) {
           r.Set("rows", double(res->rows));
           r.Set("cols", double(res->cols));
           r.Set("dtype", res->dtype);
-          r.Set("int8", res->int8);
+          r.Set("int8", res->int8 > 0);
+          r.Set("activations", res->int8 == 0 ? "f32" : res->int8 == 1 ? "int8" : "int8x2");
           r.Set("weightBytes", res->weight_bytes);
           r.Set("secondsPerMatvec", res->seconds_per_matvec);
           r.Set("matvecGBps", res->matvec_gbps);
@@ -454,9 +469,10 @@ Napi::Value RunMatmul(const Napi::CallbackInfo& info) {
     }
     if (o.Get("exact").ToBoolean().Value()) w.flags = SPLASH_WEIGHT_EXACT;
     const float* x = static_cast<const float*>(bytes_of("x", size_t(nt) * cols * 4));
-    const bool int8 = o.Get("int8").ToBoolean().Value();
+    int levels = o.Get("int8").ToBoolean().Value() ? 1 : 0;
+    if (o.Get("int8x2").ToBoolean().Value()) levels = 2;
     std::string isa = o.Get("isa").IsString() ? std::string(o.Get("isa").As<Napi::String>()) : "";
-    splash_backend* be = splash_backend_cpu_create(1, isa.empty() ? nullptr : isa.c_str(), int8 ? 1 : 0);
+    splash_backend* be = splash_backend_cpu_create(1, isa.empty() ? nullptr : isa.c_str(), levels);
     if (!be) fail("unsupported", "ISA not supported on this CPU");
     Napi::Float32Array y = Napi::Float32Array::New(info.Env(), size_t(nt) * rows);
     be->iface->matmul(be->ctx, &w, x, nt, y.Data(), rows);

@@ -77,7 +77,8 @@ struct StepItem {
 
 class Model {
  public:
-  static std::unique_ptr<Model> open(const std::string& dir, int threads, const char* isa, bool int8);  // throws
+  // act_levels: q4/q8 activations, 0 fp32, 1 int8, 2 int8x2 (see backend.h)
+  static std::unique_ptr<Model> open(const std::string& dir, int threads, const char* isa, int act_levels);  // throws
   ~Model();
 
   const ModelConfig& config() const { return cfg_; }
@@ -89,6 +90,7 @@ class Model {
   uint64_t kv_bytes_per_token() const { return uint64_t(kv_floats_per_token_) * 4; }
   uint64_t sequence_bytes(int64_t max_len) const { return gdn_bytes() + kv_bytes_per_token() * uint64_t(max_len); }
   int threads() const { return threads_; }
+  int act_levels() const { return act_levels_; }
 
   // Sequence table (guarded by seq_mu_; safe from the JS thread while a step runs).
   int32_t create_sequence(int32_t max_len);  // throws
@@ -118,6 +120,7 @@ class Model {
   std::vector<std::vector<float>> owned_;  // norms converted from BF16, if any
   int64_t gdn_floats_ = 0, kv_floats_per_token_ = 0, n_full_ = 0;
   int threads_ = 1;
+  int act_levels_ = 1;
 
   std::mutex seq_mu_, compute_mu_;
   std::unordered_map<int32_t, Sequence> seqs_;

@@ -230,11 +230,12 @@ void Model::bind_weights() {
   kv_floats_per_token_ = 2 * nfull * int64_t(c.nkv) * c.hd;
 }
 
-std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, bool int8) {
+std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, int act_levels) {
   std::unique_ptr<Model> m(new Model());
   m->pkg_ = Package::open(dir, [&](const Json& manifest) { m->cfg_ = parse_config(manifest); });
   m->bind_weights();
-  m->be_ = splash_backend_cpu_create(threads, isa, int8 ? 1 : 0);
+  m->be_ = splash_backend_cpu_create(threads, isa, act_levels);
+  m->act_levels_ = act_levels;
   if (!m->be_) throw Error("unsupported", std::string("this CPU cannot run ISA '") + (isa ? isa : "") + "'");
   m->threads_ = threads > 0 ? threads : 0;
   return m;

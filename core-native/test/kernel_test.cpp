@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     std::string dtype = argc > 4 ? argv[4] : "q4";
     int threads = argc > 5 ? std::atoi(argv[5]) : 0;
     const char* isa = argc > 6 ? argv[6] : nullptr;
-    for (bool i8 : {true, false}) {
+    for (int i8 : {1, 2, 0}) {
       BenchResult r = bench_matmul(rows, cols, dtype, threads, i8, 50, isa);
       std::printf("%s %lldx%lld %s int8=%d threads=%d: %.3f ms, %.2f GB/s (read %.2f GB/s, memcpy %.2f GB/s)\n",
                   r.isa.c_str(), (long long)rows, (long long)cols, dtype.c_str(), int(i8), r.threads,
@@ -25,9 +25,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 2 && std::string(argv[1]) == "decode") {
-    // decode DIR [threads] [int8 0|1] [prompt] [tokens]
+    // decode DIR [threads] [levels 0|1|2] [prompt] [tokens]
     int threads = argc > 3 ? std::atoi(argv[3]) : 0;
-    bool int8 = argc > 4 ? std::atoi(argv[4]) != 0 : true;
+    int int8 = argc > 4 ? std::atoi(argv[4]) : 1;  // 0 fp32, 1 int8, 2 int8x2
     int prompt = argc > 5 ? std::atoi(argv[5]) : 128, n = argc > 6 ? std::atoi(argv[6]) : 32;
     auto m = splash::Model::open(argv[2], threads, nullptr, int8);
     int32_t id = m->create_sequence(prompt + n + 8);

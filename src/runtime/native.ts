@@ -63,9 +63,16 @@ export interface OpenModelOptions {
   threads?: number
   /** Force an instruction set (default: the best this CPU has). */
   isa?: Isa
-  /** q4/q8 matmuls quantise activations to int8 per 64-group (default true); false = fp32 activations. */
+  /**
+   * Activations of q4/q8 matmuls: 'int8x2' (default: two int8 levels per 64-group, near-fp32 accuracy at
+   * integer speed), 'int8' (one level: fastest, ~0.5% noise per matmul), 'f32' (fp32: the parity path).
+   */
+  activations?: MatmulActivations
+  /** Shorthand: true = 'int8', false = 'f32' (`activations` wins when both are given). */
   int8?: boolean
 }
+
+export type MatmulActivations = 'f32' | 'int8' | 'int8x2'
 
 export interface ModelInfo {
   name: string | null
@@ -86,6 +93,8 @@ export interface ModelInfo {
   isa: Isa
   activationType: 'f32'
   kvType: 'f32'
+  /** What q4/q8 matmuls use for activations in this model. */
+  matmulActivations: MatmulActivations
 }
 
 export interface StepItem {
@@ -111,6 +120,7 @@ export interface BenchOptions {
   dtype?: 'q4' | 'q8' | 'bf16' | 'f32'
   threads?: number
   int8?: boolean
+  activations?: MatmulActivations
   iters?: number
   isa?: Isa
 }
@@ -122,6 +132,7 @@ export interface BenchResult {
   cols: number
   dtype: string
   int8: boolean
+  activations: MatmulActivations
   weightBytes: number
   secondsPerMatvec: number
   matvecGBps: number
@@ -141,6 +152,8 @@ export interface RunMatmulOptions {
   x: Float32Array
   nt: number
   int8?: boolean
+  /** Two-level int8 activations (wins over int8). */
+  int8x2?: boolean
   isa?: Isa
   /** Mark the weight SPLASH_WEIGHT_EXACT (never int8 activations). */
   exact?: boolean

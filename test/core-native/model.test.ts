@@ -10,7 +10,7 @@ import {relErr, tokensFrom} from './helpers/compare.js'
 const root = t.testdir({})
 
 async function open(pkg: TinyPackage, int8 = false, threads = 2): Promise<ModelHandle> {
-  return native.openModel(pkg.dir, {threads, int8})
+  return native.openModel(pkg.dir, {threads, activations: int8 ? 'int8' : 'f32'})
 }
 
 async function stepOne(h: ModelHandle, seq: number, tokens: number[], logits: 'none' | 'last' | 'all' = 'last') {
@@ -130,6 +130,23 @@ t.test('int8 activation path stays close to the reference', async (t) => {
   let worst = 0
   for (let i = 0; i < toks.length; i++) worst = Math.max(worst, relErr(got!.subarray(i * 256, (i + 1) * 256), want[i]))
   t.ok(worst < 0.1, `int8 path: max relative logit error ${worst.toExponential(2)} < 0.1`)
+})
+
+t.test('int8x2 activations (the default) track the fp32 path closely', async (t) => {
+  for (const variant of ['hybrid', 'moe', 'qwen3'] as Variant[]) {
+    const pkg = await writeTinyPackage(`${root}/x2-${variant}`, variant, 'q4', 29)
+    const h = await native.openModel(pkg.dir, {threads: 2})
+    t.equal(native.modelInfo(h).matmulActivations, 'int8x2')
+    const ref = new Reference(pkg)
+    const toks = tokensFrom(12, 24, 256)
+    const seq = native.createSequence(h, {maxLength: 32})
+    const got = await stepOne(h, seq, toks, 'all')
+    const want = ref.forward(ref.newState(), toks)
+    let worst = 0
+    for (let i = 0; i < toks.length; i++) worst = Math.max(worst, relErr(got!.subarray(i * 256, (i + 1) * 256), want[i]))
+    t.ok(worst < 2e-2, `${variant}: int8x2 max relative logit error ${worst.toExponential(2)} < 2e-2`)
+    native.closeModel(h)
+  }
 })
 
 t.test('sizes and truncation', async (t) => {

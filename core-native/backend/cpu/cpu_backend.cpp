@@ -12,12 +12,15 @@
 
 namespace splash::cpu {
 
-void prepare_act(const splash_weight* w, const float* x, int32_t nt, bool i8, ActBuf& buf, Act& a) {
+void prepare_act(const splash_weight* w, const float* x, int32_t nt, int levels, ActBuf& buf, Act& a) {
   const int64_t C = w->cols;
   a.cols = C;
   a.nt = nt;
   a.xf = x;
   a.i8 = false;
+  a.xq2 = nullptr;
+  a.xs2 = nullptr;
+  a.xqsum2 = nullptr;
   const bool quant = w->dtype == SPLASH_Q4 || w->dtype == SPLASH_Q8;
   if (!quant) return;
   const int64_t G = C / 64;
@@ -43,11 +46,17 @@ void prepare_act(const splash_weight* w, const float* x, int32_t nt, bool i8, Ac
       buf.xsum[t * G + g] = sum;
     }
   a.xsum = buf.xsum.data();
-  if (!i8) return;
+  if (levels <= 0) return;
   a.i8 = true;
+  const bool two = levels >= 2;
   buf.xq.resize(size_t(nt) * C);
   buf.xs.resize(size_t(nt) * G);
   buf.xqsum.resize(size_t(nt) * G);
+  if (two) {
+    buf.xq2.resize(size_t(nt) * C);
+    buf.xs2.resize(size_t(nt) * G);
+    buf.xqsum2.resize(size_t(nt) * G);
+  }
   for (int64_t t = 0; t < nt; ++t)
     for (int64_t g = 0; g < G; ++g) {
       const float* s = a.xf + t * C + g * 64;
@@ -65,10 +74,30 @@ void prepare_act(const splash_weight* w, const float* x, int32_t nt, bool i8, Ac
       }
       buf.xs[t * G + g] = sc;
       buf.xqsum[t * G + g] = qs;
+      if (two) {
+        // residual level: |x − sc·q| ≤ sc/2, quantised with step sc/254
+        int8_t* q2 = buf.xq2.data() + t * C + g * 64;
+        const float sc2 = sc / 254.f;
+        const float inv2 = sc2 > 0.f ? 1.f / sc2 : 0.f;
+        int32_t qs2 = 0;
+        for (int j = 0; j < 64; ++j) {
+          int v = int(std::nearbyint((s[j] - sc * float(q[j])) * inv2));
+          v = std::min(127, std::max(-127, v));
+          q2[j] = int8_t(v);
+          qs2 += v;
+        }
+        buf.xs2[t * G + g] = sc2;
+        buf.xqsum2[t * G + g] = qs2;
+      }
     }
   a.xq = buf.xq.data();
   a.xs = buf.xs.data();
   a.xqsum = buf.xqsum.data();
+  if (two) {
+    a.xq2 = buf.xq2.data();
+    a.xs2 = buf.xs2.data();
+    a.xqsum2 = buf.xqsum2.data();
+  }
 }
 
 std::vector<const IsaKernels*> isa_available() {
@@ -96,7 +125,7 @@ namespace {
 struct Ctx {
   std::unique_ptr<ThreadPool> pool;
   const IsaKernels* isa;
-  bool i8;
+  int levels;  // activation levels for q4/q8: 0 fp32, 1 int8, 2 int8x2
   ActBuf buf;
 };
 
@@ -112,7 +141,7 @@ void synchronize(void*) {}
 void matmul(void* vctx, const splash_weight* w, const float* x, int32_t nt, float* y, int64_t ys) {
   Ctx* c = static_cast<Ctx*>(vctx);
   Act a;
-  prepare_act(w, x, nt, c->i8 && !(w->flags & SPLASH_WEIGHT_EXACT), c->buf, a);
+  prepare_act(w, x, nt, (w->flags & SPLASH_WEIGHT_EXACT) ? 0 : c->levels, c->buf, a);
   const IsaKernels* isa = c->isa;
   // Tiny matrices are not worth a pool dispatch.
   if (w->rows * w->cols * int64_t(nt) < 32768) {
@@ -203,7 +232,7 @@ extern "C" splash_backend* splash_backend_cpu_create(int threads, const char* is
   cb->iface.variant = k->name;
   cb->ctx.pool = std::make_unique<splash::ThreadPool>(threads);
   cb->ctx.isa = k;
-  cb->ctx.i8 = int8_activations != 0;
+  cb->ctx.levels = std::clamp(int8_activations, 0, 2);
   cb->b.iface = &cb->iface;
   cb->b.ctx = &cb->ctx;
   return &cb->b;

@@ -5,7 +5,9 @@
 //  - other weights: natural order.
 // Two arithmetic paths exist for q4/q8: "f32" (fp32 activations, exact up to rounding) and "i8"
 // (activations quantised to int8 per 64-group, integer dot products, then
-//  dot_g = scale_g·sx_g·Σ q·xq + bias_g·Σ x_g). bf16/f32 weights always use fp32.
+//  dot_g = scale_g·sx_g·Σ q·xq + bias_g·Σ x_g), optionally with a second int8 level for the residual
+//  ("int8x2": x ≈ sx·xq + sx2·xq2, sx2 = sx/254, error ~1/32000 of amax; both levels reuse the unpacked
+//  weights). bf16/f32 weights always use fp32.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -23,16 +25,21 @@ struct Act {
   const float* xs = nullptr;      // [nt, G] activation scale per group
   const float* xsum = nullptr;    // [nt, G] Σ x per group (fp32, original values)
   const int32_t* xqsum = nullptr; // [nt, G] Σ xq per group
+  const int8_t* xq2 = nullptr;    // second level (int8x2 only), else nullptr
+  const float* xs2 = nullptr;
+  const int32_t* xqsum2 = nullptr;
 };
 
 struct ActBuf {
   std::vector<float> xf, xs, xsum;
-  std::vector<int8_t> xq;
-  std::vector<int32_t> xqsum;
+  std::vector<int8_t> xq, xq2;
+  std::vector<int32_t> xqsum, xqsum2;
+  std::vector<float> xs2;
 };
 
 // Fills `a` (pointing into `buf` or at x itself).
-void prepare_act(const splash_weight* w, const float* x, int32_t nt, bool i8, ActBuf& buf, Act& a);
+// levels: 0 = fp32 activations, 1 = int8, 2 = int8x2.
+void prepare_act(const splash_weight* w, const float* x, int32_t nt, int levels, ActBuf& buf, Act& a);
 
 struct IsaKernels {
   const char* name;

@@ -38,6 +38,18 @@ void rows_scalar(const splash_weight* w, const Act& a, int64_t r0, int64_t r1, f
               for (int j = 0; j < 64; ++j) d += int32_t(b[j]) * xq[j];
             }
             acc += s * a.xs[tg] * float(d) + bi * a.xsum[tg];
+            if (a.xq2) {
+              const int8_t* x2 = a.xq2 + t * C + g * 64;
+              int32_t d2 = 0;
+              if (q4) {
+                const uint8_t* b = row + g * 32;
+                for (int j = 0; j < 32; ++j) d2 += int32_t(b[j] & 15) * x2[j] + int32_t(b[j] >> 4) * x2[32 + j];
+              } else {
+                const uint8_t* b = row + g * 64;
+                for (int j = 0; j < 64; ++j) d2 += int32_t(b[j]) * x2[j];
+              }
+              acc += s * a.xs2[tg] * float(d2);
+            }
           } else {
             const float* x = a.xf + t * C + g * 64;
             float d = 0.f;

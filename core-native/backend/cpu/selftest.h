@@ -22,14 +22,14 @@ struct BenchResult {
   int threads;
   int64_t rows, cols;
   std::string dtype;
-  bool int8;
+  int int8;  // activation levels: 0 fp32, 1 int8, 2 int8x2
   double weight_bytes;
   double seconds_per_matvec;
   double matvec_gbps;   // weight bytes (incl. scales/biases) / time
   double read_gbps;     // plain parallel read (sum) of a buffer of the same size, same threads
   double memcpy_gbps;   // single-thread memcpy, (read+write bytes) / time
 };
-BenchResult bench_matmul(int64_t rows, int64_t cols, const std::string& dtype, int threads, bool int8, int iters,
+BenchResult bench_matmul(int64_t rows, int64_t cols, const std::string& dtype, int threads, int int8, int iters,
                          const char* isa);
 
 }  // namespace splash::cpu

@@ -111,7 +111,8 @@ typedef struct splash_backend {
 } splash_backend;
 
 // CPU backend: `threads` <= 0 means hardware cores; `isa` NULL = best available ("scalar", "avx2", "avx512");
-// `int8_activations` != 0: q4/q8 matmuls quantise activations to int8 per 64-group (fast path), else fp32.
+// `int8_activations`: 0 = q4/q8 matmuls use fp32 activations; 1 = activations quantised to int8 per
+// 64-group (fastest); 2 = int8x2, a second int8 level for the residual (near-fp32 accuracy, integer speed).
 // Returns NULL when the ISA is not supported by this CPU.
 splash_backend* splash_backend_cpu_create(int threads, const char* isa, int int8_activations);
 void splash_backend_cpu_free(splash_backend* b);
