@@ -1,7 +1,7 @@
 // Starts an agent against the running server: find the executable, check its version, ask the server what it
 // serves, write the agent's config into Splash's data directory, run the agent, return its exit code.
 import {SplashError} from '../errors.js'
-import {dataDir} from '../config/data-dir.js'
+import {dataDir} from '../package/paths.js'
 import {discoverServer} from './server.js'
 import {compareVersions, findExecutable, mergeEnv, readVersion, runAttached} from './process.js'
 import type {AgentSpec, LaunchPlan, LaunchTarget} from './types.js'
@@ -35,7 +35,7 @@ export async function prepareLaunch(agent: AgentSpec, env: NodeJS.ProcessEnv = p
     )
   }
   const served = await discoverServer(env)
-  const target: LaunchTarget = {...served, dataDir: dataDir({env})}
+  const target: LaunchTarget = {...served, dataDir: dataDir(env)}
   agent.check?.(target)
   const plan = await agent.plan(target)
   return {executable, version, target, plan}

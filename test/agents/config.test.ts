@@ -1,11 +1,10 @@
 // What each launcher builds from a LaunchTarget, without starting anything: environment, -c overrides, inline
-// config and config files; plus the data directory, version comparison and argument pass-through rules.
+// config and config files; plus version comparison and argument pass-through rules.
 import t from 'tap'
 import type {Test} from 'tap'
 import {mkdtempSync, readFileSync, rmSync, statSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import {dataDir} from '../../src/config/data-dir.js'
 import {claude, claudeEnv} from '../../src/agents/claude.js'
 import {codex, codexArgs, codexCatalogEntry} from '../../src/agents/codex.js'
 import {opencode, opencodeConfig} from '../../src/agents/opencode.js'
@@ -23,15 +22,6 @@ function tmpData(t: Test): string {
   t.teardown(() => rmSync(dir, {recursive: true, force: true}))
   return dir
 }
-
-t.test('data directory: SPLASH_DATA_DIR, then the platform default', async t => {
-  t.equal(dataDir({env: {SPLASH_DATA_DIR: '/tmp/x'}, platform: 'linux', home: '/h'}), '/tmp/x')
-  t.equal(dataDir({env: {}, platform: 'linux', home: '/h'}), '/h/.local/share/splash')
-  t.equal(dataDir({env: {XDG_DATA_HOME: '/xdg'}, platform: 'linux', home: '/h'}), '/xdg/splash')
-  t.equal(dataDir({env: {XDG_DATA_HOME: 'relative'}, platform: 'linux', home: '/h'}), '/h/.local/share/splash', 'relative XDG paths are ignored')
-  t.equal(dataDir({env: {XDG_DATA_HOME: '/xdg'}, platform: 'darwin', home: '/Users/u'}), '/Users/u/Library/Application Support/Splash')
-  t.equal(dataDir({env: {LOCALAPPDATA: 'C:\\Users\\u\\AppData\\Local'}, platform: 'win32', home: 'C:\\Users\\u'}), 'C:\\Users\\u\\AppData\\Local\\Splash')
-})
 
 t.test('versions compare numerically, and the environment merge removes what the plan unsets', async t => {
   t.ok(compareVersions('2.1.197', '2.1.200') < 0)
