@@ -53,6 +53,8 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
       },
     })
     if (res.passedThrough > 0) log(`  ${res.passedThrough} quantized tensors copied unchanged`)
+    const unused = ck.unused()
+    if (unused.size > 0) log(`not in the package: ${[...unused].map(([k, n]) => `${k}.* (${n})`).join(', ')}`)
     const tokenizer = await copyTokenizer(ck, out)
     const name = o.name ?? basename(resolve(o.checkpoint))
     manifest = {

@@ -24,6 +24,8 @@ async function readJson(path: string): Promise<RawConfig | undefined> {
 
 export class Checkpoint {
   private readonly where = new Map<string, SafetensorsReader>()
+  /** Names a sanitize step looked at: the rest were left out of the package. */
+  readonly touched = new Set<string>()
 
   private constructor(
     readonly dir: string,
@@ -69,12 +71,24 @@ export class Checkpoint {
 
   /** The stored tensor behind a name: the name itself, else `name.weight`. */
   tensorOf(base: string): string | undefined {
-    if (this.where.has(base)) return base
-    if (this.where.has(`${base}.weight`)) return `${base}.weight`
-    return undefined
+    const name = this.where.has(base) ? base : this.where.has(`${base}.weight`) ? `${base}.weight` : undefined
+    if (name) for (const n of [name, `${base}.scales`, `${base}.biases`]) if (this.where.has(n)) this.touched.add(n)
+    return name
+  }
+
+  /** Tensors no plan uses, counted by their first two name components (model.visual, mtp.layers…). */
+  unused(): Map<string, number> {
+    const out = new Map<string, number>()
+    for (const n of this.where.keys()) {
+      if (this.touched.has(n)) continue
+      const key = n.split('.').slice(0, 2).join('.')
+      out.set(key, (out.get(key) ?? 0) + 1)
+    }
+    return out
   }
 
   info(name: string): TensorInfo {
+    this.touched.add(name)
     const r = this.where.get(name)
     if (!r) throw new SplashError('tensor_not_found', 'invalid_request', `${this.dir}: checkpoint has no tensor ${name}`)
     return r.info(name)

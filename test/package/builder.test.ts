@@ -78,7 +78,7 @@ async function build(t: Test, o: FixtureOptions, quant: Quant) {
   t.same(await checkPackage(out, m), [], 'package verifies')
   t.same(await readManifest(out), m, 'splash.json written')
   const worst = await compare(t, fx, out, quant)
-  return {m, fx, out, worst}
+  return {m, fx, out, worst, lines}
 }
 
 const layouts: [string, FixtureOptions, Quant, string][] = [
@@ -99,7 +99,9 @@ const layouts: [string, FixtureOptions, Quant, string][] = [
 
 for (const [title, o, quant, family] of layouts) {
   t.test(`${title} → ${quant}`, async t => {
-    const {m, worst} = await build(t, o, quant)
+    const {m, worst, lines} = await build(t, o, quant)
+    if (o.names === 'vl') t.match(lines.join('\n'), /not in the package: model\.visual\.\* \(1\), mtp\.fc\.\* \(1\)/, 'vision and MTP left out')
+    else if (o.kind === 'qwen3' || o.names === 'mlx') t.notMatch(lines.join('\n'), /not in the package/, 'every tensor used')
     t.equal(m.family, family)
     t.equal(m.weights.quant, quant)
     t.equal(m.config.tie_word_embeddings, !!o.tie)
