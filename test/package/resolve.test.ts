@@ -36,8 +36,9 @@ const snapshotOf = (e: NodeJS.ProcessEnv) => {
   return {base, sha, dir: join(base, 'snapshots', sha)}
 }
 
+let firstEnv: NodeJS.ProcessEnv
 t.test('fresh download into the standard cache, then reuse without any request, then offline', async t => {
-  const e = env()
+  const e = (firstEnv = env())
   const r = await resolvePackage('splash/tiny', {env: e})
   t.equal(r.source, 'hub')
   const {base, sha, dir} = snapshotOf(e)
@@ -143,4 +144,13 @@ t.test('memory check', async t => {
   const no = checkMemory(r.manifest, 1024 ** 3, 1024 * 1024)
   t.notOk(no.fits)
   t.match(no.lines.join('\n'), /budget \(--max-memory\)[\s\S]*does not fit/)
+})
+
+t.test('the hub server stopped: a cached package still resolves, an uncached one says why', async t => {
+  await hub.close()
+  const r = await resolvePackage('splash/tiny', {env: firstEnv})
+  t.equal(r.source, 'cache')
+  const pulled = await pullPackage('splash/tiny', {env: firstEnv})
+  t.equal(pulled.source, 'cache')
+  await t.rejects(resolvePackage('splash/tiny', {env: env()}), {code: 'hub_unreachable', message: /cannot reach .* and it is not in the cache/})
 })
