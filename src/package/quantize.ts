@@ -82,8 +82,9 @@ export function quantize(w: Float32Array, rows: number, cols: number, bits: Bits
     for (let i = 0; i < GROUP_SIZE; i += perWord) {
       let packed = 0
       for (let j = 0; j < perWord; j++) {
-        let q = Math.round((w[base + i + j] - b) * inv)
-        q = q < 0 ? 0 : q > levels ? levels : q
+        let q = ((w[base + i + j] - b) * inv + 0.5) | 0 // round half up; negatives clamp to 0 below
+        if (q < 0) q = 0
+        else if (q > levels) q = levels
         packed |= q << (bits * j)
       }
       weight[word++] = packed >>> 0
