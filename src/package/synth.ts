@@ -80,8 +80,8 @@ async function writeLinear(f: SequentialFile, e: LayoutEntry, s: Storage, ks: Ke
     }
     return
   }
-  // bf16: sign, 7 random mantissa bits, exponent within 3 octaves below 2·sigma
-  const e0 = Math.floor(Math.log2(2 * sigma)) + 127
+  // bf16: sign, 7 random mantissa bits, exponent within the 4 octaves below 2·sigma (rms ≈ sigma)
+  const e0 = Math.floor(Math.log2(sigma)) + 127
   const total = rows * cols
   const step = CHUNK / 2
   for (let i = 0; i < total; i += step) {
