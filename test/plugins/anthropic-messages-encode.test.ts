@@ -132,7 +132,7 @@ t.test('thinking settings map onto reasoning efforts', async t => {
 
 t.test('request translation', async t => {
   const warnings: string[] = []
-  const body: MessagesBody = {
+  const body = {
     model: 'm',
     max_tokens: 100,
     system: [
@@ -170,7 +170,7 @@ t.test('request translation', async t => {
     temperature: 0.5,
     top_k: 20,
     metadata: {user_id: 'u'},
-  }
+  } as unknown as MessagesBody
   const req = toChatRequest(body, chat, new AbortController().signal, m => warnings.push(m))
   t.same(req.messages, [
     {role: 'system', content: 'You are Claude Code.\n\nBe brief.'},
@@ -205,10 +205,10 @@ function errorOf(fn: () => unknown): SplashError | undefined {
 }
 
 t.test('images and documents are refused with an error that names the block', async t => {
-  const image = () => toMessages({messages: [{role: 'user', content: [{type: 'text', text: 'see'}, {type: 'image', source: {type: 'base64', media_type: 'image/png', data: 'AAAA'}}]}]})
+  const image = () => toMessages(<MessagesBody>(<unknown>{messages: [{role: 'user', content: [{type: 'text', text: 'see'}, {type: 'image', source: {type: 'base64', media_type: 'image/png', data: 'AAAA'}}]}]}))
   t.match(errorOf(image), {status: 400, message: /messages\[0\]\.content\[1\]: image blocks/})
-  const pdf = () => toMessages({messages: [{role: 'user', content: [{type: 'document', source: {type: 'base64', media_type: 'application/pdf', data: 'AAAA'}}]}]})
+  const pdf = () => toMessages(<MessagesBody>(<unknown>{messages: [{role: 'user', content: [{type: 'document', source: {type: 'base64', media_type: 'application/pdf', data: 'AAAA'}}]}]}))
   t.match(errorOf(pdf), {status: 400, message: /document \(PDF\)/})
-  const inResult = () => toMessages({messages: [{role: 'user', content: [{type: 'tool_result', tool_use_id: 't', content: [{type: 'image', source: {}}]}]}]})
+  const inResult = () => toMessages(<MessagesBody>(<unknown>{messages: [{role: 'user', content: [{type: 'tool_result', tool_use_id: 't', content: [{type: 'image', source: {}}]}]}]}))
   t.match(errorOf(inResult), {status: 400, message: /content\[0\]\.content\[0\]: image/})
 })

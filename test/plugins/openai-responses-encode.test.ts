@@ -147,7 +147,7 @@ t.test('without include reasoning.encrypted_content the reasoning item has none'
 
 t.test('input items fold into chat turns', async t => {
   const warnings: string[] = []
-  const body: ResponsesBody = {
+  const body = {
     model: 'm',
     instructions: 'You are Codex.',
     input: [
@@ -173,7 +173,7 @@ t.test('input items fold into chat turns', async t => {
     parallel_tool_calls: false,
     reasoning: {effort: 'high', summary: 'auto'},
     max_output_tokens: 500,
-  }
+  } as unknown as ResponsesBody
   const {request, custom} = toChatRequest(body, [], {efforts: ['none', 'low', 'high']}, () => undefined, new AbortController().signal, m => warnings.push(m))
   t.same(request.messages, [
     {role: 'system', content: 'You are Codex.\n\nSandbox: read-only.'},
@@ -196,9 +196,9 @@ t.test('input items fold into chat turns', async t => {
 })
 
 t.test('refusals: images, files, text.format json_schema', async t => {
-  const attempt = (body: Partial<ResponsesBody>) => {
+  const attempt = (body: Record<string, unknown>) => {
     try {
-      toChatRequest({input: 'x', ...body} as ResponsesBody, [], {efforts: []}, () => undefined, new AbortController().signal, () => {})
+      toChatRequest({input: 'x', ...body} as unknown as ResponsesBody, [], {efforts: []}, () => undefined, new AbortController().signal, () => {})
     } catch (err) {
       if (err instanceof SplashError) return err
       throw err
@@ -210,8 +210,8 @@ t.test('refusals: images, files, text.format json_schema', async t => {
   t.match(attempt({text: {format: {type: 'json_schema', name: 'x', schema: {}}}}), {status: 400, param: 'text.format'})
   t.match(attempt({input: [{type: 'item_reference', id: 'msg_nope'}]}), {status: 400, message: /msg_nope/})
   t.equal(attempt({text: {format: {type: 'text'}}}), undefined)
-  t.same(toolChoiceOf({type: 'function', name: 'f'}, () => {}), {name: 'f'})
-  t.same(toolChoiceOf({type: 'custom', name: 'apply_patch'}, () => {}), {name: 'apply_patch'})
+  t.same(toolChoiceOf({type: 'function', name: 'f'} as ResponsesBody['tool_choice'], () => {}), {name: 'f'})
+  t.same(toolChoiceOf({type: 'custom', name: 'apply_patch'} as ResponsesBody['tool_choice'], () => {}), {name: 'apply_patch'})
   t.equal(toolChoiceOf('required', () => {}), 'required')
   t.equal(toTools(null, () => {}).tools, undefined)
 })
