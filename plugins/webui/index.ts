@@ -7,13 +7,6 @@ import type {FastifyInstance, FastifyReply, FastifyRequest} from 'fastify'
 import {errors} from '../../src/errors.js'
 import {PAGE_CSP, buildAssetTable, notModified, type Asset} from './lib/assets.js'
 
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** Served without the API key (the chat page's own static files). */
-    public?: boolean
-  }
-}
-
 export default async function webui(app: FastifyInstance): Promise<void> {
   const table = buildAssetTable()
 

@@ -6,8 +6,6 @@ import {join} from 'node:path'
 import {pathToFileURL} from 'node:url'
 import {existsSync} from 'node:fs'
 import type {Manifest} from '../package/manifest.js'
-import {readManifest} from '../package/manifest.js'
-import {checkPackage} from '../package/verify.js'
 import {SplashError} from '../errors.js'
 import {planMemory, formatPlan, assertFits, type MemoryPlan} from './memory-plan.js'
 import {NativeModel} from './native-model.js'
@@ -18,8 +16,9 @@ import type {Metrics} from './metrics.js'
 import {projectRoot} from './native.js'
 
 export interface LoadOptions {
-  /** A package folder (owner/repo resolution happens before this). */
+  /** A verified package folder and its manifest (src/package/resolve.ts finds and verifies them). */
   dir: string
+  manifest: Manifest
   maxMemory?: number
   maxContext?: number
   log: (line: string) => void
@@ -64,25 +63,8 @@ async function importFamily(family: string): Promise<{load(dir: string, manifest
   return import(pathToFileURL(path).href)
 }
 
-/** Reads and verifies a package folder; a plain checkpoint gets the "build one" message. */
-export async function openPackage(dir: string): Promise<Manifest> {
-  if (!existsSync(join(dir, 'splash.json'))) {
-    if (existsSync(join(dir, 'config.json'))) {
-      throw new SplashError('not_a_package', 'invalid_request', `${dir} is a model checkpoint, not a Splash package; build one with \`splash package build ${dir} --out <dir>\``)
-    }
-    throw new SplashError('not_a_package', 'invalid_request', `${dir} is not a Splash package (no splash.json)`)
-  }
-  const manifest = await readManifest(dir)
-  const problems = await checkPackage(dir, manifest)
-  if (problems.length > 0) {
-    const list = problems.map(p => `${p.path}: ${p.problem}`).join('; ')
-    throw new SplashError('package_corrupt', 'invalid_request', `package ${dir} failed verification: ${list}`)
-  }
-  return manifest
-}
-
 export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
-  const manifest = await openPackage(o.dir)
+  const manifest = o.manifest
   const plan = planMemory({
     manifest,
     weightBytes: await fileBytes(o.dir, manifest.weights.files),
@@ -105,7 +87,14 @@ export async function loadInto(host: ModelHost, o: LoadOptions): Promise<LoadedM
   try {
     const loaded = await loadModel(o)
     host.setReady(
-      {id: loaded.manifest.name, contextLength: loaded.model.contextLength, created: Math.floor(Date.now() / 1000), ownedBy: 'splash'},
+      {
+        id: loaded.manifest.name,
+        contextLength: loaded.model.contextLength,
+        created: Math.floor(Date.now() / 1000),
+        ownedBy: 'splash',
+        reasoningEfforts: Object.keys(loaded.manifest.reasoning.efforts),
+        reasoningDefault: loaded.manifest.reasoning.default,
+      },
       loaded.engine,
       loaded.family,
     )

@@ -13,6 +13,9 @@ export interface ServedModel {
   /** Unix seconds when the model became ready. */
   created: number
   ownedBy: string
+  /** Reasoning efforts the package offers (none = thinking off) and the default one. */
+  reasoningEfforts?: string[]
+  reasoningDefault?: string
 }
 
 export class ModelHost {

@@ -11,6 +11,13 @@ export interface SecurityOptions {
 }
 
 const PUBLIC_PATHS = new Set(['/health', '/ready'])
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Served without the API key (probes, the chat page's own static files). The Host check still applies. */
+    public?: boolean
+  }
+}
 const LOOPBACK_NAMES = new Set(['127.0.0.1', 'localhost', '[::1]'])
 
 /** The host name of a Host header without its port: "localhost:8000" → "localhost", "[::1]:80" → "[::1]". */
@@ -58,7 +65,7 @@ async function securityPlugin(app: FastifyInstance, opts: SecurityOptions): Prom
     if (!isHostAllowed(request.headers.host, allowed)) throw errors.hostNotAllowed(request.headers.host ?? '')
     if (!expected) return
     const path = request.url.split('?')[0]
-    if (PUBLIC_PATHS.has(path)) return
+    if (PUBLIC_PATHS.has(path) || request.routeOptions.config?.public === true) return
     const key = presentedKey(request)
     if (key === undefined) throw errors.missingApiKey()
     if (!keyMatches(key, expected)) throw errors.wrongApiKey()

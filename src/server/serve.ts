@@ -6,8 +6,8 @@ import {ModelHost} from '../runtime/model-host.js'
 import {Metrics} from '../runtime/metrics.js'
 import {loadInto, DEFAULT_PACKAGE_DIR} from '../runtime/load-model.js'
 import {existsSync} from 'node:fs'
-import {resolve as resolvePath} from 'node:path'
-import {SplashError} from '../errors.js'
+import {resolvePackage, type Resolved} from '../package/resolve.js'
+import {ByteProgress} from '../package/progress.js'
 
 export interface ServeOptions extends AppOptions {
   port: number
@@ -49,11 +49,18 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     })()
     return stopping
   }
-  const dir = await modelDir(options.model)
-  if (dir) {
-    log(`Loading ${dir}`)
+  let resolved: Resolved | undefined
+  try {
+    resolved = await findPackage(options.model, log)
+  } catch (err) {
+    await app.close()
+    throw err
+  }
+  if (resolved) {
+    const {dir, manifest} = resolved
+    log(`Loading ${manifest.name} from ${dir}`)
     try {
-      const loaded = await loadInto(modelHost, {dir, maxMemory: options.maxMemory, maxContext: options.maxContext, log, metrics})
+      const loaded = await loadInto(modelHost, {dir, manifest, maxMemory: options.maxMemory, maxContext: options.maxContext, log, metrics})
       log(`Serving ${loaded.manifest.name}: context ${loaded.model.contextLength} tokens, up to ${loaded.plan.batchLimit} requests at once`)
     } catch (err) {
       await app.close()
@@ -83,14 +90,11 @@ export function stopOnSignals(server: RunningServer, log: (line: string) => void
   })
 }
 
-/** The folder to serve: --model as a local folder, else the default package when it exists. */
-async function modelDir(spec: string | undefined): Promise<string | undefined> {
-  if (spec === undefined || spec === '') return existsSync(DEFAULT_PACKAGE_DIR) ? DEFAULT_PACKAGE_DIR : undefined
-  const local = resolvePath(spec)
-  if (existsSync(local)) return local
-  if (/^[\w.-]+\/[\w.-]+$/.test(spec)) {
-    const hub = await import('../package/resolve.js').catch(() => undefined)
-    if (hub) return (await hub.resolvePackage(spec)).dir
+/** The package to serve: --model (owner/repo or a folder), else the default package when it exists. */
+async function findPackage(spec: string | undefined, log: (line: string) => void): Promise<Resolved | undefined> {
+  if (spec === undefined || spec === '') {
+    if (!existsSync(DEFAULT_PACKAGE_DIR)) return undefined
+    spec = DEFAULT_PACKAGE_DIR
   }
-  throw new SplashError('model_not_found', 'not_found', `--model ${spec}: no such folder, and not an owner/repo name`)
+  return resolvePackage(spec, {progress: new ByteProgress(), log})
 }

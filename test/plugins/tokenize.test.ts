@@ -52,3 +52,10 @@ t.test('bad input', async t => {
   t.equal((await post('/detokenize', {tokens: [99999999]})).status, 400)
   t.equal((await post('/apply-template', {messages: []})).status, 400)
 })
+
+t.test('/v1/models lists the reasoning efforts the package offers', async t => {
+  const r = await (await fetch(`${server.url}/v1/models`)).json()
+  t.ok(Array.isArray(r.data[0].reasoning_efforts))
+  t.ok(r.data[0].reasoning_efforts.includes('none'))
+  t.type(r.data[0].reasoning_effort_default, 'string')
+})

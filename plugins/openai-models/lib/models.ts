@@ -10,6 +10,7 @@ function entry(model: ServedModel) {
     // What llama.cpp and vLLM clients look for to learn the window.
     context_length: model.contextLength,
     max_model_len: model.contextLength,
+    ...(model.reasoningEfforts ? {reasoning_efforts: model.reasoningEfforts, reasoning_effort_default: model.reasoningDefault} : {}),
   }
 }
 
