@@ -12,7 +12,7 @@ import {finishPackage} from './finish.js'
 import {DEFAULT_REASONING, type Manifest, type Quant} from './manifest.js'
 import {copyTokenizer} from './tokenizer-files.js'
 import {builderId} from './version.js'
-import {writePlans} from './weights.js'
+import {shardNames, shardPlans, writePlans} from './weights.js'
 
 export interface BuildOptions {
   checkpoint: string
@@ -21,11 +21,14 @@ export interface BuildOptions {
   draft?: string
   /** Model name clients use; default: the checkpoint folder's name. */
   name?: string
+  /** Largest weights file in bytes (default 20 GiB; the hub takes files up to 50 GB). */
+  shardSize?: number
   log?: (line: string) => void
 }
 
 export const WEIGHTS_FILE = 'model.safetensors'
 export const DRAFT_FILE = 'draft.safetensors'
+const DEFAULT_SHARD = 20 * 1024 ** 3
 
 export async function buildPackage(o: BuildOptions): Promise<Manifest> {
   const log = o.log ?? (() => undefined)
@@ -42,16 +45,23 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
     const embed = plans.find(p => p.name === 'embed_tokens')!
     config.vocab_size = embed.shape[0]
     await mkdir(out, {recursive: true})
-    log(`${family.family} (${architecture || modelType}): ${plans.length} tensors → ${out}/${WEIGHTS_FILE} (${o.quant})`)
+    const shards = shardPlans(plans, o.quant, o.shardSize ?? DEFAULT_SHARD)
+    const files = shardNames(shards.length)
+    log(`${family.family} (${architecture || modelType}): ${plans.length} tensors → ${out}/${files.length === 1 ? files[0] : `${files.length} files`} (${o.quant})`)
+    let done = 0
     let last = 0
-    const res = await writePlans(`${out}/${WEIGHTS_FILE}`, plans, o.quant, {
-      checkpoint: ck,
-      progress: (done, total) => {
-        const pct = Math.floor((100 * done) / total)
-        if (pct >= last + 10 || done === total) log(`  ${done}/${total} tensors`)
-        if (pct >= last + 10) last = pct
-      },
-    })
+    const res = {passedThrough: 0}
+    for (let s = 0; s < shards.length; s++) {
+      const r = await writePlans(`${out}/${files[s]}`, shards[s], o.quant, {
+        checkpoint: ck,
+        progress: () => {
+          const pct = Math.floor((100 * ++done) / plans.length)
+          if (pct >= last + 10 || done === plans.length) log(`  ${done}/${plans.length} tensors`)
+          if (pct >= last + 10) last = pct
+        },
+      })
+      res.passedThrough += r.passedThrough
+    }
     if (res.passedThrough > 0) log(`  ${res.passedThrough} quantized tensors copied unchanged`)
     const unused = ck.unused()
     if (unused.size > 0) log(`not in the package: ${[...unused].map(([k, n]) => `${k}.* (${n})`).join(', ')}`)
@@ -65,7 +75,7 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
       config,
       tokenizer,
       reasoning: DEFAULT_REASONING,
-      weights: {files: [WEIGHTS_FILE], quant: o.quant, group_size: 64},
+      weights: {files, quant: o.quant, group_size: 64},
       draft: null,
       vision: null,
       kernels: [],

@@ -110,3 +110,32 @@ export async function writePlans(
   await writer.close() // checks that every tensor was filled: a plan whose blocks miss rows fails here
   return {tensors: plans.length, passedThrough}
 }
+
+/** Bytes a plan takes in the file (without alignment padding). */
+export function storedBytes(plan: Pick<TensorPlan, 'kind' | 'shape' | 'q8'>, quant: Quant): number {
+  const s = storageFor(plan.kind, plan.shape, quant, plan.q8)
+  return specsFor('x', plan.shape, s).reduce((n, t) => n + t.shape.reduce((a, b) => a * b, 1) * (t.dtype === 'BF16' ? 2 : 4), 0)
+}
+
+/** Splits plans, in order, into shards of at most `maxBytes` each (a tensor larger than that gets a shard alone). */
+export function shardPlans<T extends Pick<TensorPlan, 'kind' | 'shape' | 'q8'>>(plans: T[], quant: Quant, maxBytes: number): T[][] {
+  const shards: T[][] = [[]]
+  let size = 0
+  for (const p of plans) {
+    const b = storedBytes(p, quant)
+    if (size > 0 && size + b > maxBytes) {
+      shards.push([])
+      size = 0
+    }
+    shards[shards.length - 1].push(p)
+    size += b
+  }
+  return shards
+}
+
+/** model.safetensors for one shard, else model-00001-of-00003.safetensors (the Hugging Face naming). */
+export function shardNames(count: number): string[] {
+  if (count === 1) return ['model.safetensors']
+  const pad = (n: number) => String(n).padStart(5, '0')
+  return Array.from({length: count}, (_, i) => `model-${pad(i + 1)}-of-${pad(count)}.safetensors`)
+}

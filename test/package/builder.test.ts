@@ -15,8 +15,22 @@ const root = mkdtempSync(join(tmpdir(), 'splash-build-'))
 let n = 0
 
 /** Compares every tensor of the package with the truth; returns the largest error seen on quantized tensors. */
-async function compare(t: Test, fx: Fixture, pkg: string, quant: Quant): Promise<number> {
-  const r = await SafetensorsReader.open(join(pkg, 'model.safetensors'))
+/** The tensors of every weights file, behind one reader-like object. */
+async function openAll(pkg: string, files: string[]) {
+  const readers = await Promise.all(files.map(f => SafetensorsReader.open(join(pkg, f))))
+  const of = (n: string) => readers.find(r => r.has(n)) ?? readers[0]
+  return {
+    has: (n: string) => readers.some(r => r.has(n)),
+    info: (n: string) => of(n).info(n),
+    read: (n: string) => of(n).read(n),
+    readFloat32: (n: string) => of(n).readFloat32(n),
+    names: () => readers.flatMap(r => r.names()),
+    close: () => Promise.all(readers.map(r => r.close())),
+  }
+}
+
+async function compare(t: Test, fx: Fixture, pkg: string, quant: Quant, files = ['model.safetensors']): Promise<number> {
+  const r = await openAll(pkg, files)
   const expected = new Set<string>()
   let worst = 0
   for (const [name, tr] of fx.truth) {
@@ -74,10 +88,10 @@ async function build(t: Test, o: FixtureOptions, quant: Quant) {
   const fx = writeFixture(src, o)
   await flushFixtures()
   const lines: string[] = []
-  const m = await buildPackage({checkpoint: src, out, quant, log: l => lines.push(l)})
+  const m = await buildPackage({checkpoint: src, out, quant, log: l => lines.push(l), shardSize: o.shards ? 100_000 : undefined})
   t.same(await checkPackage(out, m), [], 'package verifies')
   t.same(await readManifest(out), m, 'splash.json written')
-  const worst = await compare(t, fx, out, quant)
+  const worst = await compare(t, fx, out, quant, m.weights.files)
   return {m, fx, out, worst, lines}
 }
 
@@ -124,6 +138,8 @@ for (const [title, o, quant, family] of layouts) {
       t.equal(m.config.intermediate_size, 0)
     }
     if (o.names === 'mlx' && quant === 'q4') t.equal(worst, 0, 'MLX quantized tensors pass through unchanged')
+    if (o.shards) t.match(m.weights.files, [/^model-00001-of-0000\d\.safetensors$/, /^model-00002-of-0000\d\.safetensors$/], 'sharded weights')
+    else t.same(m.weights.files, ['model.safetensors'])
   })
 }
 

@@ -1,5 +1,6 @@
 import {Args, Flags} from '@oclif/core'
 import {BaseCommand} from '../../cli/base-command.js'
+import {sizeFlag} from '../../cli/flags.js'
 import {formatBytes} from '../../config/units.js'
 import {buildPackage} from '../../package/builder.js'
 
@@ -19,6 +20,7 @@ export default class PackageBuild extends BaseCommand {
     quant: Flags.string({summary: 'Weight format', options: ['q4', 'q8', 'bf16'], default: 'q4'}),
     draft: Flags.string({summary: 'DFlash draft checkpoint folder to include'}),
     name: Flags.string({summary: 'Model name clients use (default: the checkpoint folder name)'}),
+    'shard-size': sizeFlag({summary: 'Largest weights file, e.g. 5G (default 20G; the hub takes files up to 50 GB)'}),
   }
 
   async run(): Promise<void> {
@@ -29,6 +31,7 @@ export default class PackageBuild extends BaseCommand {
       quant: flags.quant as 'q4' | 'q8' | 'bf16',
       draft: flags.draft,
       name: flags.name,
+      shardSize: flags['shard-size'],
       log: line => process.stderr.write(`${line}\n`),
     })
     const size = m.files.reduce((n, f) => n + f.size, 0)
