@@ -38,6 +38,16 @@ export class Checkpoint {
   static async open(dir: string): Promise<Checkpoint> {
     const config = await readJson(join(dir, 'config.json'))
     if (!config) throw new SplashError('invalid_checkpoint', 'invalid_request', `${dir}: no config.json (not a model checkpoint)`)
+    const q = (config.quantization ?? config.quantization_config) as {mode?: string; quant_method?: string} | undefined
+    if (q?.mode !== undefined && q.mode !== 'affine') {
+      throw new SplashError('unsupported_checkpoint', 'invalid_request', `${dir}: MLX "${q.mode}" quantization is not supported (affine only)`)
+    }
+    if (q?.quant_method !== undefined) {
+      throw new SplashError(
+        'unsupported_checkpoint', 'invalid_request',
+        `${dir}: ${q.quant_method} checkpoints are not supported; build from the bf16 checkpoint or an MLX affine one`,
+      )
+    }
     const index = await readJson(join(dir, 'model.safetensors.index.json'))
     let files: string[]
     if (index) {

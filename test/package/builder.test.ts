@@ -198,6 +198,17 @@ t.test('chat template file and draft', async t => {
   await t.rejects(buildPackage({checkpoint: src, out: join(root, 'bad'), quant: 'q4', draft: d}), /taps layer 9/)
 })
 
+t.test('quantized checkpoints other than MLX affine are refused', async t => {
+  const src = join(root, 'fp8')
+  writeFixture(src, {kind: 'qwen3', names: 'text'})
+  await flushFixtures()
+  const cfg = JSON.parse(readFileSync(join(src, 'config.json'), 'utf8'))
+  writeFileSync(join(src, 'config.json'), JSON.stringify({...cfg, quantization_config: {quant_method: 'fp8'}}))
+  await t.rejects(buildPackage({checkpoint: src, out: join(root, 'y'), quant: 'q4'}), /fp8 checkpoints are not supported/)
+  writeFileSync(join(src, 'config.json'), JSON.stringify({...cfg, quantization: {group_size: 32, bits: 4, mode: 'mxfp4'}}))
+  await t.rejects(buildPackage({checkpoint: src, out: join(root, 'y'), quant: 'q4'}), /"mxfp4" quantization is not supported/)
+})
+
 t.test('unsupported architecture lists the supported ones', async t => {
   const src = join(root, 'llama')
   writeFixture(src, {kind: 'qwen3', names: 'text'})
