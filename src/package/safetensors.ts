@@ -176,8 +176,8 @@ export function toFloat32(bytes: Uint8Array, dtype: DType): Float32Array {
       return new Float32Array(ab.slice(off, off + n * 4))
     case 'BF16': {
       const src = new Uint16Array(ab, off, n)
-      const out = new Uint32Array(n)
-      for (let i = 0; i < n; i++) out[i] = src[i] << 16
+      const out = new Uint16Array(2 * n) // little-endian: a bf16 is the high half of its float32
+      for (let i = 0; i < n; i++) out[2 * i + 1] = src[i]
       return new Float32Array(out.buffer)
     }
     case 'F16': {
