@@ -112,7 +112,10 @@ async function fetchFile(c: Ctx, path: string, expectedSize?: number): Promise<s
   const [info] = await pathsInfo({repo: c.repo, paths: [path], revision: c.sha, expand: true, ...creds(c.o)})
   if (have && expectedSize === undefined && info && (await gitOid(pointer)) === info.oid) return pointer
   if (have) await evict(join(c.root, 'snapshots', c.sha), path) // wrong size, or a manifest that is not the hub's
-  if (!info || info.type !== 'file') throw notAPackage(`${c.repo}@${c.sha.slice(0, 8)} (${path} missing)`)
+  if (!info || info.type !== 'file') {
+    if (path === MANIFEST_FILE) throw notAPackage(c.repo)
+    throw new SplashError('package_incomplete', 'invalid_request', `${c.repo}@${c.sha.slice(0, 12)}: splash.json lists ${path}, which the repo does not have`)
+  }
   const etag = String(info.lfs?.oid ?? info.xetHash ?? info.oid)
   const blob = join(c.root, 'blobs', etag)
   await mkdir(dirname(blob), {recursive: true})
@@ -121,7 +124,7 @@ async function fetchFile(c: Ctx, path: string, expectedSize?: number): Promise<s
     const incomplete = `${blob}.incomplete`
     const done = (await stat(incomplete).catch(() => undefined))?.size ?? 0
     const file = await downloadFile({repo: c.repo, path, revision: c.sha, ...creds(c.o)})
-    if (!file) throw notAPackage(`${c.repo} (${path} missing)`)
+    if (!file) throw new SplashError('package_incomplete', 'invalid_request', `${c.repo}: ${path} is missing on the hub`)
     const from = done <= file.size ? done : 0
     if (from > 0) c.o.log?.(`resuming ${path} at ${from} of ${file.size} bytes`)
     const progress = c.o.progress ?? silentProgress
@@ -158,13 +161,7 @@ export async function downloadSnapshot(repo: string, o: HubOptions): Promise<{di
     if (!/^[0-9a-f]{40}$/.test(sha)) throw new SplashError('hub_bad_answer', 'unavailable', `${o.endpoint}: no commit sha for ${repo}@${revision}`)
     const c: Ctx = {repo, sha, root: repoFolder(o.cacheDir, repo), o}
     const dir = join(c.root, 'snapshots', sha)
-    let manifestPath: string
-    try {
-      manifestPath = await fetchFile(c, MANIFEST_FILE)
-    } catch (err) {
-      if ((err as SplashError).code === 'not_a_package') throw notAPackage(repo)
-      throw err
-    }
+    const manifestPath = await fetchFile(c, MANIFEST_FILE)
     const manifest = validateManifest(JSON.parse(await readFile(manifestPath, 'utf8')), `${repo}/${MANIFEST_FILE}`)
     const missing = []
     for (const f of manifest.files) {
