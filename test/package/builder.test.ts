@@ -8,6 +8,8 @@ import {readManifest} from '../../src/package/manifest.js'
 import {fromBf16} from '../../src/package/quantize.js'
 import {SafetensorsReader} from '../../src/package/safetensors.js'
 import {checkPackage} from '../../src/package/verify.js'
+import {modelLayout} from '../../src/package/layout.js'
+import {specsFor, storageFor} from '../../src/package/weights.js'
 import {flushFixtures, writeFixture, type Fixture, type FixtureOptions} from '../fixtures/package/checkpoints.js'
 import type {Quant} from '../../src/package/manifest.js'
 
@@ -92,6 +94,12 @@ async function build(t: Test, o: FixtureOptions, quant: Quant) {
   t.same(await checkPackage(out, m), [], 'package verifies')
   t.same(await readManifest(out), m, 'splash.json written')
   const worst = await compare(t, fx, out, quant, m.weights.files)
+  // the builder and synth agree on the contract: the package holds exactly the layout of its config
+  const r = await openAll(out, m.weights.files)
+  const want = modelLayout(m.config).flatMap(e => specsFor(e.name, e.shape, storageFor(e.kind, e.shape, quant, e.q8)))
+  t.same(r.names().sort(), want.map(w => w.name).sort(), 'names match layout.ts')
+  t.ok(want.every(w => JSON.stringify(r.info(w.name).shape) === JSON.stringify(w.shape) && r.info(w.name).dtype === w.dtype), 'shapes and dtypes match layout.ts')
+  await r.close()
   return {m, fx, out, worst, lines}
 }
 
