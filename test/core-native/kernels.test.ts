@@ -33,7 +33,7 @@ t.test('benchMatmul reports numbers (no timing assertions)', async (t) => {
 import {quantize, dequantize, toBf16, fromBf16} from '../../src/package/quantize.js'
 import {rng} from './helpers/tiny-package.js'
 
-// levels 2 (int8x2): the residual x − sc·q is quantised again with step sc/254.
+// levels 2 (int8x2): the residual x − sc·q is quantised again with step sc/256.
 function fakeQuantDot(w: Float32Array, bias: Float32Array, x: Float32Array, cols: number, r: number, levels = 1): number {
   const f = Math.fround
   let s = 0
@@ -42,7 +42,7 @@ function fakeQuantDot(w: Float32Array, bias: Float32Array, x: Float32Array, cols
     for (let j = 0; j < 64; j++) amax = Math.max(amax, Math.abs(x[g + j]))
     const sc = f(amax / 127)
     const inv = amax > 0 ? f(127 / amax) : 0
-    const sc2 = f(sc / 254)
+    const sc2 = f(sc / 256)
     const inv2 = sc2 > 0 ? f(1 / sc2) : 0
     for (let j = 0; j < 64; j++) {
       const q = Math.min(127, Math.max(-127, Math.round(f(x[g + j] * inv))))

@@ -75,9 +75,10 @@ void prepare_act(const splash_weight* w, const float* x, int32_t nt, int levels,
       buf.xs[t * G + g] = sc;
       buf.xqsum[t * G + g] = qs;
       if (two) {
-        // residual level: |x − sc·q| ≤ sc/2, quantised with step sc/254
+        // residual level: |x − sc·q| ≤ sc/2, quantised with step sc/256 (a power of two, so the kernels can
+        // fold both levels into one integer sum: 256·Σq·xq + Σq·xq2, times scale·sc2)
         int8_t* q2 = buf.xq2.data() + t * C + g * 64;
-        const float sc2 = sc / 254.f;
+        const float sc2 = sc / 256.f;
         const float inv2 = sc2 > 0.f ? 1.f / sc2 : 0.f;
         int32_t qs2 = 0;
         for (int j = 0; j < 64; ++j) {

@@ -6,7 +6,7 @@
 // Two arithmetic paths exist for q4/q8: "f32" (fp32 activations, exact up to rounding) and "i8"
 // (activations quantised to int8 per 64-group, integer dot products, then
 //  dot_g = scale_g·sx_g·Σ q·xq + bias_g·Σ x_g), optionally with a second int8 level for the residual
-//  ("int8x2": x ≈ sx·xq + sx2·xq2, sx2 = sx/254, error ~1/32000 of amax; both levels reuse the unpacked
+//  ("int8x2": x ≈ sx·xq + sx2·xq2, sx2 = sx/256, error ~1/65000 of amax; both levels reuse the unpacked
 //  weights). bf16/f32 weights always use fp32.
 #pragma once
 #include <cstdint>
