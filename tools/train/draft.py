@@ -363,6 +363,7 @@ def main():
     ap.add_argument("--eval-new", type=int, default=160)
     ap.add_argument("--temps", default="0,0.7")
     ap.add_argument("--eval-only", action="store_true")
+    ap.add_argument("--init-draft", default=None, help="folder with draft.safetensors to continue from")
     a = ap.parse_args()
     from gen import load_model
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -386,6 +387,11 @@ def main():
     os.makedirs(os.path.join(a.work, "draft"), exist_ok=True)
     torch.manual_seed(0)
     draft = Draft(dcfg).to(dev)
+    if a.init_draft:  # continue from an exported draft (a later session): fresh optimizer
+        from safetensors.torch import load_file
+        sd = load_file(os.path.join(a.init_draft, "draft.safetensors"))
+        draft.load_state_dict({k: v.float() for k, v in sd.items()})
+        print("draft: initialised from", a.init_draft)
     data = [(r["ids"], len(r["prompt_ids"])) for r in map(json.loads, open(os.path.join(a.work, "gen", "train.jsonl")))]
     data = [d for d in data if len(d[0]) - d[1] >= 4]
     print(f"draft: {sum(p.numel() for p in draft.parameters())} params, {len(data)} sequences, "

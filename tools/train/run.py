@@ -1,6 +1,9 @@
 """Driver: runs the whole stage sequence within a wall-clock budget and copies the results to $OUT.
 
-  python3 tools/train/run.py --work /tmp/splash_train --out $OUT --budget 540 [--smoke]
+  python3 tools/train/run.py --work /tmp/splash_train --out $OUT --budget 565 --train-args "--batch 64 --seq 512"
+  (add --smoke for a 2-minute end-to-end check; to continue the committed model in a later session:
+   --init-from packages/default-raw/model --train-args "--batch 64 --seq 512 --lr 1e-3 --warmup 50"
+   --draft-args "--init-draft packages/default-raw/draft" — the tokenizer is then copied, not retrained)
 
 Stages (each a script in this folder, each resumable from the files in WORK): corpus → synth → tok → data → train
 (gets whatever time is left after reserving the later stages) → check (transformers load + logits comparison) →
@@ -82,7 +85,9 @@ def main():
     sm = a.smoke
     sh(["corpus.py", "--max-chars", 20e6 if sm else 120e6], w, log)
     sh(["synth.py"] + (["--docfn", 3000, "--explain", 1000, "--tool", 3000] if sm else []), w, log)
-    sh(["tok.py"] + (["--max-chars", 10e6] if sm else ["--max-chars", 25e6]), w, log)
+    # continuing a trained model must keep its tokenizer: copy it instead of training a new one
+    sh(["tok.py"] + (["--max-chars", 10e6] if sm else ["--max-chars", 25e6]) +
+       (["--from-dir", a.init_from] if a.init_from else []), w, log)
     sh(["data.py"], w, log)
     reserve = a.reserve if a.reserve is not None else (100 if sm else 250)
     left = a.budget - (time.time() - t0) - reserve
