@@ -130,8 +130,9 @@ export async function engineBench(o: EngineBenchOptions): Promise<EngineBenchRes
   try {
     const info = native.modelInfo(h)
     const cost = modelCost(m.config, m.weights.quant)
-    log(`bandwidth: memcpy vs a ${m.config.hidden_size}-wide q4 matvec`)
-    const bw = await native.benchMatmul({rows: 8192, cols: Math.max(1024, m.config.hidden_size), dtype: 'q4', threads, iters: 20, activations: info.matmulActivations})
+    // 16384 × 8192 q4 = 64 MiB of weights: far beyond any cache, so memcpy and the matvec both run from DRAM.
+    log('bandwidth: memcpy vs a 16384 × 8192 q4 matvec (64 MiB)')
+    const bw = await native.benchMatmul({rows: 16384, cols: 8192, dtype: 'q4', threads, iters: 10, activations: info.matmulActivations})
     log(`  memcpy ${bw.memcpyGBps.toFixed(2)} GB/s, q4 matvec ${bw.matvecGBps.toFixed(2)} GB/s`)
 
     // Decode: a short prompt, then one token per step.

@@ -15,7 +15,7 @@ export default class BenchEngine extends BaseCommand {
 
   static override flags = {
     preset: Flags.string({summary: 'Synthetic q4 package shape (repeatable)', options: Object.keys(PRESETS), multiple: true}),
-    layers: Flags.integer({summary: 'Keep only the first N layers of big presets (files stay small)', min: 1}),
+    layers: Flags.integer({summary: 'Keep only the first N layers of the big presets (hidden ≥ 2048: 27B, 35B-A3B, 4B), so files stay small', min: 1}),
     model: Flags.string({char: 'm', summary: 'A package folder to time (repeatable)', multiple: true}),
     threads: Flags.integer({summary: 'Compute threads (default: all cores)', min: 1}),
     'prefill-tokens': Flags.integer({summary: 'Tokens of the timed prefill step', default: 256, min: 8, max: 4096}),
@@ -28,8 +28,8 @@ export default class BenchEngine extends BaseCommand {
     const {flags} = await this.parse(BenchEngine)
     const dirs: string[] = [...(flags.model ?? [])]
     for (const p of flags.preset ?? []) {
-      const L = PRESETS[p].config.num_hidden_layers
-      dirs.push(await presetPackage(p, flags.layers && flags.layers < L ? flags.layers : undefined))
+      const {num_hidden_layers: L, hidden_size: H} = PRESETS[p].config
+      dirs.push(await presetPackage(p, flags.layers && flags.layers < L && H >= 2048 ? flags.layers : undefined))
     }
     if (dirs.length === 0) dirs.push(await presetPackage('tiny-hybrid', undefined))
     const results: EngineBenchResult[] = []

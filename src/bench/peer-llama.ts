@@ -1,0 +1,167 @@
+// The llama.cpp peer: node-llama-cpp (an optional dependency, never in package.json) running the same scenarios on a
+// GGUF export of the same weights. Prompts are rendered by Splash's own chat template (/apply-template) and tokenized
+// by the GGUF's tokenizer, so both engines see the same text. Like llama-server's prompt cache, a sequence keeps the
+// tokens of its last request and only evaluates what follows the common prefix (when llama.cpp can erase the tail).
+import {existsSync, readFileSync} from 'node:fs'
+import {cpus} from 'node:os'
+import {join} from 'node:path'
+import {pathToFileURL} from 'node:url'
+import {SplashError} from '../errors.js'
+import {projectRoot} from '../runtime/native.js'
+import type {ChatResult, Driver, Message} from './driver.js'
+
+export const PEER_VERSION = '3.21.1'
+export const PEER_INSTALL = `NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm i --prefix /tmp/peer -E node-llama-cpp@${PEER_VERSION} && export SPLASH_PEER_PATH=/tmp/peer`
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+type Lib = any
+
+function candidates(env: NodeJS.ProcessEnv): string[] {
+  const out: string[] = []
+  if (env.SPLASH_PEER_PATH) out.push(join(env.SPLASH_PEER_PATH, 'node_modules', 'node-llama-cpp'), env.SPLASH_PEER_PATH)
+  out.push(join(projectRoot, 'node_modules', 'node-llama-cpp'))
+  return out
+}
+
+/** Imports node-llama-cpp from SPLASH_PEER_PATH (an npm prefix or the package folder) or the project's node_modules. */
+export async function loadNodeLlamaCpp(env: NodeJS.ProcessEnv = process.env): Promise<Lib> {
+  for (const dir of candidates(env)) {
+    const pj = join(dir, 'package.json')
+    if (!existsSync(pj)) continue
+    const pkg = JSON.parse(readFileSync(pj, 'utf8')) as {name?: string; version?: string; exports?: any; main?: string}
+    if (pkg.name !== 'node-llama-cpp') continue
+    const entry = pkg.exports?.['.']?.import ?? pkg.exports?.['.']?.default ?? pkg.main ?? 'dist/index.js'
+    const lib = await import(pathToFileURL(join(dir, entry)).href)
+    return {lib, version: pkg.version, dir}
+  }
+  throw new SplashError('peer_missing', 'unavailable', `node-llama-cpp is not installed; install it outside the project with: ${PEER_INSTALL}`)
+}
+
+export interface PeerOptions {
+  gguf: string
+  render: (messages: Message[]) => Promise<string>
+  contextLength: number
+  threads?: number
+  maxConcurrency: number
+}
+
+interface Slot {
+  seq: any
+  busy: boolean
+  size: number
+}
+
+export class LlamaCppDriver implements Driver {
+  label = 'llama.cpp'
+  contextLength: number
+  private slots: Slot[] = []
+  private constructor(
+    private readonly loaded: {lib: Lib; version: string; dir: string},
+    private readonly llama: any,
+    private readonly model: any,
+    private readonly contexts: any[],
+    private readonly o: PeerOptions,
+    private readonly threads: number,
+  ) {
+    this.contextLength = o.contextLength
+  }
+
+  static async open(loaded: {lib: Lib; version: string; dir: string}, o: PeerOptions): Promise<LlamaCppDriver> {
+    const threads = o.threads ?? cpus().length
+    const llama = await loaded.lib.getLlama({gpu: false, build: 'never', logLevel: 'error'})
+    let model: any
+    try {
+      model = await llama.loadModel({modelPath: o.gguf})
+    } catch (err) {
+      await llama.dispose()
+      throw new SplashError('peer_load', 'internal', `node-llama-cpp ${loaded.version} cannot load ${o.gguf}: ${(err as Error).message}`)
+    }
+    const long = await model.createContext({contextSize: o.contextLength, batchSize: 512, threads, sequences: 1})
+    const shortSize = 2048
+    const multi = await model.createContext({contextSize: shortSize, batchSize: 512, threads, sequences: o.maxConcurrency})
+    const d = new LlamaCppDriver(loaded, llama, model, [long, multi], o, threads)
+    d.slots.push({seq: long.getSequence(), busy: false, size: o.contextLength})
+    for (let i = 0; i < o.maxConcurrency; i++) d.slots.push({seq: multi.getSequence(), busy: false, size: shortSize})
+    return d
+  }
+
+  info(): Record<string, unknown> {
+    return {engine: 'llama.cpp via node-llama-cpp', version: this.loaded.version, dir: this.loaded.dir, gguf: this.o.gguf, threads: this.threads, gpu: false}
+  }
+
+  private async tokens(messages: Message[]): Promise<number[]> {
+    return this.model.tokenize(await this.o.render(messages), true)
+  }
+
+  async countTokens(messages: Message[]): Promise<number> {
+    return (await this.tokens(messages)).length
+  }
+
+  private acquire(n: number): Slot {
+    const fit = this.slots.filter(s => !s.busy && s.size >= n)
+    // Long prompts take the long sequence; short ones prefer the batched sequences.
+    const slot = fit.sort((a, b) => a.size - b.size)[0]
+    if (!slot) throw new SplashError('peer_busy', 'internal', `no free llama.cpp sequence for ${n} tokens`)
+    slot.busy = true
+    return slot
+  }
+
+  async chat(messages: Message[], maxTokens: number): Promise<ChatResult> {
+    const t0 = performance.now()
+    const toks = await this.tokens(messages)
+    const slot = this.acquire(toks.length + maxTokens + 8)
+    try {
+      const seq = slot.seq
+      const had: number[] = seq.contextTokens
+      let common = 0
+      while (common < had.length && common < toks.length - 1 && had[common] === toks[common]) common++
+      let cached = 0
+      if (common > 0 && common < had.length) {
+        try {
+          await seq.eraseContextTokenRanges([{start: common, end: seq.nextTokenIndex}])
+          cached = seq.nextTokenIndex === common ? common : 0
+          if (!cached) await seq.clearHistory()
+        } catch {
+          await seq.clearHistory()
+        }
+      } else if (common > 0 && common === had.length) cached = common
+      else if (had.length > 0) await seq.clearHistory()
+      const rest = toks.slice(cached)
+      const tp = performance.now()
+      let firstAt = 0
+      let lastAt = 0
+      let n = 0
+      for await (const t of seq.evaluate(rest, {temperature: 0})) {
+        const now = performance.now()
+        if (!firstAt) firstAt = now
+        lastAt = now
+        n++
+        if (n >= maxTokens || this.model.isEogToken(t)) break
+      }
+      const end = performance.now()
+      if (!firstAt) firstAt = lastAt = end
+      const decodeMs = lastAt - firstAt
+      return {
+        ttftMs: firstAt - t0,
+        totalMs: end - t0,
+        promptTokens: toks.length,
+        cachedTokens: cached,
+        promptMs: firstAt - tp,
+        completionTokens: n,
+        decodeMs,
+        decodeTps: n > 1 && decodeMs > 0 ? ((n - 1) / decodeMs) * 1000 : NaN,
+        raw: {renderAndTokenizeMs: tp - t0},
+        firstAt,
+        lastAt,
+      }
+    } finally {
+      slot.busy = false
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.contexts) await c.dispose()
+    await this.model.dispose()
+    await this.llama.dispose()
+  }
+}
