@@ -112,6 +112,30 @@ t.test('responses.stream(): event order, sequence numbers, the same response as 
   t.ok(next.usage!.input_tokens > full.usage!.input_tokens, 'the replayed turn is in the prompt')
 })
 
+t.test('a turn the model ends itself streams to response.completed', async t => {
+  const base = {model: modelId, max_output_tokens: 400, temperature: 0, reasoning: {effort: 'none' as const}}
+  let input: string | undefined
+  let full: OpenAI.Responses.Response | undefined
+  for (const candidate of ['Stream this', 'hi', 'Say hello', 'What?', 'ok']) {
+    full = await client.responses.create({...base, input: candidate})
+    if (full.status === 'completed') {
+      input = candidate
+      break
+    }
+  }
+  if (!input) return t.pass('the random model ran past 400 tokens on every candidate (greedy)')
+  const stream = client.responses.stream({...base, input})
+  const events: Event[] = []
+  for await (const e of stream) events.push(e as unknown as Event)
+  checkStream(t, events)
+  t.equal(events[events.length - 1].type, 'response.completed')
+  const final = await stream.finalResponse()
+  t.equal(final.status, 'completed')
+  t.equal(final.incomplete_details, null)
+  t.equal(final.output_text, full!.output_text)
+  t.same(final.usage, full!.usage)
+})
+
 t.test('previous_response_id continues a stored conversation; store:false keeps nothing', async t => {
   const first = await client.responses.create({model: modelId, input: 'My name is Ann.', max_output_tokens: 6, temperature: 0})
   const second = await client.responses.create({model: modelId, previous_response_id: first.id, input: 'What is my name?', max_output_tokens: 6, temperature: 0})
