@@ -1,0 +1,82 @@
+// The default package that ships in the repo: it verifies, `splash serve` with no --model serves it, it
+// answers a chat request with reasoning, and it makes a parseable tool call that strict clients accept.
+import t from 'tap'
+import OpenAI from 'openai'
+import {createOpenAICompatible} from '@ai-sdk/openai-compatible'
+import {streamText, jsonSchema, tool} from 'ai'
+import {runCli, startServe, root, type ServerProcess} from '../helpers/cli.js'
+import {join} from 'node:path'
+
+let server: ServerProcess
+let client: OpenAI
+
+const weatherTool = {
+  type: 'function' as const,
+  function: {
+    name: 'get_weather',
+    description: 'Get the current weather for a city',
+    parameters: {type: 'object', properties: {city: {type: 'string'}}, required: ['city']},
+  },
+}
+
+t.before(async () => {
+  server = await startServe([])
+  client = new OpenAI({baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0})
+})
+t.teardown(async () => {
+  server.child.kill('SIGTERM')
+  await server.exited
+})
+
+t.test('its manifest verifies', async t => {
+  const r = await runCli(['package', 'verify', join(root, 'packages', 'default')])
+  t.equal(r.code, 0, r.stderr)
+})
+
+t.test('serve with no --model serves it', async t => {
+  const models = await client.models.list()
+  t.equal(models.data[0].id, 'splash/default')
+  t.match(server.output(), /Serving splash\/default/)
+})
+
+t.test('answers a chat request, thinking first', async t => {
+  const r = await client.chat.completions.create({messages: [{role: 'user', content: 'Explain what a Python list is.'}], max_tokens: 160, temperature: 0})
+  const m = r.choices[0].message as OpenAI.ChatCompletionMessage & {reasoning_content?: string}
+  t.ok((m.reasoning_content ?? '').length > 0, 'reasoning_content')
+  t.ok((m.content ?? '').length > 0, 'content')
+  t.notMatch(m.content ?? '', /<think>|<\/think>|<\|im_end\|>/, 'no markup in the answer')
+})
+
+t.test('a tool-use prompt gives a parseable tool call, and the tool result gets an answer', async t => {
+  const messages: OpenAI.ChatCompletionMessageParam[] = [{role: 'user', content: 'What is the weather in Paris?'}]
+  const r = await client.chat.completions.create({messages, tools: [weatherTool], max_tokens: 200, temperature: 0})
+  const choice = r.choices[0]
+  t.equal(choice.finish_reason, 'tool_calls')
+  const call = choice.message.tool_calls?.[0]
+  t.ok(call && call.type === 'function')
+  if (!call || call.type !== 'function') return
+  t.equal(call.function.name, 'get_weather')
+  t.match(call.id, /^call_/)
+  const args = JSON.parse(call.function.arguments)
+  t.type(args.city, 'string')
+  messages.push(choice.message, {role: 'tool', tool_call_id: call.id, content: JSON.stringify({city: args.city, temperature_c: 18, sky: 'cloudy'})})
+  const after = await client.chat.completions.create({messages, tools: [weatherTool], max_tokens: 200, temperature: 0})
+  t.equal(after.choices[0].finish_reason, 'stop')
+  t.ok((after.choices[0].message.content ?? '').length > 0, 'an answer after the tool result')
+})
+
+t.test('streamed tool-call deltas pass the Vercel AI SDK (what opencode runs)', async t => {
+  const provider = createOpenAICompatible({name: 'splash', baseURL: `${server.url}/v1`})
+  const result = streamText({
+    model: provider.chatModel('splash/default'),
+    prompt: 'What is the weather in Paris?',
+    tools: {get_weather: tool({description: 'Get the current weather for a city', inputSchema: jsonSchema<{city: string}>({type: 'object', properties: {city: {type: 'string'}}, required: ['city']})})},
+    temperature: 0,
+    maxOutputTokens: 200,
+  })
+  const calls = await result.toolCalls
+  t.equal(calls.length, 1)
+  t.equal(calls[0].toolName, 'get_weather')
+  t.type((calls[0].input as {city: string}).city, 'string')
+  t.equal(await result.finishReason, 'tool-calls')
+})
