@@ -5,7 +5,7 @@ import type {FastifyInstance} from 'fastify'
 import type {TypeBoxTypeProvider} from '@fastify/type-provider-typebox'
 import {CountTokensBody, MessagesBody} from './lib/schema.js'
 import {toChatRequest, toPromptRequest} from './lib/translate.js'
-import {MessageBuilder, type SseEvent} from './lib/message.js'
+import {MessageBuilder, streamMessage, type SseEvent} from './lib/message.js'
 import {generateChat, type ChatEvent} from '../../src/runtime/chat.js'
 import {toSplashError} from '../../src/server/error-shapes.js'
 import {anthropicError} from '../shared/anthropic-error.js'
@@ -54,11 +54,7 @@ export default async function anthropicMessages(fastify: FastifyInstance): Promi
       if (Date.now() - lastWrite >= PING_MS - 50) ping()
     }, PING_MS)
     try {
-      for await (const e of events) send(builder.apply(e))
-      send(builder.end())
-    } catch (err) {
-      const {error} = anthropicError(toSplashError(err)).body as {error: unknown}
-      sse.event('error', {type: 'error', error})
+      await streamMessage(events, builder, send, err => anthropicError(toSplashError(err)).body as {error: unknown})
     } finally {
       clearInterval(timer)
       sse.end()

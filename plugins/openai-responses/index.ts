@@ -5,7 +5,7 @@ import type {TypeBoxTypeProvider} from '@fastify/type-provider-typebox'
 import {Type} from 'typebox'
 import {ResponsesBody, type Item} from './lib/schema.js'
 import {inputItems, toChatRequest} from './lib/translate.js'
-import {ResponseBuilder, type StreamEvent} from './lib/response.js'
+import {ResponseBuilder, streamResponse, type StreamEvent} from './lib/response.js'
 import {ResponseStore} from './lib/store.js'
 import {generateChat} from '../../src/runtime/chat.js'
 import {SplashError} from '../../src/errors.js'
@@ -104,15 +104,8 @@ export default async function openaiResponses(fastify: FastifyInstance): Promise
     }, KEEPALIVE_MS)
     try {
       send(builder.start())
-      if (admission) {
-        send(builder.fail(admission))
-        return reply
-      }
-      for await (const e of events) send(builder.apply(e))
-      send(builder.end())
-      keep()
-    } catch (err) {
-      send(builder.fail(toSplashError(err)))
+      if (admission) send(builder.fail(admission))
+      else if (await streamResponse(events, builder, send, toSplashError)) keep()
     } finally {
       clearInterval(timer)
       sse.end()

@@ -1,12 +1,13 @@
 // Unit tests of the Messages plugin's pure parts: the SSE encoder / Message builder on hand-written chat
 // event sequences, the partial-JSON guard for input_json_delta, and the request translator.
 import t from 'tap'
-import {MessageBuilder, toolUseId, type SseEvent} from '../../plugins/anthropic-messages/lib/message.js'
+import {MessageBuilder, streamMessage, toolUseId, type SseEvent} from '../../plugins/anthropic-messages/lib/message.js'
 import {isJsonPrefix, parseArguments} from '../../plugins/anthropic-messages/lib/json-prefix.js'
 import {thinkingOf, toChatRequest, toMessages, toPromptRequest} from '../../plugins/anthropic-messages/lib/translate.js'
 import type {MessagesBody} from '../../plugins/anthropic-messages/lib/schema.js'
 import type {ChatEvent} from '../../src/runtime/chat.js'
-import {SplashError} from '../../src/errors.js'
+import {SplashError, errors} from '../../src/errors.js'
+import {anthropicError} from '../../plugins/shared/anthropic-error.js'
 
 const usage = (promptTokens: number, completionTokens: number, cachedTokens = 0): ChatEvent => ({
   type: 'usage',
@@ -211,4 +212,25 @@ t.test('images and documents are refused with an error that names the block', as
   t.match(errorOf(pdf), {status: 400, message: /document \(PDF\)/})
   const inResult = () => toMessages(<MessagesBody>(<unknown>{messages: [{role: 'user', content: [{type: 'tool_result', tool_use_id: 't', content: [{type: 'image', source: {}}]}]}]}))
   t.match(errorOf(inResult), {status: 400, message: /content\[0\]\.content\[0\]: image/})
+})
+
+t.test('an error mid-stream ends the stream with an error event', async t => {
+  async function* failing(): AsyncGenerator<ChatEvent> {
+    yield {type: 'content', text: 'partial'}
+    throw errors.overloaded(1)
+  }
+  const b = new MessageBuilder('m', 10)
+  const out: SseEvent[] = [...b.start()]
+  await streamMessage(failing(), b, events => out.push(...events), err => anthropicError(err as SplashError).body as {error: unknown})
+  t.same(out.map(e => e.event), ['message_start', 'content_block_start', 'content_block_delta', 'error'])
+  t.same(out[3].data, {type: 'error', error: {type: 'overloaded_error', message: 'The server is busy; retry shortly'}})
+
+  const ok = new MessageBuilder('m', 10)
+  const done: SseEvent[] = []
+  async function* fine(): AsyncGenerator<ChatEvent> {
+    yield {type: 'content', text: 'x'}
+    yield {type: 'finish', reason: 'stop'}
+  }
+  await streamMessage(fine(), ok, events => done.push(...events), () => ({error: null}))
+  t.same(done.map(e => e.event), ['content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop'])
 })

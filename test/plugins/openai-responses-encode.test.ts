@@ -1,7 +1,7 @@
 // Unit tests of the Responses plugin's pure parts: the stream encoder / Response builder on hand-written chat
 // event sequences, the input-item translator (custom tools, reasoning replay) and the response store.
 import t from 'tap'
-import {ResponseBuilder, type StreamEvent} from '../../plugins/openai-responses/lib/response.js'
+import {ResponseBuilder, streamResponse, type StreamEvent} from '../../plugins/openai-responses/lib/response.js'
 import {Conversation, customInput, decodeReasoning, encodeReasoning, toChatRequest, toolChoiceOf, toTools} from '../../plugins/openai-responses/lib/translate.js'
 import {ResponseStore} from '../../plugins/openai-responses/lib/store.js'
 import type {Item, ResponsesBody} from '../../plugins/openai-responses/lib/schema.js'
@@ -228,4 +228,18 @@ t.test('item_reference resolves stored items; the store is a bounded LRU', async
   const c = new Conversation(() => {}, id => store.findItem(id))
   c.add([{type: 'item_reference', id: 'msg_a'}, {role: 'user', content: 'B'}])
   t.same(c.messages, [{role: 'assistant', content: 'A'}, {role: 'user', content: 'B'}])
+})
+
+t.test('an error mid-stream closes the open item and ends with response.failed', async t => {
+  async function* failing(): AsyncGenerator<ChatEvent> {
+    yield {type: 'content', text: 'partial'}
+    throw errors.internal(new Error('boom'))
+  }
+  const b = new ResponseBuilder({model: 'm', custom: new Set(), encryptedReasoning: false, echo: {}})
+  const out: StreamEvent[] = [...b.start()]
+  const ok = await streamResponse(failing(), b, events => out.push(...events), err => err as SplashError)
+  t.equal(ok, false)
+  t.same(out.map(e => e.type).slice(-5), ['response.output_text.delta', 'response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.failed'])
+  t.match(out[out.length - 1].response, {status: 'failed', error: {code: 'internal_error', message: 'The server had an internal error'}, output: [{type: 'message', status: 'incomplete'}]})
+  t.same(out.map(e => e.sequence_number), out.map((_, i) => i))
 })

@@ -186,3 +186,21 @@ export class MessageBuilder {
     return out
   }
 }
+
+/** Anthropic's mid-stream error event (after a 200, the error can only travel as an SSE event). */
+export function errorEvent(body: {error: unknown}): SseEvent {
+  return {event: 'error', data: {type: 'error', error: body.error}}
+}
+
+/**
+ * Streams a message from its chat events (after the 'prompt' event): the blocks as they come, then
+ * message_delta and message_stop; an error on the way ends the stream with an `error` event.
+ */
+export async function streamMessage(events: AsyncIterable<ChatEvent>, builder: MessageBuilder, send: (out: SseEvent[]) => void, errorBody: (err: unknown) => {error: unknown}): Promise<void> {
+  try {
+    for await (const e of events) send(builder.apply(e))
+    send(builder.end())
+  } catch (err) {
+    send([errorEvent(errorBody(err))])
+  }
+}

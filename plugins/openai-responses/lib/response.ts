@@ -225,3 +225,18 @@ export class ResponseBuilder {
     return out
   }
 }
+
+/**
+ * Streams a response from its chat events (after the 'prompt' event), ending with response.completed or
+ * response.incomplete; an error on the way ends it with response.failed. True when it ended normally.
+ */
+export async function streamResponse(events: AsyncIterable<ChatEvent>, builder: ResponseBuilder, send: (out: StreamEvent[]) => void, toError: (err: unknown) => SplashError): Promise<boolean> {
+  try {
+    for await (const e of events) send(builder.apply(e))
+    send(builder.end())
+    return true
+  } catch (err) {
+    send(builder.fail(toError(err)))
+    return false
+  }
+}
