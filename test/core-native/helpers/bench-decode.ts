@@ -72,8 +72,8 @@ async function build(): Promise<void> {
 }
 
 if (!existsSync(path.join(dir, 'splash.json'))) await build()
-for (const int8 of [true, false]) {
-  const h = await native.openModel(dir, {threads, int8})
+for (const activations of ['int8x2', 'int8', 'f32'] as const) {
+  const h = await native.openModel(dir, {threads, activations})
   const info = native.modelInfo(h)
   const seq = native.createSequence(h, {maxLength: 1024})
   const prompt = Int32Array.from({length: 128}, (_, i) => (i * 7919) % V)
@@ -84,7 +84,7 @@ for (const int8 of [true, false]) {
   t0 = performance.now()
   for (let i = 0; i < n; i++) await native.step(h, [{seq, tokens: Int32Array.of(i + 1), logits: 'last'}])
   const decode = (performance.now() - t0) / 1000
-  console.log(`${info.isa} threads=${threads} int8=${int8} weights ${(info.weightBytes / 1e9).toFixed(2)} GB: ` +
+  console.log(`${info.isa} threads=${threads} ${activations} weights ${(info.weightBytes / 1e9).toFixed(2)} GB: ` +
     `prefill 128 tok ${(128 / prefill).toFixed(1)} tok/s; decode ${(n / decode).toFixed(2)} tok/s ` +
     `(${((info.weightBytes / 1e9) * n / decode).toFixed(1)} GB/s of weights)`)
   native.closeModel(h)
