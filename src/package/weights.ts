@@ -4,7 +4,8 @@ import {SplashError} from '../errors.js'
 import type {Checkpoint} from './checkpoint.js'
 import type {TensorPlan} from './family.js'
 import type {Quant} from './manifest.js'
-import {GROUP_SIZE, quantize, toBf16, type Bits} from './quantize.js'
+import {QuantPool, quantizeHere} from './quant-pool.js'
+import {GROUP_SIZE, type Bits} from './quantize.js'
 import {SafetensorsWriter, type TensorSpec} from './safetensors.js'
 
 export type Storage = {type: 'f32'} | {type: 'bf16'} | {type: 'q'; bits: Bits}
@@ -58,16 +59,6 @@ async function copyQuantized(ck: Checkpoint, plan: TensorPlan, cur: Cursor): Pro
   }
 }
 
-async function writeChunk(plan: TensorPlan, s: Storage, data: Float32Array, cur: Cursor): Promise<void> {
-  const cols = plan.shape[plan.shape.length - 1] ?? 1
-  if (s.type === 'f32') return cur.put(plan.name, data)
-  if (s.type === 'bf16') return cur.put(`${plan.name}.weight`, toBf16(data))
-  const q = quantize(data, data.length / cols, cols, s.bits)
-  await cur.put(`${plan.name}.weight`, q.weight)
-  await cur.put(`${plan.name}.scales`, q.scales)
-  await cur.put(`${plan.name}.biases`, q.biases)
-}
-
 export interface WriteResult {
   tensors: number
   passedThrough: number
@@ -84,28 +75,48 @@ export async function writePlans(
   const specs = plans.flatMap((p, i) => specsFor(p.name, p.shape, storages[i]))
   const writer = await SafetensorsWriter.create(path, specs, opts.metadata ?? {format: 'splash'})
   const cur = new Cursor(writer)
+  const pool = QuantPool.create()
+  // blocks being quantized, oldest first; each resolves to the writes of its parts, done in this order
+  const pending: Promise<() => Promise<void>>[] = []
+  const drain = async (keep: number) => {
+    while (pending.length > keep) await (await pending.shift()!)()
+  }
   let passedThrough = 0
   try {
     for (let i = 0; i < plans.length; i++) {
       const plan = plans[i]
-      if (passThrough(opts.checkpoint, plan, storages[i])) {
+      const s = storages[i]
+      if (passThrough(opts.checkpoint, plan, s)) {
+        await drain(0)
         await copyQuantized(opts.checkpoint!, plan, cur)
         passedThrough++
       } else {
+        const cols = plan.shape[plan.shape.length - 1] ?? 1
         for (const chunk of plan.chunks) {
           const data = await chunk()
-          const cols = plan.shape[plan.shape.length - 1] ?? 1
           if (data.length % cols !== 0) {
             throw new SplashError('invalid_checkpoint', 'invalid_request', `${plan.name}: a block of ${data.length} values does not fit [${plan.shape}]`)
           }
-          await writeChunk(plan, storages[i], data, cur)
+          const names = s.type === 'f32' ? [plan.name] : s.type === 'bf16' ? [`${plan.name}.weight`] : ['weight', 'scales', 'biases'].map(x => `${plan.name}.${x}`)
+          const target = s.type === 'q' ? s.bits : 16
+          const parts: Promise<ArrayBufferView[]> =
+            s.type === 'f32' ? Promise.resolve([data]) : pool ? pool.run(data, data.length / cols, cols, target) : Promise.resolve(quantizeHere(data, data.length / cols, cols, target))
+          const job = parts.then(ps => async () => {
+            for (let k = 0; k < names.length; k++) await cur.put(names[k], ps[k])
+          })
+          job.catch(() => undefined) // awaited in order by drain; this only keeps an early failure from being unhandled
+          pending.push(job)
+          await drain(pool ? pool.size + 1 : 0)
         }
       }
       opts.progress?.(i + 1, plans.length)
     }
+    await drain(0)
   } catch (err) {
     await writer.abort()
     throw err
+  } finally {
+    await pool?.close()
   }
   await writer.close() // checks that every tensor was filled: a plan whose blocks miss rows fails here
   return {tensors: plans.length, passedThrough}
