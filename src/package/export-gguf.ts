@@ -1,8 +1,600 @@
+// `splash package export --gguf`: a Splash package as a GGUF file that llama.cpp loads, for the architectures it has
+// for these families (qwen35, qwen35moe, qwen3). Weights are dequantised from the package's MLX affine q4/q8 (or bf16)
+// and requantised to Q8_0 or Q4_0 (ggml's reference rounding); norms, conv and SSM parameters are F32. The tokenizer
+// goes in GGUF's gpt2 (byte-level BPE) form with the chat template. Facts about names and layouts come from
+// llama.cpp's src/llama-arch.cpp, src/models/qwen35*.cpp and conversion/qwen.py (V heads of the GDN layers reordered
+// from grouped to tiled order; A_log stored as −exp(A_log); dt_bias as ssm_dt.bias).
+import {open, readFile, type FileHandle} from 'node:fs/promises'
+import {join} from 'node:path'
+import {SplashError} from '../errors.js'
+import {modelLayout, type LayoutEntry} from './layout.js'
+import {readManifest, type Manifest} from './manifest.js'
+import {fromBf16, GROUP_SIZE} from './quantize.js'
+import {SafetensorsReader, toFloat32} from './safetensors.js'
+
+// ---- GGUF writer -------------------------------------------------------------------------------------------------
+
+export const GGUF_MAGIC = 0x46554747 // "GGUF" little-endian
+export const GGUF_VERSION = 3
+export const GGUF_ALIGNMENT = 32
+
+export enum GgufType {UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12}
+export enum GgmlType {F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8}
+
+export type KvValue =
+  | {type: GgufType.STRING; value: string}
+  | {type: GgufType.UINT32 | GgufType.INT32 | GgufType.FLOAT32 | GgufType.BOOL | GgufType.UINT64; value: number | boolean}
+  | {type: GgufType.ARRAY; itemType: GgufType; value: (string | number)[]}
+
+export const kv = {
+  str: (value: string): KvValue => ({type: GgufType.STRING, value}),
+  u32: (value: number): KvValue => ({type: GgufType.UINT32, value}),
+  i32: (value: number): KvValue => ({type: GgufType.INT32, value}),
+  f32: (value: number): KvValue => ({type: GgufType.FLOAT32, value}),
+  bool: (value: boolean): KvValue => ({type: GgufType.BOOL, value}),
+  arr: (itemType: GgufType, value: (string | number)[]): KvValue => ({type: GgufType.ARRAY, itemType, value}),
+}
+
+export interface GgufTensorInfo {
+  name: string
+  /** ggml order: ne[0] is the contiguous (innermost) dimension. */
+  ne: number[]
+  type: GgmlType
+}
+
+export const BLOCK = 32
+const BLOCK_BYTES: Record<GgmlType, number> = {[GgmlType.F32]: 4, [GgmlType.F16]: 2, [GgmlType.Q4_0]: 18, [GgmlType.Q8_0]: 34}
+
+export function tensorBytes(t: Pick<GgufTensorInfo, 'ne' | 'type'>): number {
+  const n = t.ne.reduce((a, b) => a * b, 1)
+  if (t.type === GgmlType.F32 || t.type === GgmlType.F16) return n * BLOCK_BYTES[t.type]
+  if (t.ne[0] % BLOCK !== 0) throw new Error(`row of ${t.ne[0]} is not a multiple of ${BLOCK}`)
+  return (n / BLOCK) * BLOCK_BYTES[t.type]
+}
+
+const align = (n: number, a: number) => Math.ceil(n / a) * a
+
+class Bytes {
+  private parts: Buffer[] = []
+  length = 0
+  push(b: Buffer): void {
+    this.parts.push(b)
+    this.length += b.length
+  }
+  u32(v: number): void {
+    const b = Buffer.alloc(4)
+    b.writeUInt32LE(v >>> 0)
+    this.push(b)
+  }
+  i32(v: number): void {
+    const b = Buffer.alloc(4)
+    b.writeInt32LE(v)
+    this.push(b)
+  }
+  u64(v: number): void {
+    const b = Buffer.alloc(8)
+    b.writeBigUInt64LE(BigInt(v))
+    this.push(b)
+  }
+  f32(v: number): void {
+    const b = Buffer.alloc(4)
+    b.writeFloatLE(v)
+    this.push(b)
+  }
+  str(s: string): void {
+    const b = Buffer.from(s, 'utf8')
+    this.u64(b.length)
+    this.push(b)
+  }
+  scalar(type: GgufType, v: string | number | boolean): void {
+    switch (type) {
+      case GgufType.STRING: return this.str(String(v))
+      case GgufType.UINT32: return this.u32(Number(v))
+      case GgufType.INT32: return this.i32(Number(v))
+      case GgufType.FLOAT32: return this.f32(Number(v))
+      case GgufType.BOOL: return this.push(Buffer.from([v ? 1 : 0]))
+      case GgufType.UINT64: return this.u64(Number(v))
+      default: throw new Error(`unsupported GGUF value type ${type}`)
+    }
+  }
+  concat(): Buffer {
+    return Buffer.concat(this.parts)
+  }
+}
+
+/** The header (magic … tensor infos) padded to the alignment, and each tensor's offset inside the data section. */
+export function ggufHeader(kvs: [string, KvValue][], tensors: GgufTensorInfo[], alignment = GGUF_ALIGNMENT): {header: Buffer; offsets: number[]; dataBytes: number} {
+  const b = new Bytes()
+  b.u32(GGUF_MAGIC)
+  b.u32(GGUF_VERSION)
+  b.u64(tensors.length)
+  b.u64(kvs.length)
+  for (const [key, v] of kvs) {
+    b.str(key)
+    b.u32(v.type)
+    if (v.type === GgufType.ARRAY) {
+      b.u32(v.itemType)
+      b.u64(v.value.length)
+      for (const x of v.value) b.scalar(v.itemType, x)
+    } else b.scalar(v.type, v.value)
+  }
+  const offsets: number[] = []
+  let at = 0
+  for (const t of tensors) {
+    b.str(t.name)
+    b.u32(t.ne.length)
+    for (const d of t.ne) b.u64(d)
+    b.u32(t.type)
+    b.u64(at)
+    offsets.push(at)
+    at = align(at + tensorBytes(t), alignment)
+  }
+  const raw = b.concat()
+  const header = Buffer.alloc(align(raw.length, alignment))
+  raw.copy(header)
+  return {header, offsets, dataBytes: at}
+}
+
+// ---- ggml block formats (reference rounding, as ggml's quantize_row_*_ref) ---------------------------------------
+
+const f32buf = new Float32Array(1)
+const u32buf = new Uint32Array(f32buf.buffer)
+
+/** float → IEEE half bits, round to nearest even. */
+export function f16Bits(x: number): number {
+  f32buf[0] = x
+  const f = u32buf[0]
+  const sign = (f >>> 16) & 0x8000
+  let exp = ((f >>> 23) & 0xff) - 127 + 15
+  let mant = f & 0x7fffff
+  if (((f >>> 23) & 0xff) === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0)
+  if (exp >= 0x1f) return sign | 0x7c00
+  if (exp <= 0) {
+    if (exp < -10) return sign
+    mant |= 0x800000
+    const shift = 14 - exp
+    let h = mant >>> shift
+    const rem = mant & ((1 << shift) - 1)
+    const half = 1 << (shift - 1)
+    if (rem > half || (rem === half && (h & 1))) h++
+    return sign | h
+  }
+  let h = (exp << 10) | (mant >>> 13)
+  const rem = mant & 0x1fff
+  if (rem > 0x1000 || (rem === 0x1000 && (h & 1))) h++
+  return sign | h
+}
+
+export function f16Value(h: number): number {
+  const s = h & 0x8000 ? -1 : 1
+  const e = (h >>> 10) & 0x1f
+  const m = h & 0x3ff
+  if (e === 0) return s * m * 2 ** -24
+  if (e === 0x1f) return m ? NaN : s * Infinity
+  return s * (1 + m / 1024) * 2 ** (e - 15)
+}
+
+/** Q8_0: per 32 values, f16 d = amax/127 and int8 round(x/d). */
+export function quantizeQ8_0(x: Float32Array): Buffer {
+  const nb = x.length / BLOCK
+  const out = Buffer.alloc(nb * 34)
+  for (let b = 0; b < nb; b++) {
+    const o = b * 34
+    let amax = 0
+    for (let j = 0; j < BLOCK; j++) amax = Math.max(amax, Math.abs(x[b * BLOCK + j]))
+    const d = amax / 127
+    const id = d ? 1 / d : 0
+    out.writeUInt16LE(f16Bits(d), o)
+    for (let j = 0; j < BLOCK; j++) out.writeInt8(Math.round(x[b * BLOCK + j] * id), o + 2 + j)
+  }
+  return out
+}
+
+/** Q4_0: per 32 values, d = (value of largest magnitude)/−8, q = min(15, trunc(x/d + 8.5)); low nibbles hold 0..15. */
+export function quantizeQ4_0(x: Float32Array): Buffer {
+  const nb = x.length / BLOCK
+  const out = Buffer.alloc(nb * 18)
+  for (let b = 0; b < nb; b++) {
+    const o = b * 18
+    const base = b * BLOCK
+    let amax = 0
+    let max = 0
+    for (let j = 0; j < BLOCK; j++) {
+      const v = x[base + j]
+      if (Math.abs(v) > amax) {
+        amax = Math.abs(v)
+        max = v
+      }
+    }
+    const d = max / -8
+    const id = d ? 1 / d : 0
+    out.writeUInt16LE(f16Bits(d), o)
+    for (let j = 0; j < 16; j++) {
+      const a = Math.min(15, Math.trunc(x[base + j] * id + 8.5))
+      const c = Math.min(15, Math.trunc(x[base + j + 16] * id + 8.5))
+      out[o + 2 + j] = a | (c << 4)
+    }
+  }
+  return out
+}
+
+export function dequantizeQ8_0(buf: Uint8Array, n: number): Float32Array {
+  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength)
+  const out = new Float32Array(n)
+  for (let k = 0; k < n / BLOCK; k++) {
+    const d = f16Value(b.readUInt16LE(k * 34))
+    for (let j = 0; j < BLOCK; j++) out[k * BLOCK + j] = d * b.readInt8(k * 34 + 2 + j)
+  }
+  return out
+}
+
+export function dequantizeQ4_0(buf: Uint8Array, n: number): Float32Array {
+  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength)
+  const out = new Float32Array(n)
+  for (let k = 0; k < n / BLOCK; k++) {
+    const d = f16Value(b.readUInt16LE(k * 18))
+    for (let j = 0; j < 16; j++) {
+      const q = b[k * 18 + 2 + j]
+      out[k * BLOCK + j] = ((q & 15) - 8) * d
+      out[k * BLOCK + j + 16] = ((q >> 4) - 8) * d
+    }
+  }
+  return out
+}
+
+export function encodeTensor(x: Float32Array, type: GgmlType): Buffer {
+  if (type === GgmlType.F32) return Buffer.from(x.buffer, x.byteOffset, x.byteLength)
+  if (type === GgmlType.Q8_0) return quantizeQ8_0(x)
+  if (type === GgmlType.Q4_0) return quantizeQ4_0(x)
+  throw new Error(`cannot encode ggml type ${type}`)
+}
+
+// ---- Reading Splash tensors as float32 rows ------------------------------------------------------------------------
+
+class PackageTensors {
+  private constructor(private readonly readers: SafetensorsReader[]) {}
+
+  static async open(dir: string, files: string[]): Promise<PackageTensors> {
+    const readers: SafetensorsReader[] = []
+    for (const f of files) readers.push(await SafetensorsReader.open(join(dir, f)))
+    return new PackageTensors(readers)
+  }
+
+  private find(name: string): SafetensorsReader | undefined {
+    return this.readers.find(r => r.has(name))
+  }
+
+  /** Rows [r0, r1) of tensor `name` seen as [rows, cols] (leading dims folded), as float32. */
+  async rows(name: string, cols: number, r0: number, r1: number): Promise<Float32Array> {
+    const plain = this.find(name)
+    if (plain) return toFloat32(await plain.readRows2d(name, r0, r1), plain.info(name).dtype)
+    const w = this.find(`${name}.weight`)
+    if (!w) throw new SplashError('gguf_missing_tensor', 'invalid_request', `package has no tensor ${name}`)
+    const wi = w.info(`${name}.weight`)
+    if (!w.has(`${name}.scales`)) return toFloat32(await w.readRows2d(`${name}.weight`, r0, r1), wi.dtype)
+    const wcols = wi.shape[wi.shape.length - 1]
+    const bits = (32 * wcols) / cols
+    const groups = cols / GROUP_SIZE
+    const wb = await w.readRows2d(`${name}.weight`, r0, r1)
+    const words = new Uint32Array(wb.buffer, wb.byteOffset, wb.byteLength / 4)
+    const scales = fromBf16(bf16Array(await w.readRows2d(`${name}.scales`, r0, r1)))
+    const biases = fromBf16(bf16Array(await w.readRows2d(`${name}.biases`, r0, r1)))
+    const n = (r1 - r0) * cols
+    const out = new Float32Array(n)
+    const perWord = 32 / bits
+    const mask = (1 << bits) - 1
+    for (let r = 0; r < r1 - r0; r++) {
+      for (let g = 0; g < groups; g++) {
+        const s = scales[r * groups + g]
+        const b = biases[r * groups + g]
+        const base = r * cols + g * GROUP_SIZE
+        for (let i = 0; i < GROUP_SIZE; i += perWord) {
+          const word = words[(base + i) / perWord]
+          for (let j = 0; j < perWord; j++) out[base + i + j] = s * ((word >>> (bits * j)) & mask) + b
+        }
+      }
+    }
+    return out
+  }
+
+  async close(): Promise<void> {
+    for (const r of this.readers) await r.close()
+  }
+}
+
+function bf16Array(b: Buffer): Uint16Array {
+  const copy = new Uint8Array(b.byteLength)
+  copy.set(b)
+  return new Uint16Array(copy.buffer)
+}
+
+// ---- Splash → llama.cpp mapping ------------------------------------------------------------------------------------
+
+const ARCH: Record<Manifest['family'], string | null> = {qwen3_5: 'qwen35', qwen3_5_moe: 'qwen35moe', qwen3: 'qwen3', qwen3_next: null}
+
+type Fix =
+  | {kind: 'none'}
+  | {kind: 'negExp'}
+  /** Reorder V heads (grouped by K head → tiled) along rows, starting at row `from` of each [rows, cols] matrix. */
+  | {kind: 'rows'; from: number; headDim: number}
+  | {kind: 'cols'; headDim: number}
+
+interface Planned {
+  info: GgufTensorInfo
+  source: string
+  /** Splash shape (row-major). */
+  shape: number[]
+  fix: Fix
+}
+
+export type ExportType = 'q8_0' | 'q4_0'
+
+function ggufName(arch: string, name: string): string | null {
+  const m = /^layers\.(\d+)\.(.+)$/.exec(name)
+  if (!m) return ({embed_tokens: 'token_embd.weight', norm: 'output_norm.weight', lm_head: 'output.weight'} as Record<string, string>)[name] ?? null
+  const [, i, rest] = m
+  const map: Record<string, string> = {
+    input_layernorm: 'attn_norm.weight',
+    post_attention_layernorm: arch === 'qwen3' ? 'ffn_norm.weight' : 'post_attention_norm.weight',
+    'self_attn.q_proj': 'attn_q.weight',
+    'self_attn.k_proj': 'attn_k.weight',
+    'self_attn.v_proj': 'attn_v.weight',
+    'self_attn.o_proj': 'attn_output.weight',
+    'self_attn.q_norm': 'attn_q_norm.weight',
+    'self_attn.k_norm': 'attn_k_norm.weight',
+    'linear_attn.in_proj_qkv': 'attn_qkv.weight',
+    'linear_attn.in_proj_z': 'attn_gate.weight',
+    'linear_attn.in_proj_b': 'ssm_beta.weight',
+    'linear_attn.in_proj_a': 'ssm_alpha.weight',
+    'linear_attn.conv1d': 'ssm_conv1d.weight',
+    'linear_attn.A_log': 'ssm_a',
+    'linear_attn.dt_bias': 'ssm_dt.bias',
+    'linear_attn.norm': 'ssm_norm.weight',
+    'linear_attn.out_proj': 'ssm_out.weight',
+    'mlp.gate_proj': 'ffn_gate.weight',
+    'mlp.up_proj': 'ffn_up.weight',
+    'mlp.down_proj': 'ffn_down.weight',
+    'mlp.router': 'ffn_gate_inp.weight',
+    'mlp.experts.gate_proj': 'ffn_gate_exps.weight',
+    'mlp.experts.up_proj': 'ffn_up_exps.weight',
+    'mlp.experts.down_proj': 'ffn_down_exps.weight',
+    'mlp.shared_expert.gate_proj': 'ffn_gate_shexp.weight',
+    'mlp.shared_expert.up_proj': 'ffn_up_shexp.weight',
+    'mlp.shared_expert.down_proj': 'ffn_down_shexp.weight',
+    'mlp.shared_expert_gate': 'ffn_gate_inp_shexp.weight',
+  }
+  const g = map[rest]
+  return g ? `blk.${i}.${g}` : null
+}
+
+/** New row index → old row index for V heads: grouped [nk][r][hd] → tiled [r][nk][hd]. */
+export function vHeadOrder(nk: number, r: number, hd: number): Int32Array {
+  const out = new Int32Array(nk * r * hd)
+  for (let j = 0; j < r; j++) for (let g = 0; g < nk; g++) for (let d = 0; d < hd; d++) out[(j * nk + g) * hd + d] = (g * r + j) * hd + d
+  return out
+}
+
+function plan(m: Manifest, type: ExportType): Planned[] {
+  const c = m.config
+  const arch = ARCH[m.family]!
+  const nk = c.linear_num_key_heads ?? 0
+  const nv = c.linear_num_value_heads ?? 0
+  const dk = c.linear_key_head_dim ?? 0
+  const dv = c.linear_value_head_dim ?? 0
+  const reorder = nk > 0 && nv > 0 && nk !== nv
+  const q = type === 'q8_0' ? GgmlType.Q8_0 : GgmlType.Q4_0
+  const out: Planned[] = []
+  for (const e of modelLayout(c) as LayoutEntry[]) {
+    const name = ggufName(arch, e.name)
+    if (!name) throw new SplashError('gguf_unmapped', 'internal', `no GGUF name for ${e.name}`)
+    let shape = [...e.shape]
+    if (e.name.endsWith('.mlp.shared_expert_gate')) shape = [e.shape[1]] // [1, H] → {H}
+    let fix: Fix = {kind: 'none'}
+    if (e.name.endsWith('.A_log')) fix = {kind: 'negExp'}
+    if (reorder) {
+      if (e.name.endsWith('.in_proj_qkv') || e.name.endsWith('.conv1d')) fix = {kind: 'rows', from: 2 * nk * dk, headDim: dv}
+      else if (e.name.endsWith('.in_proj_z')) fix = {kind: 'rows', from: 0, headDim: dv}
+      else if (e.name.endsWith('.in_proj_a') || e.name.endsWith('.in_proj_b') || e.name.endsWith('.A_log') || e.name.endsWith('.dt_bias')) {
+        fix = {kind: 'rows', from: 0, headDim: 1}
+      } else if (e.name.endsWith('.out_proj')) fix = {kind: 'cols', headDim: dv}
+    }
+    const small = e.kind === 'f32' || shape.length === 1 || /\.(router|in_proj_a|in_proj_b)$/.test(e.name)
+    const cols = shape[shape.length - 1]
+    const t = small || cols % BLOCK !== 0 ? GgmlType.F32 : q
+    out.push({info: {name, ne: [...shape].reverse(), type: t}, source: e.name, shape, fix})
+  }
+  void nv
+  return out
+}
+
+function metadata(m: Manifest, type: ExportType, tok: TokenizerKv): [string, KvValue][] {
+  const c = m.config
+  const arch = ARCH[m.family]!
+  const a = (k: string) => `${arch}.${k}`
+  const kvs: [string, KvValue][] = [
+    ['general.architecture', kv.str(arch)],
+    ['general.name', kv.str(m.name)],
+    ['general.file_type', kv.u32(type === 'q8_0' ? 7 : 2)],
+    ['general.quantization_version', kv.u32(2)],
+    ['general.alignment', kv.u32(GGUF_ALIGNMENT)],
+    ['general.source.url', kv.str(m.provenance.source)],
+    [a('block_count'), kv.u32(c.num_hidden_layers)],
+    [a('context_length'), kv.u32(c.max_position_embeddings)],
+    [a('embedding_length'), kv.u32(c.hidden_size)],
+    [a('feed_forward_length'), kv.u32(c.intermediate_size)],
+    [a('attention.head_count'), kv.u32(c.num_attention_heads)],
+    [a('attention.head_count_kv'), kv.u32(c.num_key_value_heads)],
+    [a('attention.key_length'), kv.u32(c.head_dim)],
+    [a('attention.value_length'), kv.u32(c.head_dim)],
+    [a('attention.layer_norm_rms_epsilon'), kv.f32(c.rms_norm_eps)],
+    [a('rope.freq_base'), kv.f32(c.rope_theta)],
+    [a('rope.dimension_count'), kv.u32(Math.round(c.head_dim * (c.partial_rotary_factor ?? 1)))],
+  ]
+  if (arch !== 'qwen3') {
+    const sec = [...(c.mrope_section ?? [11, 11, 10])]
+    while (sec.length < 4) sec.push(0)
+    kvs.push(
+      [a('rope.dimension_sections'), kv.arr(GgufType.INT32, sec)],
+      [a('ssm.conv_kernel'), kv.u32(c.linear_conv_kernel_dim!)],
+      [a('ssm.state_size'), kv.u32(c.linear_key_head_dim!)],
+      [a('ssm.group_count'), kv.u32(c.linear_num_key_heads!)],
+      [a('ssm.time_step_rank'), kv.u32(c.linear_num_value_heads!)],
+      [a('ssm.inner_size'), kv.u32(c.linear_value_head_dim! * c.linear_num_value_heads!)],
+      [a('full_attention_interval'), kv.u32(fullAttentionInterval(c.layer_types))],
+    )
+  }
+  if (c.num_experts) {
+    kvs.push(
+      [a('expert_count'), kv.u32(c.num_experts)],
+      [a('expert_used_count'), kv.u32(c.num_experts_per_tok!)],
+      [a('expert_feed_forward_length'), kv.u32(c.moe_intermediate_size!)],
+      [a('expert_shared_feed_forward_length'), kv.u32(c.shared_expert_intermediate_size ?? 0)],
+    )
+  }
+  return [...kvs, ...tok.kvs]
+}
+
+function fullAttentionInterval(types: string[]): number {
+  const first = types.indexOf('full_attention')
+  const n = first < 0 ? 4 : first + 1
+  types.forEach((t, i) => {
+    if ((t === 'linear_attention') !== ((i + 1) % n !== 0)) {
+      throw new SplashError('gguf_layer_pattern', 'invalid_request', `layer_types do not follow a fixed full-attention interval (llama.cpp needs one)`)
+    }
+  })
+  return n
+}
+
+// ---- Tokenizer ------------------------------------------------------------------------------------------------------
+
+interface TokenizerKv {
+  kvs: [string, KvValue][]
+  count: number
+}
+
+/** HF tokenizer.json (byte-level BPE) → tokenizer.ggml.* keys; the vocabulary is padded to the embedding rows. */
+export function tokenizerKv(json: string, vocabSize: number, m: Pick<Manifest, 'tokenizer'>, chatTemplate: string): TokenizerKv {
+  const t = JSON.parse(json) as {model: {type: string; vocab: Record<string, number>; merges: (string | [string, string])[]}; added_tokens?: {id: number; content: string; special: boolean}[]}
+  if (t.model.type !== 'BPE') throw new SplashError('gguf_tokenizer', 'invalid_request', `tokenizer model ${t.model.type} is not BPE`)
+  const tokens: string[] = []
+  const types: number[] = []
+  for (const [s, id] of Object.entries(t.model.vocab)) {
+    tokens[id] = s
+    types[id] = 1 // NORMAL
+  }
+  for (const a of t.added_tokens ?? []) {
+    tokens[a.id] = a.content
+    types[a.id] = a.special ? 3 : 4 // CONTROL : USER_DEFINED
+  }
+  const n = Math.max(vocabSize, tokens.length)
+  for (let i = 0; i < n; i++) {
+    if (tokens[i] === undefined) {
+      tokens[i] = `[PAD${i}]`
+      types[i] = 5 // UNUSED
+    }
+  }
+  const merges = t.model.merges.map(x => (Array.isArray(x) ? x.join(' ') : x))
+  const kvs: [string, KvValue][] = [
+    ['tokenizer.ggml.model', kv.str('gpt2')],
+    ['tokenizer.ggml.pre', kv.str('qwen35')],
+    ['tokenizer.ggml.tokens', kv.arr(GgufType.STRING, tokens)],
+    ['tokenizer.ggml.token_type', kv.arr(GgufType.INT32, types)],
+    ['tokenizer.ggml.merges', kv.arr(GgufType.STRING, merges)],
+    ['tokenizer.ggml.eos_token_id', kv.u32(m.tokenizer.eos_token_ids[0])],
+    ['tokenizer.ggml.add_bos_token', kv.bool(false)],
+    ['tokenizer.chat_template', kv.str(chatTemplate)],
+  ]
+  if (m.tokenizer.pad_token_id !== null) {
+    kvs.push(['tokenizer.ggml.padding_token_id', kv.u32(m.tokenizer.pad_token_id)])
+    kvs.push(['tokenizer.ggml.bos_token_id', kv.u32(m.tokenizer.pad_token_id)])
+  }
+  return {kvs, count: n}
+}
+
+// ---- Export ---------------------------------------------------------------------------------------------------------
+
 export interface ExportOptions {
   dir: string
   out: string
+  /** Default: q4_0 for q4 packages, q8_0 otherwise. */
+  type?: ExportType
   log?: (line: string) => void
 }
-export async function exportGguf(_o: ExportOptions): Promise<void> {
-  throw new Error('not yet')
+
+export interface ExportResult {
+  arch: string
+  type: ExportType
+  tensors: number
+  bytes: number
+}
+
+const ROWS_PER_CHUNK = 256
+
+export async function exportGguf(o: ExportOptions): Promise<ExportResult> {
+  const log = o.log ?? (() => undefined)
+  const m = await readManifest(o.dir)
+  const arch = ARCH[m.family]
+  if (!arch) throw new SplashError('gguf_unsupported', 'invalid_request', `GGUF export does not support the ${m.family} family yet (supported: qwen3_5, qwen3_5_moe, qwen3)`)
+  const type = o.type ?? (m.weights.quant === 'q4' ? 'q4_0' : 'q8_0')
+  const tok = tokenizerKv(await readFile(join(o.dir, m.tokenizer.file), 'utf8'), m.config.vocab_size, m, await readFile(join(o.dir, m.tokenizer.chat_template), 'utf8'))
+  const plans = plan(m, type)
+  const {header, offsets, dataBytes} = ggufHeader(metadata(m, type, tok), plans.map(p => p.info))
+  const src = await PackageTensors.open(o.dir, m.weights.files)
+  let fh: FileHandle | undefined
+  const t0 = Date.now()
+  try {
+    fh = await open(o.out, 'w')
+    await fh.write(header, 0, header.length, 0)
+    for (let k = 0; k < plans.length; k++) {
+      const p = plans[k]
+      const cols = p.shape[p.shape.length - 1]
+      const rows = p.shape.length === 1 ? 1 : p.shape.slice(0, -1).reduce((a, b) => a * b, 1)
+      let pos = header.length + offsets[k]
+      if (p.fix.kind === 'rows') {
+        // Whole tensor (the GDN projections are modest), rows permuted from `from` on.
+        const all = p.shape.length === 1 ? await src.rows(p.source, p.shape[0], 0, 1) : await src.rows(p.source, cols, 0, rows)
+        let x = all
+        const w = p.shape.length === 1 ? 1 : cols
+        const total = p.shape[0]
+        const n = total - p.fix.from
+        const hd = p.fix.headDim
+        const c = m.config
+        const order = vHeadOrder(c.linear_num_key_heads!, c.linear_num_value_heads! / c.linear_num_key_heads!, hd)
+        if (order.length !== n) throw new SplashError('gguf_reorder', 'internal', `${p.source}: ${n} rows to reorder, expected ${order.length}`)
+        x = new Float32Array(all.length)
+        x.set(all.subarray(0, p.fix.from * w))
+        for (let r = 0; r < n; r++) x.set(all.subarray((p.fix.from + order[r]) * w, (p.fix.from + order[r] + 1) * w), (p.fix.from + r) * w)
+        if (p.source.endsWith('.A_log')) for (let i = 0; i < x.length; i++) x[i] = -Math.exp(x[i])
+        const enc = encodeTensor(x, p.info.type)
+        await fh.write(enc, 0, enc.length, pos)
+        continue
+      }
+      for (let r0 = 0; r0 < rows; r0 += ROWS_PER_CHUNK) {
+        const r1 = Math.min(rows, r0 + ROWS_PER_CHUNK)
+        let x = p.shape.length === 1 ? await src.rows(p.source, p.shape[0], 0, 1) : await src.rows(p.source, cols, r0, r1)
+        if (p.fix.kind === 'negExp') x = x.map(v => -Math.exp(v))
+        if (p.fix.kind === 'cols') {
+          const c = m.config
+          const order = vHeadOrder(c.linear_num_key_heads!, c.linear_num_value_heads! / c.linear_num_key_heads!, p.fix.headDim)
+          const y = new Float32Array(x.length)
+          for (let r = 0; r < r1 - r0; r++) for (let j = 0; j < cols; j++) y[r * cols + j] = x[r * cols + order[j]]
+          x = y
+        }
+        const enc = encodeTensor(x, p.info.type)
+        await fh.write(enc, 0, enc.length, pos)
+        pos += enc.length
+        if (p.shape.length === 1) break
+      }
+      if ((k + 1) % 50 === 0) log(`  ${k + 1}/${plans.length} tensors`)
+    }
+    // Pad the file to the end of the data section.
+    const end = header.length + dataBytes
+    const {size} = await fh.stat()
+    if (size < end) await fh.write(Buffer.alloc(end - size), 0, end - size, size)
+  } finally {
+    await fh?.close()
+    await src.close()
+  }
+  log(`wrote ${o.out}: ${arch}, ${type.toUpperCase()}, ${plans.length} tensors, ${((header.length + dataBytes) / 1e6).toFixed(1)} MB in ${((Date.now() - t0) / 1000).toFixed(1)} s`)
+  return {arch, type, tensors: plans.length, bytes: header.length + dataBytes}
 }
