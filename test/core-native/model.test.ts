@@ -84,9 +84,9 @@ for (const variant of ['hybrid', 'moe', 'qwen3'] as Variant[]) {
   })
 }
 
-t.test('batched step of two sequences equals separate steps', async (t) => {
-  const pkg = await writeTinyPackage(`${root}/batch`, 'hybrid', 'q4', 13)
-  const h = await open(pkg, true)
+for (const activations of ['int8x2', 'int8', 'f32'] as const) t.test(`${activations}: a batched step of two sequences equals separate steps bit for bit`, async (t) => {
+  const pkg = await writeTinyPackage(`${root}/batch-${activations}`, 'hybrid', 'q4', 13)
+  const h = await native.openModel(pkg.dir, {threads: 2, activations})
   t.teardown(() => native.closeModel(h))
   const p1 = tokensFrom(1, 12, 256), p2 = tokensFrom(2, 5, 256)
   const s1 = native.createSequence(h, {maxLength: 32}), s2 = native.createSequence(h, {maxLength: 32})
@@ -105,14 +105,14 @@ t.test('batched step of two sequences equals separate steps', async (t) => {
   const e2 = await stepOne(h, r2, p2, 'all')
   const f1 = await stepOne(h, r1, [7], 'last')
   await stepOne(h, r2, [9, 10, 11], 'none')
-  t.ok(relErr(b1!, e1!) < 1e-5, 'seq 1 prefill')
-  t.ok(relErr(b2!, e2!) < 1e-5, 'seq 2 prefill (all logits)')
-  t.ok(relErr(c1!, f1!) < 1e-5, 'seq 1 decode next to a prefill chunk')
+  t.equal(relErr(b1!, e1!), 0, 'seq 1 prefill (bit-identical)')
+  t.equal(relErr(b2!, e2!), 0, 'seq 2 prefill, all logits (bit-identical)')
+  t.equal(relErr(c1!, f1!), 0, 'seq 1 decode next to a prefill chunk (bit-identical)')
   t.equal(native.sequenceLength(h, s2), 8)
   // and the two sequences continue identically
   const [g2] = await native.step(h, [{seq: s2, tokens: Int32Array.from([3]), logits: 'last'}])
   const h2 = await stepOne(h, r2, [3], 'last')
-  t.ok(relErr(g2!, h2!) < 1e-5, 'seq 2 continues identically')
+  t.equal(relErr(g2!, h2!), 0, 'seq 2 continues identically (bit-identical)')
 })
 
 // The int8 arithmetic itself is checked exactly in kernels.test.ts (runMatmul); at model level the
