@@ -9,7 +9,8 @@ export const Block = Type.Object({type: Type.String()}, {additionalProperties: t
 
 const Message = Type.Object(
   {
-    role: Type.Union([Type.Literal('user'), Type.Literal('assistant')]),
+    // Claude Code sends mid-conversation system messages (beta mid-conversation-system-2026-04-07).
+    role: Type.Union([Type.Literal('user'), Type.Literal('assistant'), Type.Literal('system')]),
     content: Type.Union([Type.String(), Type.Array(Block)]),
   },
   {additionalProperties: true},

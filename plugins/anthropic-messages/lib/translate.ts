@@ -115,7 +115,10 @@ export function toMessages(body: Pick<MessagesBody, 'system' | 'messages'>): Cha
   body.messages.forEach((m, i) => {
     const where = `messages[${i}]`
     if (m.role === 'user') out.push(...userMessages(m.content, where))
-    else out.push(assistantMessage(m.content, where))
+    else if (m.role === 'system') {
+      const text = systemText(m.content as MessagesBody['system'])
+      if (text) out.push({role: 'system', content: text})
+    } else out.push(assistantMessage(m.content, where))
   })
   return out
 }
