@@ -67,7 +67,9 @@ export class LlamaCppDriver implements Driver {
   }
 
   static async open(loaded: {lib: Lib; version: string; dir: string}, o: PeerOptions): Promise<LlamaCppDriver> {
-    const threads = o.threads ?? cpus().length
+    // On 2 cores or fewer llama.cpp's spinning thread pool collapses when anything else runs (measured ~60× slower
+    // per token with 4 threads on 2 cores): one thread there, all cores elsewhere. --threads overrides.
+    const threads = o.threads ?? (cpus().length <= 2 ? 1 : cpus().length)
     const llama = await loaded.lib.getLlama({gpu: false, build: 'never', logLevel: 'error'})
     let model: any
     try {
@@ -107,8 +109,11 @@ export class LlamaCppDriver implements Driver {
   }
 
   async chat(messages: Message[], maxTokens: number): Promise<ChatResult> {
-    const t0 = performance.now()
+    // Rendering goes through Splash's /apply-template (an HTTP call this engine would not make): the clock starts after
+    // it, so TTFT here is tokenize + evaluate; the render time is kept in raw.renderAndTokenizeMs.
+    const tr = performance.now()
     const toks = await this.tokens(messages)
+    const t0 = performance.now()
     const slot = this.acquire(toks.length + maxTokens + 8)
     try {
       const seq = slot.seq
@@ -150,7 +155,7 @@ export class LlamaCppDriver implements Driver {
         completionTokens: n,
         decodeMs,
         decodeTps: n > 1 && decodeMs > 0 ? ((n - 1) / decodeMs) * 1000 : NaN,
-        raw: {renderAndTokenizeMs: tp - t0},
+        raw: {renderAndTokenizeMs: t0 - tr, threads: this.threads},
         firstAt,
         lastAt,
       }

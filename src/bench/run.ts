@@ -101,7 +101,17 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
   }
 
   const m = machine()
-  const table = markdownTable(results)
+  const notes = [
+    `Medians (min–max) over ${s.runs} runs; ${s.maxTokens} output tokens, greedy, reasoning_effort ${o.reasoningEffort}. ` +
+      `Splash: streaming chat completions against splash serve, timed by the HTTP client.`,
+  ]
+  if (peerInfo) {
+    notes.push(
+      `llama.cpp: node-llama-cpp ${String(peerInfo.version)} in-process on ${basename(String(peerInfo.gguf))}, ${String(peerInfo.threads)} threads, ` +
+        `prompts rendered by Splash's chat template; its TTFT starts after rendering (no HTTP). Ratio > 1: Splash is better.`,
+    )
+  }
+  const table = `${markdownTable(results)}\n\n${notes.join('\n')}`
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
   const jsonPath = resolve(o.out ?? join('bench-results', `bench-${(manifest?.name ?? 'model').replace(/[^\w.-]+/g, '_')}-${stamp}.json`))
   const svgPath = jsonPath.replace(/\.json$/i, '') + '.svg'

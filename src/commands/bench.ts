@@ -29,7 +29,7 @@ export default class Bench extends BaseCommand {
     out: Flags.string({char: 'o', summary: 'JSON file to write (default: bench-results/bench-<package>-<time>.json); the SVG goes next to it'}),
     peer: Flags.string({summary: 'Also run the scenarios through this engine on the same weights', options: ['llama.cpp']}),
     gguf: Flags.string({summary: 'With --peer: the GGUF to load (default: export the package into the bench cache)'}),
-    threads: Flags.integer({summary: 'With --peer: llama.cpp threads (default: all cores)', min: 1}),
+    threads: Flags.integer({summary: 'With --peer: llama.cpp threads (default: all cores; 1 on a machine of 2 cores or fewer)', min: 1}),
   }
 
   async run(): Promise<void> {
