@@ -50,7 +50,7 @@ t.test('bench --peer llama.cpp without node-llama-cpp: one line, how to install,
   t.equal(r.stderr.trim().split('\n').length, 1)
 })
 
-t.test('bench on a missing package: the server's one-line error, non-zero', async t => {
+t.test("bench on a missing package: the server's one-line error, non-zero", async t => {
   const r = await runCli(['bench', '--model', join(root, 'missing')], env, 60_000)
   t.not(r.code, 0)
   t.match(r.stderr, /Error: splash serve exited with 1: .*no such folder/)
