@@ -146,6 +146,7 @@ Napi::Value OpenModel(const Napi::CallbackInfo& info) {
     int threads = 0;
     std::string isa;
     int levels = 2;  // int8x2 by default
+    bool draft = true;
     if (info.Length() > 1 && !info[1].IsUndefined()) {
       if (!info[1].IsObject()) fail("invalid_argument", "opts must be an object");
       Napi::Object o = info[1].As<Napi::Object>();
@@ -157,6 +158,10 @@ Napi::Value OpenModel(const Napi::CallbackInfo& info) {
       if (o.Has("int8") && !o.Get("int8").IsUndefined()) {
         if (!o.Get("int8").IsBoolean()) fail("invalid_argument", "int8 must be a boolean");
         levels = o.Get("int8").As<Napi::Boolean>() ? 1 : 0;
+      }
+      if (o.Has("draft") && !o.Get("draft").IsUndefined()) {
+        if (!o.Get("draft").IsBoolean()) fail("invalid_argument", "draft must be a boolean");
+        draft = o.Get("draft").As<Napi::Boolean>();
       }
       if (o.Has("activations") && !o.Get("activations").IsUndefined()) {
         Napi::Value v = o.Get("activations");
@@ -170,7 +175,7 @@ Napi::Value OpenModel(const Napi::CallbackInfo& info) {
     auto holder = std::make_shared<std::unique_ptr<Model>>();
     auto* t = new Task(
         info.Env(),
-        [=] { *holder = Model::open(dir, threads, isa.empty() ? nullptr : isa.c_str(), levels); },
+        [=] { *holder = Model::open(dir, threads, isa.empty() ? nullptr : isa.c_str(), levels, draft); },
         [=](Napi::Env env) -> Napi::Value {
           std::lock_guard<std::mutex> lock(g_mu);
           uint32_t h = g_next++;
@@ -205,6 +210,19 @@ Napi::Value ModelInfo(const Napi::CallbackInfo& info) {
     o.Set("activationType", "f32");
     o.Set("matmulActivations", m->act_levels() == 0 ? "f32" : m->act_levels() == 1 ? "int8" : "int8x2");
     o.Set("kvType", "f32");
+    if (m->has_draft()) {
+      const auto& d = m->draft_config();
+      Napi::Object dr = Napi::Object::New(env);
+      dr.Set("blockSize", d.B);
+      dr.Set("maskTokenId", d.mask);
+      dr.Set("numLayers", d.L);
+      Napi::Array taps = Napi::Array::New(env, d.taps.size());
+      for (size_t i = 0; i < d.taps.size(); ++i) taps.Set(uint32_t(i), d.taps[i]);
+      dr.Set("targetLayerIds", taps);
+      o.Set("draft", dr);
+    } else {
+      o.Set("draft", env.Null());
+    }
     return o;
   });
 }
@@ -302,6 +320,8 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
       else if (mode == "last") it.logits = 1;
       else if (mode == "all") it.logits = 2;
       else fail("invalid_argument", where + ".logits must be 'none', 'last' or 'all'");
+      it.capture = o.Get("capture").ToBoolean().Value();
+      it.verify = o.Get("verify").ToBoolean().Value();
     }
     for (auto& it : *items) it.seq->busy = true;
     auto out = std::make_shared<std::vector<std::vector<float>>>();
@@ -333,6 +353,58 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
             it.seq->busy = false;
             if (*failed) it.seq->broken = true;
           }
+        });
+    Napi::Promise p = t->promise();
+    t->Queue();
+    return p;
+  });
+}
+
+// draft(handle, [{seq, token}]) → Promise<Float32Array[]>: per item the draft's logits for block rows 1..B−1
+// ([(B−1)·V]); `token` is the anchor (the last committed token, at position sequenceLength).
+Napi::Value Draft(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (!m->has_draft()) fail("unsupported", "this model has no draft loaded");
+    if (info.Length() < 2 || !info[1].IsArray()) fail("invalid_argument", "draft(handle, items): items must be an array");
+    Napi::Array arr = info[1].As<Napi::Array>();
+    if (arr.Length() == 0) fail("invalid_argument", "draft needs at least one item");
+    auto items = std::make_shared<std::vector<splash::DraftItem>>(arr.Length());
+    const int V = m->config().V;
+    std::lock_guard<std::mutex> lock(m->seq_mutex());
+    for (uint32_t i = 0; i < arr.Length(); ++i) {
+      const std::string where = "items[" + std::to_string(i) + "]";
+      Napi::Value v = arr.Get(i);
+      if (!v.IsObject()) fail("invalid_argument", where + " must be an object");
+      Napi::Object o = v.As<Napi::Object>();
+      int32_t id = int_arg(o.Get("seq"), (where + ".seq").c_str(), 0, INT32_MAX);
+      splash::Sequence* s = m->find(id);
+      if (!s) fail("unknown_sequence", where + ": unknown sequence " + std::to_string(id));
+      if (s->busy) fail("sequence_busy", where + ": sequence " + std::to_string(id) + " is already in a step");
+      if (s->broken) fail("sequence_broken", where + ": sequence " + std::to_string(id) + " failed earlier; truncate it to 0");
+      for (uint32_t j = 0; j < i; ++j)
+        if ((*items)[j].seq == s) fail("invalid_argument", where + ": sequence " + std::to_string(id) + " appears twice");
+      (*items)[i].seq = s;
+      (*items)[i].anchor = int_arg(o.Get("token"), (where + ".token").c_str(), 0, V - 1);
+    }
+    for (auto& it : *items) it.seq->busy = true;
+    auto out = std::make_shared<std::vector<std::vector<float>>>();
+    auto* t = new Task(
+        info.Env(), [=] { m->draft(*items, *out); },
+        [=](Napi::Env env) -> Napi::Value {
+          Napi::Array res = Napi::Array::New(env, items->size());
+          for (size_t i = 0; i < items->size(); ++i) {
+            auto* vec = new std::vector<float>(std::move((*out)[i]));
+            Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
+                env, vec->data(), vec->size() * sizeof(float),
+                [](Napi::Env, void*, std::vector<float>* p) { delete p; }, vec);
+            res.Set(uint32_t(i), Napi::Float32Array::New(env, vec->size(), ab, 0));
+          }
+          return res;
+        },
+        [=] {
+          std::lock_guard<std::mutex> l2(m->seq_mutex());
+          for (auto& it : *items) it.seq->busy = false;
         });
     Napi::Promise p = t->promise();
     t->Queue();
@@ -492,6 +564,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("truncateSequence", Napi::Function::New(env, TruncateSequence));
   exports.Set("sequenceLength", Napi::Function::New(env, SequenceLength));
   exports.Set("step", Napi::Function::New(env, Step));
+  exports.Set("draft", Napi::Function::New(env, Draft));
   exports.Set("closeModel", Napi::Function::New(env, CloseModel));
   exports.Set("isaList", Napi::Function::New(env, IsaList));
   exports.Set("kernelSelfTest", Napi::Function::New(env, KernelSelfTest));

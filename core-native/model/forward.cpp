@@ -44,6 +44,36 @@ void Model::linear_attention(const Layer& l, std::vector<StepItem>& items, const
   for (auto& it : items) {
     const int n = int(it.tokens.size());
     float* st = it.seq->gdn;
+    if (it.verify) {
+      // token by token, exactly as single-token decodes; the state after each token goes to its slot
+      Sequence* s = it.seq;
+      const size_t convn = size_t(c.conv_k - 1) * C, ssmn = size_t(c.nv) * c.dk * c.dv;
+      for (int i = 0; i < n; ++i) {
+        const int64_t t = off + i;
+        be->conv1d_silu(be_->ctx, qkv.data() + t * C, 1, int(C), c.conv_k, l.conv, st + l.conv_off, conv.data() + t * C);
+        splash_gdn_args g{};
+        g.n_tokens = 1;
+        g.nk = c.nk;
+        g.nv = c.nv;
+        g.dk = c.dk;
+        g.dv = c.dv;
+        g.q = conv.data() + t * C;
+        g.k = g.q + Dk;
+        g.v = g.q + 2 * Dk;
+        g.qk_stride = C;
+        g.v_stride = C;
+        g.beta = bb.data() + t * c.nv;
+        g.g = aa.data() + t * c.nv;
+        g.state = st + l.ssm_off;
+        g.out = o.data() + t * Dv;
+        be->gdn_recurrent(be_->ctx, &g);
+        float* slot = s->slots.data() + size_t(i + 1) * gdn_floats_;
+        std::memcpy(slot + l.conv_off, st + l.conv_off, convn * 4);
+        std::memcpy(slot + l.ssm_off, st + l.ssm_off, ssmn * 4);
+      }
+      off += n;
+      continue;
+    }
     be->conv1d_silu(be_->ctx, qkv.data() + off * C, n, int(C), c.conv_k, l.conv, st + l.conv_off, conv.data() + off * C);
     splash_gdn_args g{};
     g.n_tokens = n;
@@ -192,6 +222,18 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   int N = 0;
   for (auto& it : items) N += int(it.tokens.size());
   std::vector<float> h(size_t(N) * H), x(size_t(N) * H), y(size_t(N) * H);
+  for (auto& it : items) {
+    Sequence* s = it.seq;
+    s->spec_n = 0;
+    if (it.verify && gdn_floats_ > 0) {
+      s->slots.resize(size_t(it.tokens.size() + 1) * gdn_floats_);
+      std::memcpy(s->slots.data(), s->gdn, size_t(gdn_floats_) * 4);
+    }
+  }
+  const int K = has_draft() ? int(dcfg_.taps.size()) : 0;
+  bool any_capture = false;
+  for (auto& it : items) any_capture |= it.capture && K > 0;
+  std::vector<float> taps(any_capture ? size_t(N) * K * H : 0);
   {
     int t = 0;
     for (auto& it : items)
@@ -205,6 +247,11 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
     be->rmsnorm(be_->ctx, h.data(), l.post_norm, N, H, c.eps, x.data());
     mlp(l, x.data(), N, y.data());
     for (size_t i = 0; i < h.size(); ++i) h[i] += y[i];
+    if (any_capture) {
+      const int j = tap_slot_[&l - layers_.data()];
+      if (j >= 0)
+        for (int t = 0; t < N; ++t) std::memcpy(&taps[(size_t(t) * K + j) * H], &h[size_t(t) * H], H * 4);
+    }
   }
   // logits only for the rows asked for
   std::vector<int> rows;
@@ -229,7 +276,24 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   }
   {
     std::lock_guard<std::mutex> lock(seq_mu_);  // lengths are read from the JS thread
-    for (auto& it : items) it.seq->len += int32_t(it.tokens.size());
+    int off = 0;
+    for (auto& it : items) {
+      Sequence* s = it.seq;
+      const int n = int(it.tokens.size());
+      if (it.verify && gdn_floats_ > 0) {
+        s->spec_base = s->len;
+        s->spec_n = n + 1;
+      }
+      if (K > 0) {
+        const size_t row = size_t(K) * H;
+        if (it.capture && s->feat.size() == size_t(s->len - s->draft_len) * row)
+          s->feat.insert(s->feat.end(), taps.begin() + off * row, taps.begin() + (off + n) * row);
+        else
+          s->feat.clear(), s->draft_len = -1;  // context gap: the draft cannot run on this sequence any more
+      }
+      s->len += n;
+      off += n;
+    }
   }
   size_t r = 0;
   for (size_t i = 0; i < items.size(); ++i) {

@@ -59,6 +59,21 @@ struct Layer {
   int64_t conv_off = 0, ssm_off = 0, kv_index = -1;
 };
 
+// DFlash draft (speculative-and-cache.md §1.1): fc over the concatenated outputs of the tapped target
+// layers → hidden_norm = context features; per draft layer (Qwen3 decoder layer) K/V of context positions
+// come from those features (cached per sequence), the block [anchor, mask×(B−1)] attends to the context and
+// bidirectionally to itself; logits through the target's lm_head.
+struct DraftConfig {
+  int B = 0, mask = 0, L = 0, H = 0, I = 0, nh = 0, nkv = 0, hd = 0;
+  float theta = 10000.f, eps = 1e-6f;
+  std::vector<int> taps;  // target decoder layers whose outputs are tapped
+};
+
+struct DraftLayer {
+  const float *in_norm = nullptr, *post_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
+  splash_weight q{}, k{}, v{}, o{}, gate{}, up{}, down{};
+};
+
 struct Sequence {
   int32_t id = 0;
   int32_t max_len = 0;
@@ -67,18 +82,32 @@ struct Sequence {
   bool broken = false;  // a step failed midway; state is undefined
   float* gdn = nullptr;  // conv + recurrent states of all linear layers: one memcpy-able block
   float* kv = nullptr;   // [full layers][K|V][max_len][nkv*hd]
+  // speculative decoding
+  float* dkv = nullptr;         // draft KV [draft layers][K|V][max_len + B][nkv*hd] (context rows, then block scratch)
+  int32_t draft_len = 0;        // positions whose context K/V are in dkv
+  std::vector<float> feat;      // tapped target features of positions [draft_len, len), [rows][taps·H]
+  std::vector<float> slots;     // GDN states after each verified position: slot i = state at length spec_base + i
+  int32_t spec_base = -1, spec_n = 0;  // slots valid for lengths [spec_base, spec_base + spec_n)
 };
 
 struct StepItem {
   Sequence* seq = nullptr;
   std::vector<int32_t> tokens;
   int logits = 0;  // 0 none, 1 last, 2 all
+  bool capture = false;  // append the tapped layers' outputs to seq->feat (draft context)
+  bool verify = false;   // row-by-row recurrent GDN (bit-identical to single-token decode) + per-position states
+};
+
+struct DraftItem {
+  Sequence* seq = nullptr;
+  int32_t anchor = 0;  // last committed token, at position seq->len (not yet processed by the target)
 };
 
 class Model {
  public:
   // act_levels: q4/q8 activations, 0 fp32, 1 int8, 2 int8x2 (see backend.h)
-  static std::unique_ptr<Model> open(const std::string& dir, int threads, const char* isa, int act_levels);  // throws
+  static std::unique_ptr<Model> open(const std::string& dir, int threads, const char* isa, int act_levels,
+                                     bool load_draft = true);  // throws
   ~Model();
 
   const ModelConfig& config() const { return cfg_; }
@@ -88,7 +117,11 @@ class Model {
   // Per-sequence state: gdn_bytes() fixed + kv_bytes_per_token() × maxLength.
   uint64_t gdn_bytes() const { return uint64_t(gdn_floats_) * 4; }
   uint64_t kv_bytes_per_token() const { return uint64_t(kv_floats_per_token_) * 4; }
-  uint64_t sequence_bytes(int64_t max_len) const { return gdn_bytes() + kv_bytes_per_token() * uint64_t(max_len); }
+  // (with a draft: + draft KV and the B+1 per-position GDN states of a verify step)
+  uint64_t sequence_bytes(int64_t max_len) const {
+    return gdn_bytes() + kv_bytes_per_token() * uint64_t(max_len) +
+           (has_draft() ? draft_bytes(max_len) + uint64_t(dcfg_.B + 1) * gdn_bytes() : 0);
+  }
   int threads() const { return threads_; }
   int act_levels() const { return act_levels_; }
 
@@ -102,9 +135,17 @@ class Model {
   // One batched step; out[i] gets logits per item (empty for 'none'). Serialised by compute_mu_.
   void step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out);
 
+  // Draft (null config when the package has none or it was not loaded).
+  bool has_draft() const { return dcfg_.B > 0; }
+  const DraftConfig& draft_config() const { return dcfg_; }
+  uint64_t draft_bytes(int64_t max_len) const;
+  // One draft forward per item: consumes the pending features, out[i] = logits of block rows 1..B−1 [(B−1)·V].
+  void draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>& out);
+
  private:
   Model() = default;
   void bind_weights();
+  void load_draft_files(const std::string& dir);
   void forward(std::vector<StepItem>& items, std::vector<std::vector<float>>& out);
   void linear_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y);
   void full_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y);
@@ -118,6 +159,11 @@ class Model {
   splash_weight embed_{}, lm_head_{};
   const float* norm_ = nullptr;
   std::vector<std::vector<float>> owned_;  // norms converted from BF16, if any
+  DraftConfig dcfg_;
+  std::vector<DraftLayer> dlayers_;
+  splash_weight dfc_{};
+  const float *dhnorm_ = nullptr, *dnorm_ = nullptr;
+  std::vector<int> tap_slot_;  // per target layer: index in taps, or -1
   int64_t gdn_floats_ = 0, kv_floats_per_token_ = 0, n_full_ = 0;
   int threads_ = 1;
   int act_levels_ = 1;

@@ -225,14 +225,84 @@ void Model::bind_weights() {
       l.down = lin(p + "mlp.down_proj", c.H, c.I);
     }
   }
+  if (dcfg_.B > 0) {
+    const DraftConfig& d = dcfg_;
+    const int K = int(d.taps.size());
+    dfc_ = lin("draft.fc", d.H, int64_t(K) * c.H);
+    dhnorm_ = vec("draft.hidden_norm", d.H);
+    dnorm_ = vec("draft.norm", d.H);
+    dlayers_.resize(d.L);
+    for (int i = 0; i < d.L; ++i) {
+      DraftLayer& l = dlayers_[i];
+      const std::string p = "draft.layers." + std::to_string(i) + ".";
+      l.in_norm = vec(p + "input_layernorm", d.H);
+      l.post_norm = vec(p + "post_attention_layernorm", d.H);
+      l.q = lin(p + "self_attn.q_proj", int64_t(d.nh) * d.hd, d.H);
+      l.k = lin(p + "self_attn.k_proj", int64_t(d.nkv) * d.hd, d.H);
+      l.v = lin(p + "self_attn.v_proj", int64_t(d.nkv) * d.hd, d.H);
+      l.o = lin(p + "self_attn.o_proj", d.H, int64_t(d.nh) * d.hd);
+      l.q_norm = vec(p + "self_attn.q_norm", d.hd);
+      l.k_norm = vec(p + "self_attn.k_norm", d.hd);
+      l.gate = lin(p + "mlp.gate_proj", d.I, d.H);
+      l.up = lin(p + "mlp.up_proj", d.I, d.H);
+      l.down = lin(p + "mlp.down_proj", d.H, d.I);
+    }
+    tap_slot_.assign(c.L, -1);
+    for (int j = 0; j < K; ++j) tap_slot_[d.taps[j]] = j;
+  }
   gdn_floats_ = (gdn + 15) / 16 * 16;
   n_full_ = nfull;
   kv_floats_per_token_ = 2 * nfull * int64_t(c.nkv) * c.hd;
 }
 
-std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, int act_levels) {
+void Model::load_draft_files(const std::string& dir) {
+  const Json* dr = pkg_->manifest().find("draft");
+  if (!dr || dr->kind != Json::Object) return;
+  const Json* cj = dr->find("config");
+  const Json* files = dr->find("files");
+  if (!cj || cj->kind != Json::Object || !files || files->kind != Json::Array || files->arr.empty())
+    bad("splash.json: draft needs config and files");
+  // DFlash 2 modules are not implemented: such a draft is not loaded (plain decode).
+  for (const char* k : {"conv_kernel_size", "selector_rank", "sliding_window"})
+    if (const Json* v = cj->find(k); v && !v->isNull()) return;
+  DraftConfig d;
+  d.B = inum(*cj, "block_size", 0, true);
+  d.mask = inum(*cj, "mask_token_id", 0, true);
+  d.L = inum(*cj, "num_hidden_layers", 0, true);
+  d.H = inum(*cj, "hidden_size", 0, true);
+  d.I = inum(*cj, "intermediate_size", 0, true);
+  d.nh = inum(*cj, "num_attention_heads", 0, true);
+  d.nkv = inum(*cj, "num_key_value_heads", d.nh);
+  d.hd = inum(*cj, "head_dim", d.nh ? d.H / d.nh : 0);
+  d.theta = float(num(*cj, "rope_theta", 10000.0));
+  d.eps = float(num(*cj, "rms_norm_eps", 1e-6));
+  const Json* taps = cj->find("target_layer_ids");
+  if (!taps || taps->kind != Json::Array || taps->arr.empty()) bad("draft.config.target_layer_ids is missing");
+  for (auto& t : taps->arr) {
+    if (t.kind != Json::Number || t.num < 0 || t.num >= cfg_.L) bad("draft.config.target_layer_ids is out of range");
+    d.taps.push_back(int(t.num));
+  }
+  if (d.B < 2 || d.mask < 0 || d.mask >= cfg_.V || d.L <= 0 || d.H != cfg_.H || d.nh <= 0 || d.nkv <= 0 ||
+      d.nh % d.nkv || d.hd <= 0 || d.hd > 512 || d.hd % 2)
+    bad("bad draft config");
+  for (auto& f : files->arr) {
+    if (f.kind != Json::String || f.str.empty() || f.str.find("..") != std::string::npos || f.str[0] == '/')
+      bad("splash.json: bad draft file name");
+    pkg_->add_safetensors(dir + "/" + f.str, "draft.");
+  }
+  dcfg_ = d;
+}
+
+uint64_t Model::draft_bytes(int64_t max_len) const {
+  if (!has_draft()) return 0;
+  const DraftConfig& d = dcfg_;
+  return uint64_t(d.L) * 2 * uint64_t(max_len + d.B) * d.nkv * d.hd * 4;
+}
+
+std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, int act_levels, bool load_draft) {
   std::unique_ptr<Model> m(new Model());
   m->pkg_ = Package::open(dir, [&](const Json& manifest) { m->cfg_ = parse_config(manifest); });
+  if (load_draft) m->load_draft_files(dir);
   m->bind_weights();
   m->be_ = splash_backend_cpu_create(threads, isa, act_levels);
   m->act_levels_ = act_levels;
@@ -245,6 +315,7 @@ Model::~Model() {
   for (auto& [id, s] : seqs_) {
     std::free(s.gdn);
     std::free(s.kv);
+    std::free(s.dkv);
   }
   for (float* p : gdn_pool_) std::free(p);
   splash_backend_cpu_free(be_);
@@ -278,8 +349,17 @@ int32_t Model::create_sequence(int32_t max_len) {
       throw Error("out_of_memory", "cannot allocate a KV cache of " + std::to_string(kb) + " bytes");
     }
   }
+  if (has_draft()) {
+    const size_t db = draft_bytes(max_len);
+    s.dkv = static_cast<float*>(std::aligned_alloc(64, (db + 63) / 64 * 64));
+    if (!s.dkv) {
+      if (s.gdn) gdn_pool_.push_back(s.gdn);
+      std::free(s.kv);
+      throw Error("out_of_memory", "cannot allocate a draft KV cache");
+    }
+  }
   s.id = next_id_++;
-  seqs_.emplace(s.id, s);
+  seqs_.emplace(s.id, std::move(s));
   return s.id;
 }
 
@@ -295,6 +375,7 @@ void Model::free_sequence(int32_t id) {
   if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
   if (s->gdn) gdn_pool_.push_back(s->gdn);
   std::free(s->kv);
+  std::free(s->dkv);
   seqs_.erase(id);
 }
 
@@ -306,16 +387,40 @@ void Model::truncate_sequence(int32_t id, int32_t len) {
   if (len < 0 || len > s->len)
     throw Error("invalid_argument", "cannot truncate to " + std::to_string(len) + " (length is " + std::to_string(s->len) + ")");
   if (len == s->len) return;
+  // draft context: pending features beyond len are dropped; cached context rows beyond len are stale
+  auto cut_draft = [&] {
+    if (!has_draft()) return;
+    if (s->draft_len < 0) {  // the draft context had a gap; only a reset repairs it
+      if (len == 0) s->draft_len = 0, s->feat.clear();
+      return;
+    }
+    const size_t row = dcfg_.taps.size() * size_t(cfg_.H);
+    if (len < s->draft_len) {
+      s->draft_len = len;
+      s->feat.clear();
+    } else {
+      s->feat.resize(size_t(len - s->draft_len) * row);
+    }
+  };
   if (len == 0) {
     if (s->gdn) std::memset(s->gdn, 0, size_t(gdn_floats_) * 4);
     s->len = 0;
     s->broken = false;
+    s->spec_n = 0;
+    cut_draft();
     return;
   }
-  if (gdn_floats_ > 0)
-    throw Error("state_not_truncatable",
-                "linear-attention state cannot be rolled back; truncate to 0 or to the current length");
+  if (gdn_floats_ > 0) {
+    // speculative rollback: the last verify step kept the GDN state after every position it processed
+    if (s->spec_n == 0 || len < s->spec_base || len >= s->spec_base + s->spec_n)
+      throw Error("state_not_truncatable",
+                  "linear-attention state cannot be rolled back to " + std::to_string(len) +
+                      "; truncate to 0, to the current length, or within the last verify step");
+    std::memcpy(s->gdn, s->slots.data() + size_t(len - s->spec_base) * gdn_floats_, size_t(gdn_floats_) * 4);
+  }
   s->len = len;
+  s->spec_n = 0;
+  cut_draft();
 }
 
 }  // namespace splash

@@ -50,7 +50,7 @@ std::string read_text(const std::string& path) {
 
 }  // namespace
 
-void Package::add_safetensors(const std::string& path) {
+void Package::add_safetensors(const std::string& path, const std::string& prefix) {
   auto file = std::make_unique<MappedFile>(path);
   const uint8_t* base = file->data();
   const size_t size = file->size();
@@ -86,7 +86,7 @@ void Package::add_safetensors(const std::string& path) {
     if (size_t(info.numel()) * es != info.bytes)
       throw Error("bad_package", path + ": size does not match shape for " + name);
     tensor_bytes_ += info.bytes;
-    if (!tensors_.emplace(name, std::move(info)).second)
+    if (!tensors_.emplace(prefix + name, std::move(info)).second)
       throw Error("bad_package", "tensor " + name + " appears twice");
   }
   files_.push_back(std::move(file));

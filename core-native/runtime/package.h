@@ -46,9 +46,10 @@ class Package {
   const Json& config() const { return *config_; }
   const TensorInfo* find(const std::string& name) const;
   uint64_t tensor_bytes() const { return tensor_bytes_; }
+  // Maps one more safetensors file; its tensors are found as `prefix + name` (the draft uses "draft.").
+  void add_safetensors(const std::string& path, const std::string& prefix = "");
 
  private:
-  void add_safetensors(const std::string& path);
   Json manifest_;
   const Json* config_ = nullptr;
   std::vector<std::unique_ptr<MappedFile>> files_;

@@ -24,6 +24,7 @@ export class Engine {
     private readonly metrics?: Metrics,
   ) {
     this.scheduler = new Scheduler(model, {...DEFAULT_LIMITS, ...limits})
+    if (metrics) this.scheduler.onAcceptance = (committed, drafted) => metrics.observeAcceptance(committed, drafted)
   }
 
   /**
@@ -119,6 +120,10 @@ export class Engine {
       }
       let results: Array<Float32Array | null>
       try {
+        if (batch.drafting.length > 0) {
+          const draftLogits = await this.model.draft!(this.scheduler.draftRequests(batch))
+          this.scheduler.fillDrafts(batch, draftLogits)
+        }
         results = await this.model.step(batch.items)
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)

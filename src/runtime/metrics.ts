@@ -87,6 +87,19 @@ export class Metrics {
   readonly finished = this.add(new Counter('splash_generations_total', 'Generations ended, by reason'))
   readonly ttft = this.add(new Histogram('splash_time_to_first_token_seconds', 'Time from admission to the first generated token', LATENCY))
   readonly interToken = this.add(new Histogram('splash_inter_token_seconds', 'Time between generated tokens of one request', LATENCY))
+  readonly specAcceptance = this.add(
+    new Histogram('splash_spec_acceptance_length', 'Tokens committed per speculative verify pass (accepted drafts + 1)', [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]),
+  )
+  readonly specPasses = this.add(new Counter('splash_spec_verify_passes_total', 'Target passes that verified drafted tokens'))
+  readonly specDrafted = this.add(new Counter('splash_spec_draft_tokens_total', 'Tokens proposed by the draft'))
+  readonly specCommitted = this.add(new Counter('splash_spec_committed_tokens_total', 'Tokens committed by verify passes'))
+
+  observeAcceptance(committed: number, drafted: number): void {
+    this.specAcceptance.observe(committed)
+    this.specPasses.inc()
+    this.specDrafted.inc(drafted)
+    this.specCommitted.inc(committed)
+  }
 
   add<M extends Metric>(m: M): M {
     this.all.push(m)

@@ -1,6 +1,12 @@
 // The native engine as the scheduler's StepModel: one loaded package, its sequences and its step.
 import {native, type ModelHandle, type ModelInfo, type OpenModelOptions} from './native.js'
-import type {StepItem, StepModel} from './step-model.js'
+import type {DraftRequest, StepItem, StepModel} from './step-model.js'
+
+/** SPLASH_DRAFT=off (or 0/false/no) disables speculative decoding: diagnosis and tests only. */
+export function draftDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
+  const v = (env.SPLASH_DRAFT ?? '').trim().toLowerCase()
+  return v === 'off' || v === '0' || v === 'false' || v === 'no'
+}
 
 export class NativeModel implements StepModel {
   private closed = false
@@ -12,15 +18,20 @@ export class NativeModel implements StepModel {
   ) {}
 
   static async open(dir: string, contextLength: number, options: OpenModelOptions = {}): Promise<NativeModel> {
-    // fp32 activations keep a prefill chunk and single-token decodes of the same tokens identical
-    // (the int8-activation matvec is only used for decode, so it would make them differ).
-    const handle = await native.openModel(dir, {int8: false, ...options})
+    // Default activations (int8x2): every q4/q8 matmul computes each (row, token) the same way whatever
+    // the token count, and a `verify` step runs GDN row by row in the recurrent form, so a verification
+    // pass equals single-token decodes bit for bit (test/core-native/spec.test.ts).
+    const handle = await native.openModel(dir, {draft: !draftDisabled(), ...options})
     const info = native.modelInfo(handle)
     return new NativeModel(handle, info, Math.min(contextLength, info.maxPositionEmbeddings))
   }
 
   get vocabSize(): number {
     return this.info.vocabSize
+  }
+
+  get draftBlockSize(): number {
+    return this.info.draft?.blockSize ?? 0
   }
 
   createSequence(maxLength: number): number {
@@ -33,6 +44,14 @@ export class NativeModel implements StepModel {
 
   step(items: StepItem[]): Promise<Array<Float32Array | null>> {
     return native.step(this.handle, items)
+  }
+
+  draft(items: DraftRequest[]): Promise<Float32Array[]> {
+    return native.draft(this.handle, items)
+  }
+
+  truncate(seq: number, length: number): void {
+    native.truncateSequence(this.handle, seq, length)
   }
 
   close(): void {

@@ -70,6 +70,23 @@ export interface OpenModelOptions {
   activations?: MatmulActivations
   /** Shorthand: true = 'int8', false = 'f32' (`activations` wins when both are given). */
   int8?: boolean
+  /** Load the package's DFlash draft when it has one (default true; SPLASH_DRAFT=off sets false in NativeModel). */
+  draft?: boolean
+}
+
+/** The loaded DFlash draft (modelInfo().draft), or null. */
+export interface DraftInfo {
+  /** Block length B: the anchor plus B−1 drafted tokens per draft pass. */
+  blockSize: number
+  maskTokenId: number
+  numLayers: number
+  targetLayerIds: number[]
+}
+
+export interface DraftItem {
+  seq: SequenceId
+  /** The anchor: the last committed token, not yet processed by the target (it sits at sequenceLength). */
+  token: number
 }
 
 export type MatmulActivations = 'f32' | 'int8' | 'int8x2'
@@ -95,6 +112,7 @@ export interface ModelInfo {
   kvType: 'f32'
   /** What q4/q8 matmuls use for activations in this model. */
   matmulActivations: MatmulActivations
+  draft: DraftInfo | null
 }
 
 export interface StepItem {
@@ -103,6 +121,18 @@ export interface StepItem {
   tokens: Int32Array
   /** Which logits to return: none, the last token's [V], or every token's [n·V]. Default 'last'. */
   logits?: LogitsMode
+  /**
+   * Keep the tapped target layers' outputs of these tokens as the draft's pending context. Every step of a
+   * sequence that will use the draft must capture (a step without it leaves a gap: draft() then refuses the
+   * sequence until it is truncated to 0).
+   */
+  capture?: boolean
+  /**
+   * Verification pass: GDN runs row by row in the recurrent form (each row bit-identical to a single-token
+   * decode) and the state after every row is kept, so truncateSequence may then roll back to any length
+   * between the step's start and its end.
+   */
+  verify?: boolean
 }
 
 export interface KernelCheck {
@@ -169,6 +199,7 @@ interface Binding {
   truncateSequence(h: ModelHandle, seq: SequenceId, length: number): void
   sequenceLength(h: ModelHandle, seq: SequenceId): number
   step(h: ModelHandle, items: StepItem[]): Promise<(Float32Array | null)[]>
+  draft(h: ModelHandle, items: DraftItem[]): Promise<Float32Array[]>
   closeModel(h: ModelHandle): void
   isaList(): Isa[]
   kernelSelfTest(seed?: number): Promise<KernelCheck[]>
@@ -223,11 +254,16 @@ export const native = {
   sequenceBytes: (h: ModelHandle, maxLength: number) => sync(() => load().sequenceBytes(h, maxLength)),
   createSequence: (h: ModelHandle, opts: {maxLength: number}) => sync(() => load().createSequence(h, opts)),
   freeSequence: (h: ModelHandle, seq: SequenceId) => sync(() => load().freeSequence(h, seq)),
-  /** KV truncate; linear-attention state cannot roll back: only `length` 0 or the current length. */
+  /**
+   * KV truncate (and draft context). Linear-attention state rolls back only to 0, the current length, or a
+   * length inside the last `verify` step of that sequence (per-position states); else state_not_truncatable.
+   */
   truncateSequence: (h: ModelHandle, seq: SequenceId, length: number) => sync(() => load().truncateSequence(h, seq, length)),
   sequenceLength: (h: ModelHandle, seq: SequenceId) => sync(() => load().sequenceLength(h, seq)),
   /** One batched step over several sequences; logits per item (null for 'none'). */
   step: (h: ModelHandle, items: StepItem[]) => async(() => load().step(h, items)),
+  /** One DFlash draft pass per item: logits of the B−1 drafted positions, [(B−1)·V] each. */
+  draft: (h: ModelHandle, items: DraftItem[]) => async(() => load().draft(h, items)),
   closeModel: (h: ModelHandle) => sync(() => load().closeModel(h)),
   isaList: () => sync(() => load().isaList()),
   /** Test-only: every matmul path of every ISA this CPU has, against an fp64 reference and the scalar path. */

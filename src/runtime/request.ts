@@ -29,4 +29,9 @@ export interface Usage {
   promptTokens: number
   completionTokens: number
   cachedTokens: number
+  /**
+   * Speculative decoding, when the draft was used: target verify passes and the tokens they committed
+   * (acceptance length = committed / passes). Absent for plain decoding.
+   */
+  draft?: {passes: number; committed: number}
 }

@@ -169,3 +169,93 @@ function sampleFiltered(logits: Float32Array, p: SamplingParams, rng: Rng): numb
   }
   return idx[n - 1]
 }
+
+/** A filtered, normalised distribution over candidate tokens (sorted by probability, highest first). */
+export interface Dist {
+  idx: number[]
+  prob: number[]
+}
+
+/**
+ * The distribution sampleToken draws from at temperature > 0 (temperature, top-k, min-p, top-p; no
+ * penalties), normalised. Speculative sampling uses it for the target (p) and the draft (q) alike.
+ */
+export function filteredDist(logits: Float32Array, p: SamplingParams): Dist {
+  const k = p.topK > 0 ? Math.min(p.topK, logits.length) : logits.length
+  let idx: number[]
+  if (k < logits.length) {
+    idx = topLogprobs(Float64Array.from(logits), k).map(x => x.token)
+  } else {
+    idx = Array.from({length: logits.length}, (_, i) => i).sort((a, b) => logits[b] - logits[a])
+  }
+  const inv = 1 / p.temperature
+  const max = logits[idx[0]] * inv
+  const probs = idx.map(i => Math.exp(logits[i] * inv - max))
+  let total = probs.reduce((a, b) => a + b, 0)
+  let n = probs.length
+  if (p.minP > 0) {
+    const floor = p.minP * (probs[0] / total)
+    while (n > 1 && probs[n - 1] / total < floor) n--
+  }
+  if (p.topP < 1) {
+    let cum = 0
+    let keep = 0
+    for (; keep < n; keep++) {
+      cum += probs[keep] / total
+      if (cum >= p.topP) {
+        keep++
+        break
+      }
+    }
+    n = Math.max(1, Math.min(n, keep))
+  }
+  total = 0
+  for (let i = 0; i < n; i++) total += probs[i]
+  return {idx: idx.slice(0, n), prob: probs.slice(0, n).map(x => x / total)}
+}
+
+/** Draws one token from a Dist. */
+export function sampleDist(d: Dist, rng: Rng): number {
+  let u = rng.next()
+  for (let i = 0; i < d.idx.length; i++) {
+    u -= d.prob[i]
+    if (u <= 0) return d.idx[i]
+  }
+  return d.idx[d.idx.length - 1]
+}
+
+/** Probability of `token` under d (0 when filtered out). */
+export function distProb(d: Dist, token: number): number {
+  const i = d.idx.indexOf(token)
+  return i < 0 ? 0 : d.prob[i]
+}
+
+/**
+ * Speculative sampling (exact): accept draft token d ~ q with probability min(1, p(d)/q(d)); on rejection
+ * draw from normalise(max(p − q, 0)). Returns the accepted draft or the replacement, and whether it was accepted.
+ */
+export function verifyDraft(p: Dist, q: Dist, draft: number, rng: Rng): {token: number; accepted: boolean} {
+  const pd = distProb(p, draft)
+  const qd = distProb(q, draft)
+  if (qd > 0 && rng.next() * qd < pd) return {token: draft, accepted: true}
+  const qm = new Map<number, number>()
+  for (let i = 0; i < q.idx.length; i++) qm.set(q.idx[i], q.prob[i])
+  const res: Dist = {idx: [], prob: []}
+  let total = 0
+  for (let i = 0; i < p.idx.length; i++) {
+    const r = p.prob[i] - (qm.get(p.idx[i]) ?? 0)
+    if (r > 0) {
+      res.idx.push(p.idx[i])
+      res.prob.push(r)
+      total += r
+    }
+  }
+  if (total <= 0) return {token: sampleDist(p, rng), accepted: false}
+  for (let i = 0; i < res.prob.length; i++) res.prob[i] /= total
+  return {token: sampleDist(res, rng), accepted: false}
+}
+
+/** True when speculative decoding can serve these parameters exactly (penalties depend on the output so far). */
+export function draftCompatible(p: SamplingParams): boolean {
+  return p.presencePenalty === 0 && p.frequencyPenalty === 0 && p.repetitionPenalty === 1
+}

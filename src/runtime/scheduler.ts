@@ -3,7 +3,17 @@
 import type {StepItem, StepModel} from './step-model.js'
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Sequence} from './sequence.js'
-import {sampleToken, logSoftmax, topLogprobs, type SampledToken} from './sampling.js'
+import {
+  sampleToken,
+  logSoftmax,
+  topLogprobs,
+  argmax,
+  filteredDist,
+  sampleDist,
+  verifyDraft,
+  draftCompatible,
+  type SampledToken,
+} from './sampling.js'
 import {errors} from '../errors.js'
 
 export interface SchedulerLimits {
@@ -18,16 +28,29 @@ export interface SchedulerLimits {
 export interface Batch {
   seqs: Sequence[]
   items: StepItem[]
+  /** Indices (into seqs/items) of the speculative items: their drafts are filled by fillDrafts() before the step. */
+  drafting: number[]
 }
+
+/** Acceptance-length observer (tokens committed per target verify pass). */
+export type AcceptanceObserver = (committed: number, drafted: number) => void
 
 export class Scheduler {
   private readonly waiting: Sequence[] = []
   private readonly running: Sequence[] = []
 
+  /** Called after every verify pass (metrics). */
+  onAcceptance: AcceptanceObserver | undefined
+
   constructor(
     private readonly model: StepModel,
     private readonly limits: SchedulerLimits,
   ) {}
+
+  /** Draft block length when speculative decoding is available (0: plain decode). */
+  private get blockSize(): number {
+    return this.model.draft && this.model.truncate ? (this.model.draftBlockSize ?? 0) : 0
+  }
 
   get numWaiting(): number {
     return this.waiting.length
@@ -75,17 +98,33 @@ export class Scheduler {
       const seq = this.waiting.shift()!
       seq.slot = this.model.createSequence(seq.maxLength)
       seq.status = 'running'
+      const r = seq.request
+      // Penalties depend on every token before; logprobs are reported per sampled token: plain decode serves those.
+      seq.useDraft = this.blockSize > 1 && draftCompatible(r.sampling) && r.logprobs === undefined
+      seq.specK = this.blockSize - 1
       this.running.push(seq)
     }
     const seqs: Sequence[] = []
     const items: StepItem[] = []
+    const drafting: number[] = []
     let budget = this.limits.tokenBudget
-    // Decodes first: one token each, so a long prefill never stalls them.
+    // Decodes first: one token each (a verify pass: the anchor and its drafts), so a long prefill never stalls them.
     for (const seq of this.running) {
       if (seq.inPrefill || budget <= 0) continue
+      seq.drafts = []
+      seq.draftDists = []
+      const remaining = seq.request.maxTokens - seq.output.length
+      const k = Math.min(seq.specK, remaining - 1, budget - 1)
+      if (seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 && k >= 1) {
+        drafting.push(seqs.length)
+        seq.drafts.length = k // filled by fillDrafts
+        budget -= 1 + k
+      } else {
+        if (seq.specSkip > 0) seq.specSkip--
+        budget--
+      }
       seqs.push(seq)
-      items.push({seq: seq.slot, tokens: Int32Array.of(seq.lastToken), logits: 'last'})
-      budget--
+      items.push({seq: seq.slot, tokens: Int32Array.of(seq.lastToken), logits: 'last', capture: seq.useDraft})
     }
     // Then prefill chunks, oldest first, under what is left of the budget.
     for (const seq of this.running) {
@@ -95,11 +134,46 @@ export class Scheduler {
       const last = seq.numComputed + n === seq.promptLength
       const wantRows = seq.request.promptLogprobs !== undefined ? 'all' : last && seq.request.maxTokens > 0 ? 'last' : 'none'
       seqs.push(seq)
-      items.push({seq: seq.slot, tokens, logits: wantRows})
+      items.push({seq: seq.slot, tokens, logits: wantRows, capture: seq.useDraft})
       budget -= n
     }
     for (const seq of seqs) seq.inFlight = true
-    return {seqs, items}
+    return {seqs, items, drafting}
+  }
+
+  /** The draft requests of a batch (one per speculative item: its anchor). */
+  draftRequests(batch: Batch): Array<{seq: number; token: number}> {
+    return batch.drafting.map(i => ({seq: batch.seqs[i].slot, token: batch.seqs[i].lastToken}))
+  }
+
+  /**
+   * Turns the draft's logits into drafted tokens (argmax at T = 0, else sampled from the filtered draft
+   * distribution q, kept for verification) and makes each speculative item a verify pass [anchor, drafts].
+   */
+  fillDrafts(batch: Batch, draftLogits: Float32Array[]): void {
+    const vocab = this.model.vocabSize
+    batch.drafting.forEach((i, j) => {
+      const seq = batch.seqs[i]
+      const k = seq.drafts.length
+      const rows = draftLogits[j]
+      const s = seq.request.sampling
+      for (let r = 0; r < k; r++) {
+        const row = rows.subarray(r * vocab, (r + 1) * vocab)
+        if (s.temperature === 0) seq.drafts[r] = argmax(row)
+        else {
+          const q = filteredDist(row, s)
+          seq.draftDists.push(q)
+          seq.drafts[r] = sampleDist(q, seq.rng)
+        }
+      }
+      batch.items[i] = {
+        seq: seq.slot,
+        tokens: Int32Array.from([seq.lastToken, ...seq.drafts]),
+        logits: 'all',
+        capture: true,
+        verify: true,
+      }
+    })
   }
 
   postprocess(batch: Batch, results: Array<Float32Array | null>): void {
@@ -119,10 +193,65 @@ export class Scheduler {
         if (!last) throw new Error('the model returned no logits for the end of a prompt')
         return this.accept(seq, last)
       }
-      seq.numComputed += 1
       if (!rows) throw new Error('the model returned no logits for a decode step')
+      if (item.verify) return this.verify(seq, rows)
+      seq.numComputed += 1
       this.accept(seq, rows.subarray(rows.length - vocab))
     })
+  }
+
+  /**
+   * Acceptance of one verify pass. Row r of the target's logits follows [anchor, d1..dr]. Greedy: accept
+   * drafts while they equal the target's argmax, then the target's token; T > 0: exact speculative
+   * sampling. The target state is rolled back to the committed prefix (anchor + accepted drafts).
+   */
+  private verify(seq: Sequence, rows: Float32Array): void {
+    const vocab = this.model.vocabSize
+    const s = seq.request.sampling
+    const k = seq.drafts.length
+    const row = (r: number) => rows.subarray(r * vocab, (r + 1) * vocab)
+    const commit: number[] = []
+    let acc = 0
+    const forced = seq.forced.shift()
+    if (forced !== undefined) {
+      // a token forced while the pass ran replaces the target's first token, as in a plain decode
+      commit.push(forced)
+      acc = -1
+    }
+    for (; acc >= 0 && acc < k; acc++) {
+      if (s.temperature === 0) {
+        const t = argmax(row(acc))
+        commit.push(t)
+        if (t !== seq.drafts[acc]) break
+      } else {
+        const v = verifyDraft(filteredDist(row(acc), s), seq.draftDists[acc], seq.drafts[acc], seq.rng)
+        commit.push(v.token)
+        if (!v.accepted) break
+      }
+    }
+    if (acc < 0) acc = 0
+    else if (acc === k) commit.push(s.temperature === 0 ? argmax(row(k)) : sampleDist(filteredDist(row(k), s), seq.rng))
+    seq.numComputed += 1 + acc
+    seq.specPasses++
+    seq.specCommitted += commit.length
+    this.onAcceptance?.(commit.length, k)
+    // adaptive block: grow with acceptance; after passes with nothing accepted, fall back to plain decodes
+    // for a while (backing off exponentially) so a useless draft costs little
+    if (acc === 0) {
+      seq.specFails++
+      seq.specK = Math.max(1, seq.specK >> 1)
+      if (seq.specFails >= 2) seq.specSkip = Math.min(256, 4 << (seq.specFails - 2))
+    } else {
+      seq.specFails = 0
+      seq.specK = Math.min(this.blockSize - 1, Math.max(2, 2 * (acc + 1)))
+    }
+    seq.drafts = []
+    seq.draftDists = []
+    for (const t of commit) {
+      this.acceptToken(seq, {token: t})
+      if (seq.status === 'finished') return
+    }
+    if (acc < k) this.model.truncate!(seq.slot, seq.numComputed)
   }
 
   private promptLogprobs(seq: Sequence, start: number, n: number, rows: Float32Array): void {
@@ -144,6 +273,11 @@ export class Scheduler {
     const r = seq.request
     const forced = seq.forced.shift()
     const picked = forced !== undefined ? {token: forced} : sampleToken(logits, r.sampling, seq.rng, seq.output, r.prompt, r.logprobs)
+    this.acceptToken(seq, picked)
+  }
+
+  private acceptToken(seq: Sequence, picked: SampledToken): void {
+    const r = seq.request
     seq.output.push(picked.token)
     if (r.stopTokenIds.includes(picked.token)) return this.finish(seq, 'stop')
     seq.emit({type: 'token', ...picked})
@@ -167,7 +301,12 @@ export class Scheduler {
     seq.emit({
       type: 'done',
       reason,
-      usage: {promptTokens: seq.promptLength, completionTokens: Math.max(0, completion), cachedTokens: seq.numCached},
+      usage: {
+        promptTokens: seq.promptLength,
+        completionTokens: Math.max(0, completion),
+        cachedTokens: seq.numCached,
+        ...(seq.specPasses > 0 ? {draft: {passes: seq.specPasses, committed: seq.specCommitted}} : {}),
+      },
     })
   }
 

@@ -1,6 +1,7 @@
 // One request's progress through the engine.
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Rng, randomSeed} from './rng.js'
+import type {Dist} from './sampling.js'
 
 export type SequenceStatus = 'waiting' | 'running' | 'finished'
 
@@ -25,6 +26,18 @@ export class Sequence {
   cancelled = false
   /** Tokens to emit next instead of sampling (e.g. closing a think block when its budget is spent). */
   readonly forced: number[] = []
+  /** Speculative decoding with the model's draft (decided at admission; every step then captures features). */
+  useDraft = false
+  /** Drafts proposed this step (verify tokens after the anchor) and their draft distributions when sampling. */
+  drafts: number[] = []
+  draftDists: Dist[] = []
+  /** Adaptive block: most drafts per pass, plain decodes left before the next probe, passes in a row with none accepted. */
+  specK = 0
+  specSkip = 0
+  specFails = 0
+  /** Target passes that verified drafts, and the tokens they committed (acceptance length = committed / passes). */
+  specPasses = 0
+  specCommitted = 0
 
   constructor(request: GenerationRequest, emit: (event: GenerationEvent) => void) {
     this.request = request

@@ -6,14 +6,30 @@ export interface StepItem {
   tokens: Int32Array
   /** Which rows of logits to return for this item. */
   logits: 'none' | 'last' | 'all'
+  /** Keep the tapped layers' outputs as draft context (every step of a sequence that uses the draft). */
+  capture?: boolean
+  /** Speculative verification: rows computed exactly as single-token decodes; rollback possible inside it. */
+  verify?: boolean
+}
+
+export interface DraftRequest {
+  seq: number
+  /** The last committed token (not yet processed by the target). */
+  token: number
 }
 
 export interface StepModel {
   readonly vocabSize: number
   /** Longest sequence (prompt + output) the model can hold after the memory plan. */
   readonly contextLength: number
+  /** Block length of the loaded speculative draft (anchor + B−1 drafts); 0 = no draft. */
+  readonly draftBlockSize?: number
   createSequence(maxLength: number): number
   freeSequence(seq: number): void
   /** One forward pass over every item; returns for each item its logits rows ([rows × vocab]) or null. */
   step(items: StepItem[]): Promise<Array<Float32Array | null>>
+  /** One draft pass per item: logits of the B−1 drafted positions ([(B−1) × vocab]). */
+  draft?(items: DraftRequest[]): Promise<Float32Array[]>
+  /** Rolls a sequence back to `length` tokens (after a verify step: to the accepted prefix). */
+  truncate?(seq: number, length: number): void
 }
