@@ -360,8 +360,8 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
   });
 }
 
-// draft(handle, [{seq, token}]) → Promise<Float32Array[]>: per item the draft's logits for block rows 1..B−1
-// ([(B−1)·V]); `token` is the anchor (the last committed token, at position sequenceLength).
+// draft(handle, [{seq, token, n?}]) → Promise<Float32Array[]>: per item the draft's logits for block rows 1..n
+// ([n·V], n ≤ B−1, default B−1); `token` is the anchor (the last committed token, at position sequenceLength).
 Napi::Value Draft(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     auto m = model_arg(info);
@@ -386,6 +386,8 @@ Napi::Value Draft(const Napi::CallbackInfo& info) {
         if ((*items)[j].seq == s) fail("invalid_argument", where + ": sequence " + std::to_string(id) + " appears twice");
       (*items)[i].seq = s;
       (*items)[i].anchor = int_arg(o.Get("token"), (where + ".token").c_str(), 0, V - 1);
+      const int B = m->draft_config().B;
+      (*items)[i].n = o.Get("n").IsUndefined() ? B - 1 : int_arg(o.Get("n"), (where + ".n").c_str(), 1, B - 1);
     }
     for (auto& it : *items) it.seq->busy = true;
     auto out = std::make_shared<std::vector<std::vector<float>>>();

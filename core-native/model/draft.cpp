@@ -112,11 +112,14 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
     be->matmul(be_->ctx, &l.down, I1.data(), Nb, y.data(), H);
     for (size_t k = 0; k < h.size(); ++k) h[k] += y[k];
   }
-  // rows 1..B−1 of every block → final norm → the target's head
-  const int R = int(items.size()) * (B - 1);
+  // rows 1..n of every block → final norm → the target's head (the whole block still runs: it attends
+  // bidirectionally, as in training)
+  std::vector<size_t> roff(items.size() + 1, 0);
+  for (size_t i = 0; i < items.size(); ++i) roff[i + 1] = roff[i] + size_t(items[i].n);
+  const int R = int(roff.back());
   std::vector<float> sel(size_t(R) * H), logits(size_t(R) * c.V);
   for (size_t i = 0; i < items.size(); ++i)
-    std::memcpy(&sel[i * (B - 1) * size_t(H)], &h[(i * B + 1) * size_t(H)], size_t(B - 1) * H * 4);
+    std::memcpy(&sel[roff[i] * H], &h[(i * B + 1) * size_t(H)], size_t(items[i].n) * H * 4);
   be->rmsnorm(be_->ctx, sel.data(), dnorm_, R, H, d.eps, sel.data());
   be->matmul(be_->ctx, &lm_head_, sel.data(), R, logits.data(), c.V);
   out.assign(items.size(), {});
@@ -125,7 +128,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
     Sequence* s = items[i].seq;
     s->draft_len = s->len;
     s->feat.clear();
-    out[i].assign(logits.begin() + i * (B - 1) * size_t(c.V), logits.begin() + (i + 1) * (B - 1) * size_t(c.V));
+    out[i].assign(logits.begin() + roff[i] * c.V, logits.begin() + roff[i + 1] * c.V);
   }
 }
 

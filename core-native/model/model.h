@@ -101,6 +101,7 @@ struct StepItem {
 struct DraftItem {
   Sequence* seq = nullptr;
   int32_t anchor = 0;  // last committed token, at position seq->len (not yet processed by the target)
+  int32_t n = 0;       // drafted positions wanted (1..B−1): logits rows 1..n of the block
 };
 
 class Model {
@@ -139,7 +140,7 @@ class Model {
   bool has_draft() const { return dcfg_.B > 0; }
   const DraftConfig& draft_config() const { return dcfg_; }
   uint64_t draft_bytes(int64_t max_len) const;
-  // One draft forward per item: consumes the pending features, out[i] = logits of block rows 1..B−1 [(B−1)·V].
+  // One draft forward per item: consumes the pending features, out[i] = logits of block rows 1..n [n·V].
   void draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>& out);
 
  private:

@@ -87,6 +87,8 @@ export interface DraftItem {
   seq: SequenceId
   /** The anchor: the last committed token, not yet processed by the target (it sits at sequenceLength). */
   token: number
+  /** Drafted positions wanted, 1..B−1 (default B−1): the logits returned are [n·V]. */
+  n?: number
 }
 
 export type MatmulActivations = 'f32' | 'int8' | 'int8x2'

@@ -142,8 +142,8 @@ export class Scheduler {
   }
 
   /** The draft requests of a batch (one per speculative item: its anchor). */
-  draftRequests(batch: Batch): Array<{seq: number; token: number}> {
-    return batch.drafting.map(i => ({seq: batch.seqs[i].slot, token: batch.seqs[i].lastToken}))
+  draftRequests(batch: Batch): Array<{seq: number; token: number; n: number}> {
+    return batch.drafting.map(i => ({seq: batch.seqs[i].slot, token: batch.seqs[i].lastToken, n: batch.seqs[i].drafts.length}))
   }
 
   /**
@@ -239,11 +239,11 @@ export class Scheduler {
     // for a while (backing off exponentially) so a useless draft costs little
     if (acc === 0) {
       seq.specFails++
-      seq.specK = Math.max(1, seq.specK >> 1)
-      if (seq.specFails >= 2) seq.specSkip = Math.min(256, 4 << (seq.specFails - 2))
+      if (!process.env.SPLASH_DRAFT_FIXED) seq.specK = Math.max(1, seq.specK >> 1)
+      if (seq.specFails >= 2 && !process.env.SPLASH_DRAFT_FIXED) seq.specSkip = Math.min(256, 4 << (seq.specFails - 2))
     } else {
       seq.specFails = 0
-      seq.specK = Math.min(this.blockSize - 1, Math.max(2, 2 * (acc + 1)))
+      seq.specK = process.env.SPLASH_DRAFT_FIXED ? this.blockSize - 1 : Math.min(this.blockSize - 1, Math.max(2, 2 * (acc + 1)))
     }
     seq.drafts = []
     seq.draftDists = []

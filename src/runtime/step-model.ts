@@ -16,6 +16,8 @@ export interface DraftRequest {
   seq: number
   /** The last committed token (not yet processed by the target). */
   token: number
+  /** Drafted tokens wanted (1..B−1). */
+  n: number
 }
 
 export interface StepModel {

@@ -1,0 +1,134 @@
+// Speculative decoding in the native core: a verify step computes every row exactly as a single-token
+// decode (so greedy with the draft equals greedy without it), rollback inside a verify step leaves the
+// state a fresh sequence fed the same prefix has, and the draft pass (DFlash) runs on the shipped default
+// package and on a synthetic one.
+import t from 'tap'
+import {native, type ModelHandle, type MatmulActivations} from '../../src/runtime/native.js'
+import {synthFixture} from '../helpers/packages.js'
+
+const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
+
+async function step(h: ModelHandle, seq: number, tokens: number[], opts: {logits?: 'none' | 'last' | 'all'; verify?: boolean; capture?: boolean} = {}) {
+  const [out] = await native.step(h, [{seq, tokens: Int32Array.from(tokens), logits: opts.logits ?? 'last', verify: opts.verify, capture: opts.capture}])
+  return out
+}
+
+function maxDiff(a: Float32Array, b: Float32Array): number {
+  let m = 0
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]))
+  return m
+}
+
+const PROMPT = [3, 8, 12, 40, 41, 7]
+const TOKENS = [1, 5, 9, 200, 33, 7, 100, 4]
+
+for (const act of ['int8x2', 'int8', 'f32'] as MatmulActivations[]) {
+  t.test(`tiny-hybrid q4 (${act}): a verify step equals single-token decodes bit for bit`, async t => {
+    const h = await native.openModel(await synthFixture('tiny-hybrid', 'q4'), {activations: act, threads: 2})
+    t.teardown(() => native.closeModel(h))
+    const V = native.modelInfo(h).vocabSize
+    const a = native.createSequence(h, {maxLength: 64})
+    const b = native.createSequence(h, {maxLength: 64})
+    await feed(a, PROMPT)
+    await feed(b, PROMPT)
+    const all = (await step(h, a, TOKENS, {logits: 'all', verify: true}))!
+    let m = 0
+    for (let i = 0; i < TOKENS.length; i++) {
+      const one = (await step(h, b, [TOKENS[i]]))!
+      m = Math.max(m, maxDiff(one, all.subarray(i * V, (i + 1) * V)))
+    }
+    t.equal(m, 0, 'max |Δlogit| between a verify row and the single decode')
+    async function feed(seq: number, tokens: number[]) {
+      return (await native.step(h, [{seq, tokens: Int32Array.from(tokens), logits: 'none'}]))[0]
+    }
+  })
+}
+
+t.test('default package: verify rows equal single decodes; rollback equals a fresh sequence fed the same prefix', async t => {
+  const h = await native.openModel(DEFAULT, {threads: 2})
+  t.teardown(() => native.closeModel(h))
+  const info = native.modelInfo(h)
+  const V = info.vocabSize
+  t.equal(info.matmulActivations, 'int8x2')
+  t.match(info.draft, {blockSize: 16, maskTokenId: 16383, targetLayerIds: [1, 4, 6], numLayers: 2})
+  for (const keep of [3, 0, 7, 8]) {
+    const a = native.createSequence(h, {maxLength: 64})
+    await step(h, a, PROMPT, {logits: 'none', capture: true})
+    const all = (await step(h, a, TOKENS, {logits: 'all', verify: true, capture: true}))!
+    t.equal(native.sequenceLength(h, a), PROMPT.length + TOKENS.length)
+    native.truncateSequence(h, a, PROMPT.length + keep)
+    t.equal(native.sequenceLength(h, a), PROMPT.length + keep)
+    const next = keep < TOKENS.length ? TOKENS[keep] : 11
+    const again = (await step(h, a, [next], {capture: true}))!
+    if (keep < TOKENS.length) t.equal(maxDiff(again, all.subarray(keep * V, (keep + 1) * V)), 0, `rollback to +${keep}: the next decode equals the verify row`)
+    const fresh = native.createSequence(h, {maxLength: 64})
+    await step(h, fresh, PROMPT, {logits: 'none'})
+    for (let i = 0; i < keep; i++) await step(h, fresh, [TOKENS[i]], {logits: 'none'})
+    const f = (await step(h, fresh, [next]))!
+    t.equal(maxDiff(again, f), 0, `rollback to +${keep}: same logits as a fresh sequence fed the same prefix`)
+    native.freeSequence(h, fresh)
+    if (keep === 3) {
+      // outside the last verify step's window the recurrent state cannot roll back
+      t.throws(() => native.truncateSequence(h, a, 2), {code: 'state_not_truncatable'})
+    }
+    native.freeSequence(h, a)
+  }
+})
+t.test('rollback vs a fresh prefill (f32 activations: chunked GDN agrees to ~1e-5)', async t => {
+  const h = await native.openModel(DEFAULT, {threads: 2, activations: 'f32'})
+  t.teardown(() => native.closeModel(h))
+  const a = native.createSequence(h, {maxLength: 64})
+  await step(h, a, PROMPT, {logits: 'none'})
+  await step(h, a, TOKENS, {logits: 'none', verify: true})
+  native.truncateSequence(h, a, PROMPT.length + 4)
+  const x = (await step(h, a, [TOKENS[4]]))!
+  const fresh = native.createSequence(h, {maxLength: 64})
+  const y = (await step(h, fresh, [...PROMPT, ...TOKENS.slice(0, 5)]))!
+  t.ok(maxDiff(x, y) < 1e-3, `max |Δlogit| ${maxDiff(x, y)}`)
+})
+
+for (const [name, dir] of [
+  ['default package', async () => DEFAULT],
+  ['synthetic tiny-hybrid', async () => synthFixture('tiny-hybrid', 'q4')],
+] as const) {
+  t.test(`${name}: draft pass`, async t => {
+    const h = await native.openModel(await dir(), {threads: 2})
+    t.teardown(() => native.closeModel(h))
+    const info = native.modelInfo(h)
+    t.ok(info.draft, 'the draft is loaded')
+    const B = info.draft!.blockSize
+    const V = info.vocabSize
+    const s = native.createSequence(h, {maxLength: 64})
+    await step(h, s, PROMPT, {logits: 'none', capture: true})
+    const [d1] = await native.draft(h, [{seq: s, token: 5}])
+    t.equal(d1.length, (B - 1) * V)
+    t.ok(d1.every(Number.isFinite))
+    // the context is consumed: the same anchor again gives the same drafts (context cached, not re-added)
+    const [d2] = await native.draft(h, [{seq: s, token: 5, n: 3}])
+    t.equal(d2.length, 3 * V)
+    t.ok(maxDiff(d2, d1.subarray(0, 3 * V)) < 1e-5)
+    // a step without capture leaves a gap in the draft context: refused until the sequence is reset
+    await step(h, s, [5], {logits: 'none'})
+    await t.rejects(native.draft(h, [{seq: s, token: 6}]), {code: 'invalid_argument'})
+    native.truncateSequence(h, s, 0)
+    await step(h, s, PROMPT, {logits: 'none', capture: true})
+    const [d3] = await native.draft(h, [{seq: s, token: 5}])
+    t.ok(maxDiff(d3, d1) < 1e-5, 'after a reset the draft sees the same context')
+    // batched drafts of two sequences equal separate ones
+    const u = native.createSequence(h, {maxLength: 64})
+    await step(h, u, [9, 9, 9], {logits: 'none', capture: true})
+    const v = native.createSequence(h, {maxLength: 64})
+    await step(h, v, PROMPT, {logits: 'none', capture: true})
+    const [du, dv] = await native.draft(h, [{seq: u, token: 1}, {seq: v, token: 5}])
+    t.equal(du.length, (B - 1) * V)
+    t.ok(maxDiff(dv, d1) < 1e-5, 'a batched draft equals the single one')
+  })
+}
+
+t.test('draft: false leaves the draft unloaded', async t => {
+  const h = await native.openModel(DEFAULT, {threads: 1, draft: false})
+  t.teardown(() => native.closeModel(h))
+  t.equal(native.modelInfo(h).draft, null)
+  const s = native.createSequence(h, {maxLength: 8})
+  await t.rejects(native.draft(h, [{seq: s, token: 1}]), {code: 'unsupported'})
+})
