@@ -20,7 +20,7 @@ export default async function openaiChat(fastify: FastifyInstance): Promise<void
     const n = body.n ?? 1
     const started = performance.now()
     const streams = Array.from({length: n}, (_, k) =>
-      generateChat(engine, family.codec, family.stopTokenIds, family.chat, {
+      generateChat(engine, family.codec, body.ignore_eos ? [] : family.stopTokenIds, family.chat, {
         ...chat,
         sampling: {...chat.sampling, seed: chat.sampling.seed === undefined ? undefined : (chat.sampling.seed + k) >>> 0},
       }),

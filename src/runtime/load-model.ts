@@ -34,8 +34,13 @@ export interface LoadedModel {
   family: ModelFamily
 }
 
-/** The package `splash serve` serves when no --model is given. */
+/** The package `splash serve` serves when no --model is given (SPLASH_DEFAULT_PACKAGE overrides; an empty value or a
+ * missing folder means none, so the server starts without a model). */
 export const DEFAULT_PACKAGE_DIR = join(projectRoot, 'packages', 'default')
+
+export function defaultPackageDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.SPLASH_DEFAULT_PACKAGE ?? DEFAULT_PACKAGE_DIR
+}
 
 /** Memory the CPU backend can use: MemAvailable on Linux, else free memory. */
 export async function availableMemory(): Promise<number> {

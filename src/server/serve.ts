@@ -4,7 +4,7 @@ import type {FastifyInstance} from 'fastify'
 import {buildApp, type AppOptions} from './app.js'
 import {ModelHost} from '../runtime/model-host.js'
 import {Metrics} from '../runtime/metrics.js'
-import {loadInto, DEFAULT_PACKAGE_DIR} from '../runtime/load-model.js'
+import {loadInto, defaultPackageDir} from '../runtime/load-model.js'
 import {existsSync} from 'node:fs'
 import {resolvePackage, type Resolved} from '../package/resolve.js'
 import {ByteProgress} from '../package/progress.js'
@@ -93,8 +93,9 @@ export function stopOnSignals(server: RunningServer, log: (line: string) => void
 /** The package to serve: --model (owner/repo or a folder), else the default package when it exists. */
 async function findPackage(spec: string | undefined, log: (line: string) => void): Promise<Resolved | undefined> {
   if (spec === undefined || spec === '') {
-    if (!existsSync(DEFAULT_PACKAGE_DIR)) return undefined
-    spec = DEFAULT_PACKAGE_DIR
+    const dir = defaultPackageDir()
+    if (dir === '' || !existsSync(dir)) return undefined
+    spec = dir
   }
   return resolvePackage(spec, {progress: new ByteProgress(), log})
 }

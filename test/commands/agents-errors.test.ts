@@ -114,7 +114,7 @@ t.test('SPLASH_PORT that is not a port', async t => {
 })
 
 t.test('a server without a model: every launcher says so and starts nothing', async t => {
-  const server: ServerProcess = await startServe([], {SPLASH_API_KEY: ''})
+  const server: ServerProcess = await startServe([], {SPLASH_API_KEY: '', SPLASH_DEFAULT_PACKAGE: ''})
   t.teardown(() => {
     server.child.kill('SIGKILL')
   })
@@ -134,7 +134,7 @@ t.test('a server without a model: every launcher says so and starts nothing', as
 })
 
 t.test('a server that needs a key: missing, wrong, right', async t => {
-  const server = await startServe(['--api-key', 'the-key'], {SPLASH_API_KEY: ''})
+  const server = await startServe(['--api-key', 'the-key'], {SPLASH_API_KEY: '', SPLASH_DEFAULT_PACKAGE: ''})
   t.teardown(() => {
     server.child.kill('SIGKILL')
   })

@@ -108,13 +108,16 @@ t.test('model is optional', async t => {
 t.test('a client that disconnects cancels its generation and frees its state', async t => {
   const controller = new AbortController()
   const stream = await client.chat.completions.create(
-    {model: modelId, messages: user('go on forever'), max_tokens: 3000, temperature: 1, seed: 3, stream: true},
+    {model: modelId, messages: user('go on forever'), max_tokens: 3000, temperature: 1, seed: 3, stream: true, ignore_eos: true} as OpenAI.ChatCompletionCreateParamsStreaming,
     {signal: controller.signal},
   )
   let chunks = 0
   try {
     for await (const _ of stream) {
-      if (++chunks === 5) controller.abort()
+      if (++chunks === 5) {
+        controller.abort()
+        break
+      }
     }
   } catch {
     // the SDK reports the abort

@@ -24,6 +24,8 @@ export const CompletionBody = Type.Object(
     stream: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
     stream_options: Type.Optional(Type.Union([Type.Object({include_usage: Type.Optional(Type.Boolean())}), Type.Null()])),
     return_token_ids: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+    /** vLLM's extension: keep generating past end-of-turn tokens (benchmarks, tests). */
+    ignore_eos: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
     user: Type.Optional(Type.String()),
     suffix: Type.Optional(Type.Union([Type.String(), Type.Null()])),
     best_of: Type.Optional(Type.Union([Type.Integer({minimum: 1}), Type.Null()])),

@@ -116,6 +116,8 @@ export const ChatBody = Type.Object(
     stream: Type.Optional(Nullable(Type.Boolean())),
     stream_options: Type.Optional(Nullable(Type.Object({include_usage: Type.Optional(Type.Boolean())}, {additionalProperties: true}))),
     return_token_ids: Type.Optional(Nullable(Type.Boolean())),
+    /** vLLM's extension: keep generating past end-of-turn tokens (benchmarks, tests). */
+    ignore_eos: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
     user: Type.Optional(Type.String()),
     metadata: Type.Optional(Nullable(Type.Record(Type.String(), Type.Unknown()))),
     store: Type.Optional(Nullable(Type.Boolean())),
