@@ -1,0 +1,51 @@
+// Speculative decoding through the HTTP server: greedy chat completions from `splash serve` with the
+// draft equal those with SPLASH_DRAFT=off (default package and a synthetic one), and /metrics reports
+// the acceptance length.
+import t from 'tap'
+import {startServe, type ServerProcess} from '../helpers/cli.js'
+import {synthFixture} from '../helpers/packages.js'
+
+const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
+const PROMPTS = ['Write a short story about a cat.', 'What is the capital of France?', 'List three uses of Python.']
+
+async function completions(server: ServerProcess): Promise<string[]> {
+  return Promise.all(
+    PROMPTS.map(async content => {
+      const r = await fetch(`${server.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: {'content-type': 'application/json'},
+        body: JSON.stringify({messages: [{role: 'user', content}], max_tokens: 48, temperature: 0, reasoning_effort: 'none'}),
+      })
+      const j = await r.json()
+      return JSON.stringify(j.choices[0].message) + JSON.stringify(j.usage.completion_tokens)
+    }),
+  )
+}
+
+async function serve(model: string, draft: 'on' | 'off'): Promise<ServerProcess> {
+  return startServe(['--model', model, '--no-webui'], {SPLASH_DRAFT: draft})
+}
+
+for (const [name, model] of [
+  ['default package', async () => DEFAULT],
+  ['synthetic tiny-hybrid', async () => synthFixture('tiny-hybrid', 'q4')],
+] as const) {
+  t.test(`${name}: greedy over HTTP with the draft equals SPLASH_DRAFT=off`, async t => {
+    const dir = await model()
+    const off = await serve(dir, 'off')
+    const a = await completions(off)
+    const offMetrics = await (await fetch(`${off.url}/metrics`)).text()
+    off.child.kill('SIGTERM')
+    await off.exited
+    t.match(offMetrics, /splash_spec_verify_passes_total 0/)
+    const on = await serve(dir, 'on')
+    const b = await completions(on)
+    const metrics = await (await fetch(`${on.url}/metrics`)).text()
+    on.child.kill('SIGTERM')
+    await on.exited
+    t.same(b, a)
+    const passes = Number(/^splash_spec_verify_passes_total (\d+)/m.exec(metrics)?.[1])
+    t.ok(passes > 0, `${passes} verify passes`)
+    t.match(metrics, /splash_spec_acceptance_length_bucket\{le="16"\} \d+/)
+  })
+}

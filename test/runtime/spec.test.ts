@@ -1,0 +1,196 @@
+// Speculative decoding through the engine: greedy output with the draft is token-for-token the output with
+// SPLASH_DRAFT=off (default package and a synthetic one, several prompts, batched with ragged acceptance);
+// sampled output follows the target distribution (exact speculative sampling: the rejection rule alone,
+// and end to end through the engine, by chi-square); seeded sampling is reproducible; acceptance is
+// reported in usage and in the metrics.
+import t from 'tap'
+import {NativeModel, draftDisabled} from '../../src/runtime/native-model.js'
+import {Engine} from '../../src/runtime/engine.js'
+import {Metrics} from '../../src/runtime/metrics.js'
+import {GREEDY, samplingParams, verifyDraft, filteredDist, sampleDist, type Dist, type SamplingParams} from '../../src/runtime/sampling.js'
+import {Rng} from '../../src/runtime/rng.js'
+import {native} from '../../src/runtime/native.js'
+import {readManifest} from '../../src/package/manifest.js'
+import {load as loadQwen} from '../../models/qwen3_5/index.js'
+import {synthFixture} from '../helpers/packages.js'
+import type {Usage} from '../../src/runtime/request.js'
+
+const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
+const TEXTS = [
+  'Write a short story about a cat.',
+  'What is the capital of France?',
+  'List three uses of Python.',
+  'Explain how rain forms, step by step.',
+  'Hello!',
+]
+
+async function chatPrompts(dir: string): Promise<Int32Array[]> {
+  const family = await loadQwen(dir, await readManifest(dir))
+  try {
+    return TEXTS.map(text => Int32Array.from(family.codec.encode(`<|im_start|>user\n${text}<|im_end|>\n<|im_start|>assistant\n`)))
+  } finally {
+    await family.close()
+  }
+}
+
+async function rawPrompt(dir: string, text: string): Promise<number[]> {
+  const family = await loadQwen(dir, await readManifest(dir))
+  try {
+    return family.codec.encode(text)
+  } finally {
+    await family.close()
+  }
+}
+
+async function generate(e: Engine, prompt: Int32Array, sampling: SamplingParams, maxTokens: number, stop: number[]) {
+  const tokens: number[] = []
+  let usage: Usage | undefined
+  for await (const ev of e.generate({prompt, maxTokens, sampling, stopTokenIds: stop})) {
+    if (ev.type === 'token') tokens.push(ev.token)
+    else if (ev.type === 'done') usage = ev.usage
+    else if (ev.type === 'error') throw ev.error
+  }
+  return {tokens, usage: usage!}
+}
+
+async function withModel<T>(dir: string, draft: boolean, fn: (m: NativeModel) => Promise<T>): Promise<T> {
+  const saved = process.env.SPLASH_DRAFT
+  process.env.SPLASH_DRAFT = draft ? 'on' : 'off'
+  const m = await NativeModel.open(dir, 4096, {threads: 2})
+  process.env.SPLASH_DRAFT = saved
+  try {
+    return await fn(m)
+  } finally {
+    m.close()
+  }
+}
+
+t.test('SPLASH_DRAFT=off is recognised', async t => {
+  t.ok(draftDisabled({SPLASH_DRAFT: 'off'}))
+  t.ok(draftDisabled({SPLASH_DRAFT: '0'}))
+  t.notOk(draftDisabled({}))
+  t.notOk(draftDisabled({SPLASH_DRAFT: 'on'}))
+})
+
+for (const [name, dir, stop] of [
+  ['default package', async () => DEFAULT, [16377, 16375]],
+  ['synthetic tiny-hybrid', async () => synthFixture('tiny-hybrid', 'q4'), []],
+] as const) {
+  t.test(`${name}: greedy with the draft equals greedy with SPLASH_DRAFT=off (serial and batched)`, async t => {
+    const d = await dir()
+    const prompts = name === 'default package' ? await chatPrompts(d) : TEXTS.map((_, i) => Int32Array.from({length: 5 + i}, (_, j) => (j * 31 + i * 7) % 200 + 1))
+    const maxTokens = 64
+    const off = await withModel(d, false, async m => {
+      t.equal(m.draftBlockSize, 0)
+      const e = new Engine(m)
+      const out = []
+      for (const p of prompts) out.push(await generate(e, p, GREEDY, maxTokens, [...stop]))
+      return out
+    })
+    const metrics = new Metrics()
+    const [serial, batched] = await withModel(d, true, async m => {
+      t.equal(m.draftBlockSize, 16)
+      const e = new Engine(m, {}, metrics)
+      const serial = []
+      for (const p of prompts) serial.push(await generate(e, p, GREEDY, maxTokens, [...stop]))
+      const batched = await Promise.all(prompts.map(p => generate(e, p, GREEDY, maxTokens, [...stop])))
+      return [serial, batched]
+    })
+    for (let i = 0; i < prompts.length; i++) {
+      t.same(serial[i].tokens, off[i].tokens, `prompt ${i}: serial`)
+      t.same(batched[i].tokens, off[i].tokens, `prompt ${i}: batched`)
+      t.equal(off[i].usage.draft, undefined)
+      t.ok(serial[i].usage.draft === undefined || serial[i].usage.draft!.passes > 0)
+    }
+    const passes = metrics.specPasses.get()
+    t.ok(passes > 0, 'verify passes happened')
+    t.ok(metrics.specCommitted.get() >= passes, 'each pass commits at least one token')
+    t.match(metrics.render(), /splash_spec_acceptance_length_count \d+/)
+    if (name === 'default package') t.ok(metrics.specCommitted.get() / passes > 1.2, `the trained draft is accepted (${(metrics.specCommitted.get() / passes).toFixed(2)} per pass)`)
+  })
+}
+
+function chiSquare(counts: Map<number, number>, p: Dist, n: number): {chi: number; df: number} {
+  let chi = 0
+  let df = -1
+  let restP = 1
+  let restC = n
+  for (let i = 0; i < p.idx.length; i++) {
+    const e = p.prob[i] * n
+    if (e < 5) continue
+    const c = counts.get(p.idx[i]) ?? 0
+    chi += (c - e) ** 2 / e
+    df++
+    restP -= p.prob[i]
+    restC -= c
+  }
+  if (restP * n >= 5) {
+    chi += (restC - restP * n) ** 2 / (restP * n)
+    df++
+  }
+  return {chi, df}
+}
+// chi-square quantile at p = 0.999 for small df
+const CHI_999 = [0, 10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59, 31.26, 32.91, 34.53, 36.12, 37.7, 39.25]
+
+t.test('speculative sampling: the committed token follows p whatever q is', async t => {
+  const p: Dist = {idx: [0, 1, 2, 3, 4], prob: [0.4, 0.25, 0.2, 0.1, 0.05]}
+  const q: Dist = {idx: [4, 3, 1, 5], prob: [0.5, 0.2, 0.2, 0.1]}
+  const rng = new Rng(42)
+  const n = 40000
+  const counts = new Map<number, number>()
+  for (let i = 0; i < n; i++) {
+    const d = sampleDist(q, rng)
+    const r = verifyDraft(p, q, d, rng)
+    counts.set(r.token, (counts.get(r.token) ?? 0) + 1)
+  }
+  t.notOk(counts.has(5), 'a token p excludes is never committed')
+  const {chi, df} = chiSquare(counts, p, n)
+  t.ok(chi < CHI_999[df], `chi-square ${chi.toFixed(2)} with ${df} df`)
+})
+
+for (const [name, dir] of [
+  ['default package', async () => DEFAULT],
+  ['synthetic tiny-hybrid', async () => synthFixture('tiny-hybrid', 'q4')],
+] as const)
+t.test(`${name}: sampled output with the draft follows the target distribution (top_k 8, T 1)`, async t => {
+  const d = await dir()
+  const prompt = name === 'default package' ? Int32Array.from(await rawPrompt(d, 'Once upon a time, there was a')) : Int32Array.of(5, 17, 99, 3)
+  const sampling = (seed: number) => samplingParams({temperature: 1, topK: 8, seed})
+  // the first token comes from the prompt's logits; the second from the first verify pass [anchor, 1 draft]
+  // (max_tokens 3 leaves room for exactly one draft): the accepted draft or the residual sample.
+  // Condition on the most frequent first token.
+  const n = name === 'default package' ? 400 : 2000
+  const metrics = new Metrics()
+  const results = await withModel(d, true, async m => {
+    const e = new Engine(m, {maxRunning: 50}, metrics)
+    const out: number[][] = []
+    for (let b = 0; b < n; b += 50)
+      out.push(...(await Promise.all(Array.from({length: 50}, (_, i) => generate(e, prompt, sampling(b + i + 1), 3, [])))).map(r => r.tokens))
+    // seeded: the same seed gives the same output
+    const again = await generate(e, prompt, sampling(7), 3, [])
+    t.same(again.tokens, out[6], 'same seed, same tokens')
+    t.ok(metrics.specPasses.get() >= n, 'every generation verified a draft')
+    return out
+  })
+  const firsts = new Map<number, number>()
+  for (const r of results) firsts.set(r[0], (firsts.get(r[0]) ?? 0) + 1)
+  const [t1] = [...firsts].sort((a, b) => b[1] - a[1])[0]
+  const seconds = new Map<number, number>()
+  let m = 0
+  for (const r of results)
+    if (r[0] === t1) {
+      seconds.set(r[1], (seconds.get(r[1]) ?? 0) + 1)
+      m++
+    }
+  // the target's distribution after [prompt, t1]
+  const h = await native.openModel(d, {threads: 2, draft: false})
+  const s = native.createSequence(h, {maxLength: 64})
+  const [logits] = await native.step(h, [{seq: s, tokens: Int32Array.from([...prompt, t1]), logits: 'last'}])
+  native.closeModel(h)
+  const p = filteredDist(logits!, sampling(0))
+  const {chi, df} = chiSquare(seconds, p, m)
+  t.ok(m >= 50, `${m} samples after the most frequent first token`)
+  t.ok(df >= 2, `${df} degrees of freedom`)
+  t.ok(chi < CHI_999[Math.min(df, 16)], `chi-square ${chi.toFixed(2)} with ${df} df (${m} samples)`)
+})
