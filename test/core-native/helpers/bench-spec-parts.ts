@@ -1,0 +1,33 @@
+// Per-call costs of the speculative path (a report, not a test): decode, verify of n tokens, draft pass.
+// npx tsx test/core-native/helpers/bench-spec-parts.ts <package-dir> [threads]
+import {native} from '../../../src/runtime/native.ts'
+const dir = process.argv[2] ?? 'packages/default'
+const h = await native.openModel(dir, {threads: Number(process.argv[3] ?? 2)})
+const s = native.createSequence(h, {maxLength: 4096})
+await native.step(h, [{seq: s, tokens: Int32Array.from({length: 100}, (_, i) => (i * 37) % 1000 + 10), logits: 'none', capture: true}])
+let L = 100
+const time = async (label: string, f: () => Promise<unknown>, n = 40) => {
+  for (let i = 0; i < 3; i++) await f()
+  const t0 = performance.now()
+  for (let i = 0; i < n; i++) await f()
+  console.log(label.padEnd(28), ((performance.now() - t0) / n).toFixed(2), 'ms')
+}
+const dec = (logits: 'none' | 'last') => async () => {
+  await native.step(h, [{seq: s, tokens: Int32Array.of(5), logits, capture: true}])
+  L++
+}
+await time('decode 1 (logits none)', dec('none'))
+await time('decode 1 (logits last)', dec('last'))
+for (const n of [2, 4, 8, 16]) {
+  await time(`verify ${n} (logits all)`, async () => {
+    await native.step(h, [{seq: s, tokens: new Int32Array(n).fill(7), logits: 'all', capture: true, verify: true}])
+    native.truncateSequence(h, s, L + 1)
+    L++
+  })
+  await time(`verify ${n} (logits none)`, async () => {
+    await native.step(h, [{seq: s, tokens: new Int32Array(n).fill(7), logits: 'none', capture: true, verify: true}])
+    native.truncateSequence(h, s, L + 1)
+    L++
+  })
+}
+for (const n of [1, 4, 15]) await time(`draft (n=${n})`, async () => native.draft(h, [{seq: s, token: 5, n}]))

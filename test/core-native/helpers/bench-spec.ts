@@ -1,0 +1,32 @@
+// Speculative decoding benchmark (a report, not a test): decode tokens/s with the draft off, adaptive (default) and
+// fixed at B−1 drafts per pass, and the acceptance length measured by the engine.
+// npx tsx test/core-native/helpers/bench-spec.ts <package-dir> <temperature> <maxTokens> [modes: off,on,fixed]
+import {NativeModel} from '../../../src/runtime/native-model.ts'
+import {Engine} from '../../../src/runtime/engine.ts'
+import {Metrics} from '../../../src/runtime/metrics.ts'
+import {samplingParams, GREEDY} from '../../../src/runtime/sampling.ts'
+import {readManifest} from '../../../src/package/manifest.ts'
+import {load} from '../../../models/qwen3_5/index.ts'
+const dir = process.argv[2], temp = Number(process.argv[3] ?? 0), maxTokens = Number(process.argv[4] ?? 128)
+const fam = await load(dir, await readManifest(dir))
+const texts = ['Write a short story about a cat.', 'Explain how rain forms, step by step.', 'List three uses of Python.', 'Tell me about the history of Rome.']
+const prompts = texts.map(x => Int32Array.from(fam.codec.encode(`<|im_start|>user\n${x}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n`)))
+await fam.close()
+for (const mode of (process.argv[5] ?? 'off,on,fixed,off,on').split(',')) {
+  process.env.SPLASH_DRAFT = mode === 'off' ? 'off' : 'on'
+  if (mode === 'fixed') process.env.SPLASH_DRAFT_FIXED = '1'; else delete process.env.SPLASH_DRAFT_FIXED
+  const m = await NativeModel.open(dir, 4096, {threads: 2})
+  const metrics = new Metrics()
+  const e = new Engine(m, {}, metrics)
+  let toks = 0, decodeS = 0
+  for (const [i, p] of prompts.entries()) {
+    let first = 0, n = 0
+    for await (const ev of e.generate({prompt: p, maxTokens, sampling: temp ? samplingParams({temperature: temp, seed: 100 + i}) : GREEDY, stopTokenIds: fam.stopTokenIds})) {
+      if (ev.type === 'token') { if (!first) first = performance.now(); n++ }
+      if (ev.type === 'done') { decodeS += (performance.now() - first) / 1000; toks += n - 1 }
+    }
+  }
+  const passes = metrics.specPasses.get()
+  console.log(`${mode.padEnd(5)} T=${temp} decode ${(toks / decodeS).toFixed(1)} tok/s (${toks} tokens)` + (passes ? `  acceptance ${(metrics.specCommitted.get() / passes).toFixed(2)} tokens/pass over ${passes} passes` : ''))
+  m.close()
+}
