@@ -11,6 +11,8 @@ import {projectRoot} from '../runtime/native.js'
 import type {ChatResult, Driver, Message} from './driver.js'
 
 export const PEER_VERSION = '3.21.1'
+/** Tokens before the end of a prompt where the peer checkpoints a hybrid model's state. */
+const CHECKPOINT_TAIL = 16
 export const PEER_INSTALL = `NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm i --prefix /tmp/peer -E node-llama-cpp@${PEER_VERSION} && export SPLASH_PEER_PATH=/tmp/peer`
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -99,13 +101,25 @@ export class LlamaCppDriver implements Driver {
     return (await this.tokens(messages)).length
   }
 
-  private acquire(n: number): Slot {
-    const fit = this.slots.filter(s => !s.busy && s.size >= n)
-    // Long prompts take the long sequence; short ones prefer the batched sequences.
-    const slot = fit.sort((a, b) => a.size - b.size)[0]
-    if (!slot) throw new SplashError('peer_busy', 'internal', `no free llama.cpp sequence for ${n} tokens`)
-    slot.busy = true
-    return slot
+  /** Like llama-server's slot choice: the free sequence sharing the longest prefix, else the smallest that fits. */
+  private acquire(toks: number[], n: number): Slot {
+    // Long prompts go to the long sequence, where their follow-ups (longer still) will also fit.
+    const longest = Math.max(...this.slots.map(s => s.size))
+    const fit = this.slots.filter(s => !s.busy && s.size >= n && (n <= 1024 || s.size === longest))
+    let best: Slot | undefined
+    let bestCommon = -1
+    for (const s of fit) {
+      const had: number[] = s.seq.contextTokens
+      let c = 0
+      while (c < had.length && c < toks.length && had[c] === toks[c]) c++
+      if (c > bestCommon || (c === bestCommon && best && s.size < best.size)) {
+        best = s
+        bestCommon = c
+      }
+    }
+    if (!best) throw new SplashError('peer_busy', 'internal', `no free llama.cpp sequence for ${n} tokens`)
+    best.busy = true
+    return best
   }
 
   async chat(messages: Message[], maxTokens: number): Promise<ChatResult> {
@@ -114,7 +128,7 @@ export class LlamaCppDriver implements Driver {
     const tr = performance.now()
     const toks = await this.tokens(messages)
     const t0 = performance.now()
-    const slot = this.acquire(toks.length + maxTokens + 8)
+    const slot = this.acquire(toks, toks.length + maxTokens + 8)
     try {
       const seq = slot.seq
       const had: number[] = seq.contextTokens
@@ -122,17 +136,27 @@ export class LlamaCppDriver implements Driver {
       while (common < had.length && common < toks.length - 1 && had[common] === toks[common]) common++
       let cached = 0
       if (common > 0 && common < had.length) {
+        // Hybrid (recurrent) models cannot drop a tail of their state: node-llama-cpp falls back to the latest
+        // checkpoint at or before `common` (see below), else re-evaluates everything.
         try {
           await seq.eraseContextTokenRanges([{start: common, end: seq.nextTokenIndex}])
-          cached = seq.nextTokenIndex === common ? common : 0
-          if (!cached) await seq.clearHistory()
+          const now: number[] = seq.contextTokens
+          cached = now.length <= common && now.every((x, i) => x === toks[i]) ? now.length : 0
+          if (!cached && now.length > 0) await seq.clearHistory()
         } catch {
           await seq.clearHistory()
         }
       } else if (common > 0 && common === had.length) cached = common
       else if (had.length > 0) await seq.clearHistory()
-      const rest = toks.slice(cached)
-      const tp = performance.now()
+      let rest = toks.slice(cached)
+      // Like llama-server's context checkpoints: state saved a few tokens before the end of a long prompt, so a
+      // follow-up that shares the conversation up to there can resume from it.
+      if (seq.needsCheckpoints && rest.length > 2 * CHECKPOINT_TAIL) {
+        const head = rest.slice(0, rest.length - CHECKPOINT_TAIL)
+        await seq.evaluateWithoutGeneratingNewTokens(head)
+        await seq.takeCheckpoint()
+        rest = rest.slice(head.length)
+      }
       let firstAt = 0
       let lastAt = 0
       let n = 0
@@ -151,7 +175,7 @@ export class LlamaCppDriver implements Driver {
         totalMs: end - t0,
         promptTokens: toks.length,
         cachedTokens: cached,
-        promptMs: firstAt - tp,
+        promptMs: firstAt - t0,
         completionTokens: n,
         decodeMs,
         decodeTps: n > 1 && decodeMs > 0 ? ((n - 1) / decodeMs) * 1000 : NaN,
