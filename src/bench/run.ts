@@ -1,6 +1,6 @@
 // `splash bench`: the product table. Starts `splash serve` on a package, runs the four scenarios over HTTP, and (with
 // --peer llama.cpp) the same scenarios through node-llama-cpp on a GGUF export of the same weights.
-import {existsSync} from 'node:fs'
+import {existsSync, statSync} from 'node:fs'
 import {mkdir, writeFile} from 'node:fs/promises'
 import {basename, dirname, join, resolve} from 'node:path'
 import {SplashError} from '../errors.js'
@@ -76,7 +76,9 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
     if (peerMod && peerLib) {
       if (!dir || !manifest) throw new SplashError('bench_peer_package', 'invalid_request', '--peer needs a local package folder (--model ./dir or --preset)')
       const gguf = o.gguf ?? join(benchCacheDir(), 'gguf', `${basename(dir)}.gguf`)
-      if (!o.gguf || !existsSync(gguf)) {
+      // An export in the bench cache is reused while it is newer than the package's manifest.
+      const fresh = existsSync(gguf) && (o.gguf !== undefined || statSync(gguf).mtimeMs > statSync(join(dir, 'splash.json')).mtimeMs)
+      if (!fresh) {
         const {exportGguf} = await import('../package/export-gguf.js')
         await mkdir(dirname(gguf), {recursive: true})
         log(`exporting ${dir} → ${gguf}`)
