@@ -46,8 +46,8 @@ export async function resolveModel(o: Pick<BenchOptions, 'model' | 'preset' | 'l
 export function settingsFor(o: BenchOptions): ScenarioSettings {
   return {
     runs: o.runs ?? (o.quick ? 2 : 3),
-    maxTokens: o.maxTokens ?? (o.quick ? 16 : 128),
-    prefillTokens: o.prefillTokens ?? (o.quick ? 512 : 32768),
+    maxTokens: o.maxTokens ?? (o.quick ? 8 : 128),
+    prefillTokens: o.prefillTokens ?? (o.quick ? 256 : 32768),
     concurrency: o.concurrency ?? [1, 2, 4, 8],
     prefillMaxTokens: 2,
   }
