@@ -31,7 +31,8 @@ export function skipReason(bin: string, install: string): string | false {
  */
 export async function realTurn(t: Test, bin: string, args: string[]): Promise<void> {
   const agent = findRealAgent(bin)!
-  const served = await serveTinyModel()
+  // Claude Code's own system prompt and tools come to ~66K tokens with the tiny package's small tokenizer.
+  const served = await serveTinyModel({maxContext: '128K'})
   const scratch = mkdtempSync(path.join(os.tmpdir(), `splash-real-${bin}-`))
   t.teardown(() => {
     served.stop()
