@@ -119,6 +119,7 @@ export class Engine {
         continue
       }
       let results: Array<Float32Array | null>
+      const t0 = performance.now()
       try {
         if (batch.drafting.length > 0) {
           const draftLogits = await this.model.draft!(this.scheduler.draftRequests(batch))
@@ -131,6 +132,7 @@ export class Engine {
       }
       try {
         this.scheduler.postprocess(batch, results)
+        this.scheduler.observeStep(batch, (performance.now() - t0) / 1000)
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
       }

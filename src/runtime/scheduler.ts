@@ -30,6 +30,8 @@ export interface Batch {
   items: StepItem[]
   /** Indices (into seqs/items) of the speculative items: their drafts are filled by fillDrafts() before the step. */
   drafting: number[]
+  /** Tokens the verify passes of this batch committed (set by postprocess). */
+  committed: number
 }
 
 /** Acceptance-length observer (tokens committed per target verify pass). */
@@ -115,7 +117,7 @@ export class Scheduler {
       seq.draftDists = []
       const remaining = seq.request.maxTokens - seq.output.length
       const k = Math.min(seq.specK, remaining - 1, budget - 1)
-      if (seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 && k >= 1) {
+      if (seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 && k >= 1 && this.draftPays(seq)) {
         drafting.push(seqs.length)
         seq.drafts.length = k // filled by fillDrafts
         budget -= 1 + k
@@ -138,7 +140,39 @@ export class Scheduler {
       budget -= n
     }
     for (const seq of seqs) seq.inFlight = true
-    return {seqs, items, drafting}
+    return {seqs, items, drafting, committed: 0}
+  }
+
+  /**
+   * Greedy sequences: speculation only while a committed token costs less through draft + verify than
+   * through a plain decode (both measured by the engine, see observeStep); every 16th decode step probes
+   * the other way so both costs stay current. The output is identical either way at T = 0. Sampled
+   * sequences keep the acceptance rule alone (deterministic), so a seed gives the same tokens every time.
+   */
+  private draftPays(seq: Sequence): boolean {
+    if (seq.request.sampling.temperature !== 0 || process.env.SPLASH_DRAFT_FIXED) return true
+    const probe = ++seq.specProbe % 16 === 0
+    const better = this.specCost === 0 || this.plainCost === 0 || this.specCost < this.plainCost
+    return better !== probe
+  }
+
+  /** Seconds per committed token of plain decodes and of speculative passes (EMAs over pure steps). */
+  plainCost = 0
+  specCost = 0
+
+  /** Called by the engine with the wall time of a step (draft pass included). */
+  observeStep(batch: Batch, seconds: number): void {
+    let plain = 0
+    let prefill = false
+    for (let i = 0; i < batch.items.length; i++) {
+      if (batch.items[i].verify) continue
+      if (batch.items[i].tokens.length > 1 || batch.items[i].logits !== 'last') prefill = true
+      plain++
+    }
+    if (prefill) return
+    const ema = (old: number, v: number) => (old === 0 ? v : 0.8 * old + 0.2 * v)
+    if (batch.drafting.length === 0 && plain > 0) this.plainCost = ema(this.plainCost, seconds / plain)
+    else if (plain === 0 && batch.committed > 0) this.specCost = ema(this.specCost, seconds / batch.committed)
   }
 
   /** The draft requests of a batch (one per speculative item: its anchor). */
@@ -194,7 +228,7 @@ export class Scheduler {
         return this.accept(seq, last)
       }
       if (!rows) throw new Error('the model returned no logits for a decode step')
-      if (item.verify) return this.verify(seq, rows)
+      if (item.verify) return void (batch.committed += this.verify(seq, rows))
       seq.numComputed += 1
       this.accept(seq, rows.subarray(rows.length - vocab))
     })
@@ -205,7 +239,7 @@ export class Scheduler {
    * drafts while they equal the target's argmax, then the target's token; T > 0: exact speculative
    * sampling. The target state is rolled back to the committed prefix (anchor + accepted drafts).
    */
-  private verify(seq: Sequence, rows: Float32Array): void {
+  private verify(seq: Sequence, rows: Float32Array): number {
     const vocab = this.model.vocabSize
     const s = seq.request.sampling
     const k = seq.drafts.length
@@ -249,9 +283,10 @@ export class Scheduler {
     seq.draftDists = []
     for (const t of commit) {
       this.acceptToken(seq, {token: t})
-      if (seq.status === 'finished') return
+      if (seq.status === 'finished') return commit.length
     }
     if (acc < k) this.model.truncate!(seq.slot, seq.numComputed)
+    return commit.length
   }
 
   private promptLogprobs(seq: Sequence, start: number, n: number, rows: Float32Array): void {

@@ -35,6 +35,7 @@ export class Sequence {
   specK = 0
   specSkip = 0
   specFails = 0
+  specProbe = 0
   /** Target passes that verified drafts, and the tokens they committed (acceptance length = committed / passes). */
   specPasses = 0
   specCommitted = 0

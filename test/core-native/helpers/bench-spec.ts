@@ -1,6 +1,6 @@
 // Speculative decoding benchmark (a report, not a test): decode tokens/s with the draft off, adaptive (default) and
 // fixed at B−1 drafts per pass, and the acceptance length measured by the engine.
-// npx tsx test/core-native/helpers/bench-spec.ts <package-dir> <temperature> <maxTokens> [modes: off,on,fixed]
+// npx tsx test/core-native/helpers/bench-spec.ts <package-dir> <temperature> <maxTokens> [modes: off,on,fixed] [nostop]
 import {NativeModel} from '../../../src/runtime/native-model.ts'
 import {Engine} from '../../../src/runtime/engine.ts'
 import {Metrics} from '../../../src/runtime/metrics.ts'
@@ -21,7 +21,7 @@ for (const mode of (process.argv[5] ?? 'off,on,fixed,off,on').split(',')) {
   let toks = 0, decodeS = 0
   for (const [i, p] of prompts.entries()) {
     let first = 0, n = 0
-    for await (const ev of e.generate({prompt: p, maxTokens, sampling: temp ? samplingParams({temperature: temp, seed: 100 + i}) : GREEDY, stopTokenIds: fam.stopTokenIds})) {
+    for await (const ev of e.generate({prompt: p, maxTokens, sampling: temp ? samplingParams({temperature: temp, seed: 100 + i}) : GREEDY, stopTokenIds: process.argv[6] === 'nostop' ? [] : fam.stopTokenIds})) {
       if (ev.type === 'token') { if (!first) first = performance.now(); n++ }
       if (ev.type === 'done') { decodeS += (performance.now() - first) / 1000; toks += n - 1 }
     }
