@@ -17,8 +17,20 @@ export class Rng {
     if (this.s[0] === 0 && this.s[1] === 0 && this.s[2] === 0 && this.s[3] === 0) this.s[0] = 1
   }
 
+  private ahead: number[] = []
+
   /** Uniform in [0, 1). */
   next(): number {
+    return this.ahead.length > 0 ? this.ahead.shift()! : this.draw()
+  }
+
+  /** The i-th value next() will return from now (0 = the next one), without consuming it. */
+  peek(i: number): number {
+    while (this.ahead.length <= i) this.ahead.push(this.draw())
+    return this.ahead[i]
+  }
+
+  private draw(): number {
     const s = this.s
     const result = Math.imul(rotl(Math.imul(s[1], 5) >>> 0, 7), 9) >>> 0
     const t = (s[1] << 9) >>> 0

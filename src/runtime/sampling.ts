@@ -131,6 +131,16 @@ function applyPenalties(logits: Float32Array, p: SamplingParams, output: readonl
 }
 
 function sampleFiltered(logits: Float32Array, p: SamplingParams, rng: Rng): number {
+  return sampleWithUniform(logits, p, rng.next())
+}
+
+/**
+ * The token sampleToken picks at temperature > 0 (no penalties) when its uniform draw is `u01`: inverse CDF
+ * over the filtered candidates sorted by logit. Speculative decoding samples the draft and the target at
+ * one position with the same uniform (common random numbers), so the committed tokens are exactly those
+ * plain decoding with the same seed would pick.
+ */
+export function sampleWithUniform(logits: Float32Array, p: SamplingParams, u01: number): number {
   // Candidates sorted by logit; top-k first since it bounds the work.
   const k = p.topK > 0 ? Math.min(p.topK, logits.length) : logits.length
   let idx: number[]
@@ -162,7 +172,7 @@ function sampleFiltered(logits: Float32Array, p: SamplingParams, rng: Rng): numb
   }
   total = 0
   for (let i = 0; i < n; i++) total += probs[i]
-  let u = rng.next() * total
+  let u = u01 * total
   for (let i = 0; i < n; i++) {
     u -= probs[i]
     if (u <= 0) return idx[i]

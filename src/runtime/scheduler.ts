@@ -8,9 +8,7 @@ import {
   logSoftmax,
   topLogprobs,
   argmax,
-  filteredDist,
-  sampleDist,
-  verifyDraft,
+  sampleWithUniform,
   draftCompatible,
   type SampledToken,
 } from './sampling.js'
@@ -114,7 +112,6 @@ export class Scheduler {
     for (const seq of this.running) {
       if (seq.inPrefill || budget <= 0) continue
       seq.drafts = []
-      seq.draftDists = []
       const remaining = seq.request.maxTokens - seq.output.length
       const k = Math.min(seq.specK, remaining - 1, budget - 1)
       if (seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 && k >= 1 && this.draftPays(seq)) {
@@ -146,11 +143,10 @@ export class Scheduler {
   /**
    * Greedy sequences: speculation only while a committed token costs less through draft + verify than
    * through a plain decode (both measured by the engine, see observeStep); every 16th decode step probes
-   * the other way so both costs stay current. The output is identical either way at T = 0. Sampled
-   * sequences keep the acceptance rule alone (deterministic), so a seed gives the same tokens every time.
+   * the other way so both costs stay current. The output is identical either way (at T > 0 too: see verify).
    */
   private draftPays(seq: Sequence): boolean {
-    if (seq.request.sampling.temperature !== 0 || process.env.SPLASH_DRAFT_FIXED) return true
+    if (process.env.SPLASH_DRAFT_FIXED) return true
     const probe = ++seq.specProbe % 16 === 0
     const better = this.specCost === 0 || this.plainCost === 0 || this.specCost < this.plainCost
     return better !== probe
@@ -193,12 +189,8 @@ export class Scheduler {
       const s = seq.request.sampling
       for (let r = 0; r < k; r++) {
         const row = rows.subarray(r * vocab, (r + 1) * vocab)
-        if (s.temperature === 0) seq.drafts[r] = argmax(row)
-        else {
-          const q = filteredDist(row, s)
-          seq.draftDists.push(q)
-          seq.drafts[r] = sampleDist(q, seq.rng)
-        }
+        // the draft samples position r with the uniform the target will use there (rng.peek: not consumed)
+        seq.drafts[r] = s.temperature === 0 ? argmax(row) : sampleWithUniform(row, s, seq.rng.peek(r))
       }
       batch.items[i] = {
         seq: seq.slot,
@@ -235,9 +227,14 @@ export class Scheduler {
   }
 
   /**
-   * Acceptance of one verify pass. Row r of the target's logits follows [anchor, d1..dr]. Greedy: accept
-   * drafts while they equal the target's argmax, then the target's token; T > 0: exact speculative
-   * sampling. The target state is rolled back to the committed prefix (anchor + accepted drafts).
+   * Acceptance of one verify pass. Row r of the target's logits follows [anchor, d1..dr]; the target's
+   * token there is its argmax (T = 0) or its sample with the r-th uniform of the sequence's stream (T > 0:
+   * the very draw plain decoding would make). Drafts are accepted while they equal the target's token,
+   * then the target's token at the first mismatch (or after the last draft) is committed too. So the output
+   * is token for token the output without the draft, at every temperature and seed, and every token is a
+   * sample of the target's distribution (each uniform is fresh given the committed prefix). The draft
+   * sampled its tokens with the same uniforms (coupled), so it matches whenever q puts the same token at
+   * the same CDF point. The target state is rolled back to the committed prefix (anchor + accepted drafts).
    */
   private verify(seq: Sequence, rows: Float32Array): number {
     const vocab = this.model.vocabSize
@@ -252,19 +249,15 @@ export class Scheduler {
       commit.push(forced)
       acc = -1
     }
+    const target = (r: number) => (s.temperature === 0 ? argmax(row(r)) : sampleWithUniform(row(r), s, seq.rng.peek(r)))
     for (; acc >= 0 && acc < k; acc++) {
-      if (s.temperature === 0) {
-        const t = argmax(row(acc))
-        commit.push(t)
-        if (t !== seq.drafts[acc]) break
-      } else {
-        const v = verifyDraft(filteredDist(row(acc), s), seq.draftDists[acc], seq.drafts[acc], seq.rng)
-        commit.push(v.token)
-        if (!v.accepted) break
-      }
+      const t = target(acc)
+      commit.push(t)
+      if (t !== seq.drafts[acc]) break
     }
     if (acc < 0) acc = 0
-    else if (acc === k) commit.push(s.temperature === 0 ? argmax(row(k)) : sampleDist(filteredDist(row(k), s), seq.rng))
+    else if (acc === k) commit.push(target(k))
+    if (s.temperature !== 0 && forced === undefined) for (let i = 0; i < commit.length; i++) seq.rng.next()
     seq.numComputed += 1 + acc
     seq.specPasses++
     seq.specCommitted += commit.length
@@ -280,7 +273,6 @@ export class Scheduler {
       seq.specK = process.env.SPLASH_DRAFT_FIXED ? this.blockSize - 1 : Math.min(this.blockSize - 1, Math.max(2, 2 * (acc + 1)))
     }
     seq.drafts = []
-    seq.draftDists = []
     for (const t of commit) {
       this.acceptToken(seq, {token: t})
       if (seq.status === 'finished') return commit.length

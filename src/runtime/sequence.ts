@@ -1,7 +1,6 @@
 // One request's progress through the engine.
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Rng, randomSeed} from './rng.js'
-import type {Dist} from './sampling.js'
 
 export type SequenceStatus = 'waiting' | 'running' | 'finished'
 
@@ -28,9 +27,8 @@ export class Sequence {
   readonly forced: number[] = []
   /** Speculative decoding with the model's draft (decided at admission; every step then captures features). */
   useDraft = false
-  /** Drafts proposed this step (verify tokens after the anchor) and their draft distributions when sampling. */
+  /** Drafts proposed this step (the verify tokens after the anchor). */
   drafts: number[] = []
-  draftDists: Dist[] = []
   /** Adaptive block: most drafts per pass, plain decodes left before the next probe, passes in a row with none accepted. */
   specK = 0
   specSkip = 0

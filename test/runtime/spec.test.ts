@@ -1,8 +1,9 @@
 // Speculative decoding through the engine: greedy output with the draft is token-for-token the output with
-// SPLASH_DRAFT=off (default package and a synthetic one, several prompts, batched with ragged acceptance);
-// sampled output follows the target distribution (exact speculative sampling: the rejection rule alone,
-// and end to end through the engine, by chi-square); seeded sampling is reproducible; acceptance is
-// reported in usage and in the metrics.
+// SPLASH_DRAFT=off (default package and a synthetic one, several prompts, batched with ragged acceptance),
+// and so is seeded sampled output (coupled sampling: the draft and the target use the same uniform per
+// position); sampled output follows the target distribution (chi-square, end to end through the engine,
+// and the residual rejection rule on its own); seeded sampling is reproducible; acceptance is reported in
+// usage and in the metrics.
 import t from 'tap'
 import {NativeModel, draftDisabled} from '../../src/runtime/native-model.js'
 import {Engine} from '../../src/runtime/engine.js'
@@ -76,6 +77,24 @@ for (const [name, dir, stop] of [
   ['default package', async () => DEFAULT, [16377, 16375]],
   ['synthetic tiny-hybrid', async () => synthFixture('tiny-hybrid', 'q4'), []],
 ] as const) {
+  t.test(`${name}: seeded sampling with the draft equals SPLASH_DRAFT=off (T 0.7 and T 1 with top_p)`, async t => {
+    const d = await dir()
+    const prompts = name === 'default package' ? await chatPrompts(d) : TEXTS.map((_, i) => Int32Array.from({length: 5 + i}, (_, j) => (j * 31 + i * 7) % 200 + 1))
+    const params = (i: number) => samplingParams(i % 2 ? {temperature: 0.7, seed: 100 + i} : {temperature: 1, topP: 0.9, topK: 20, seed: 100 + i})
+    const run = (draft: boolean) =>
+      withModel(d, draft, async m => {
+        const metrics = new Metrics()
+        const e = new Engine(m, {}, metrics)
+        const out = await Promise.all(prompts.map((p, i) => generate(e, p, params(i), 48, [...stop])))
+        return {out: out.map(o => o.tokens), passes: metrics.specPasses.get()}
+      })
+    const off = await run(false)
+    const on = await run(true)
+    t.equal(off.passes, 0)
+    t.ok(on.passes > 0, `${on.passes} verify passes`)
+    t.same(on.out, off.out)
+  })
+
   t.test(`${name}: greedy with the draft equals greedy with SPLASH_DRAFT=off (serial and batched)`, async t => {
     const d = await dir()
     const prompts = name === 'default package' ? await chatPrompts(d) : TEXTS.map((_, i) => Int32Array.from({length: 5 + i}, (_, j) => (j * 31 + i * 7) % 200 + 1))
@@ -162,6 +181,9 @@ t.test(`${name}: sampled output with the draft follows the target distribution (
   // Condition on the most frequent first token.
   const n = name === 'default package' ? 400 : 2000
   const metrics = new Metrics()
+  // always speculate (no cost-based fallback to plain decodes) so every sample goes through a verify pass
+  process.env.SPLASH_DRAFT_FIXED = '1'
+  t.teardown(() => void delete process.env.SPLASH_DRAFT_FIXED)
   const results = await withModel(d, true, async m => {
     const e = new Engine(m, {maxRunning: 50}, metrics)
     const out: number[][] = []
