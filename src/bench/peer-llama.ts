@@ -160,12 +160,12 @@ export class LlamaCppDriver implements Driver {
       let firstAt = 0
       let lastAt = 0
       let n = 0
-      for await (const t of seq.evaluate(rest, {temperature: 0})) {
+      for await (const _token of seq.evaluate(rest, {temperature: 0})) {
         const now = performance.now()
         if (!firstAt) firstAt = now
         lastAt = now
         n++
-        if (n >= maxTokens || this.model.isEogToken(t)) break
+        if (n >= maxTokens) break // EOS ignored, as Splash's requests ask (ignore_eos): the same output length on both sides
       }
       const end = performance.now()
       if (!firstAt) firstAt = lastAt = end

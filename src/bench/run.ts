@@ -4,7 +4,7 @@ import {existsSync, statSync} from 'node:fs'
 import {mkdir, writeFile} from 'node:fs/promises'
 import {basename, dirname, join, resolve} from 'node:path'
 import {SplashError} from '../errors.js'
-import {DEFAULT_PACKAGE_DIR} from '../runtime/load-model.js'
+import {defaultPackageDir} from '../runtime/load-model.js'
 import {readManifest} from '../package/manifest.js'
 import {benchCacheDir, machine, presetPackage, progress, splashVersion, type Log} from './common.js'
 import {runScenarios, type ScenarioResults, type ScenarioSettings} from './scenarios.js'
@@ -39,8 +39,9 @@ export interface BenchOutput {
 export async function resolveModel(o: Pick<BenchOptions, 'model' | 'preset' | 'layers'>, log: Log): Promise<string> {
   if (o.model) return o.model
   if (o.preset) return presetPackage(o.preset, o.layers, log)
-  if (existsSync(join(DEFAULT_PACKAGE_DIR, 'splash.json'))) return DEFAULT_PACKAGE_DIR
-  throw new SplashError('bench_no_package', 'invalid_request', 'no default package (packages/default); pass --model <package> or --preset <name> (e.g. --preset tiny-hybrid)')
+  const def = defaultPackageDir()
+  if (def && existsSync(join(def, 'splash.json'))) return def
+  throw new SplashError('bench_no_package', 'invalid_request', `no default package (${def || 'SPLASH_DEFAULT_PACKAGE is empty'}); pass --model <package> or --preset <name> (e.g. --preset tiny-hybrid)`)
 }
 
 export function settingsFor(o: BenchOptions): ScenarioSettings {

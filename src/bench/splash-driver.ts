@@ -101,6 +101,8 @@ export class SplashDriver implements Driver {
         model: this.modelId,
         messages,
         max_tokens: maxTokens,
+        // A fixed output length: every request generates exactly max_tokens (synthetic weights hit EOS at random).
+        ignore_eos: true,
         temperature: 0,
         seed: this.o.seed,
         reasoning_effort: this.o.reasoningEffort,
