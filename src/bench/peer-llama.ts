@@ -160,7 +160,7 @@ export class LlamaCppDriver implements Driver {
       let firstAt = 0
       let lastAt = 0
       let n = 0
-      for await (const _token of seq.evaluate(rest, {temperature: 0})) {
+      for await (const _token of seq.evaluate(rest, {temperature: 0, yieldEogToken: true})) {
         const now = performance.now()
         if (!firstAt) firstAt = now
         lastAt = now
