@@ -1,7 +1,11 @@
 // Per-call costs of the speculative path (a report, not a test): decode, verify of n tokens, draft pass.
 // npx tsx test/core-native/helpers/bench-spec-parts.ts <package-dir> [threads]
 import {native} from '../../../src/runtime/native.ts'
-const dir = process.argv[2] ?? 'packages/default'
+if (!process.argv[2]) {
+  console.log('usage: npx tsx test/core-native/helpers/bench-spec-parts.ts <package-dir> [threads]')
+  process.exit(0)
+}
+const dir = process.argv[2]
 const h = await native.openModel(dir, {threads: Number(process.argv[3] ?? 2)})
 const s = native.createSequence(h, {maxLength: 4096})
 await native.step(h, [{seq: s, tokens: Int32Array.from({length: 100}, (_, i) => (i * 37) % 1000 + 10), logits: 'none', capture: true}])

@@ -7,6 +7,10 @@ import {Metrics} from '../../../src/runtime/metrics.ts'
 import {samplingParams, GREEDY} from '../../../src/runtime/sampling.ts'
 import {readManifest} from '../../../src/package/manifest.ts'
 import {load} from '../../../models/qwen3_5/index.ts'
+if (!process.argv[2]) {
+  console.log('usage: npx tsx test/core-native/helpers/bench-spec.ts <package-dir> <temperature> <maxTokens> [modes] [nostop]')
+  process.exit(0)
+}
 const dir = process.argv[2], temp = Number(process.argv[3] ?? 0), maxTokens = Number(process.argv[4] ?? 128)
 const fam = await load(dir, await readManifest(dir))
 const texts = ['Write a short story about a cat.', 'Explain how rain forms, step by step.', 'List three uses of Python.', 'Tell me about the history of Rome.']
