@@ -30,8 +30,9 @@ export interface Usage {
   completionTokens: number
   cachedTokens: number
   /**
-   * Speculative decoding, when the draft was used: target verify passes and the tokens they committed
-   * (acceptance length = committed / passes). Absent for plain decoding.
+   * Speculative decoding, when the draft was used: target verify passes, the tokens they committed
+   * (acceptance length = committed / passes; accepted drafts = committed − passes) and the tokens the
+   * draft proposed. Absent for plain decoding.
    */
-  draft?: {passes: number; committed: number}
+  draft?: {passes: number; committed: number; drafted: number}
 }

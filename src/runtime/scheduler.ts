@@ -261,6 +261,7 @@ export class Scheduler {
     seq.numComputed += 1 + acc
     seq.specPasses++
     seq.specCommitted += commit.length
+    seq.specDrafted += k
     this.onAcceptance?.(commit.length, k)
     // adaptive block: grow with acceptance; after passes with nothing accepted, fall back to plain decodes
     // for a while (backing off exponentially) so a useless draft costs little
@@ -332,7 +333,7 @@ export class Scheduler {
         promptTokens: seq.promptLength,
         completionTokens: Math.max(0, completion),
         cachedTokens: seq.numCached,
-        ...(seq.specPasses > 0 ? {draft: {passes: seq.specPasses, committed: seq.specCommitted}} : {}),
+        ...(seq.specPasses > 0 ? {draft: {passes: seq.specPasses, committed: seq.specCommitted, drafted: seq.specDrafted}} : {}),
       },
     })
   }

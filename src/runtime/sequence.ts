@@ -37,6 +37,7 @@ export class Sequence {
   /** Target passes that verified drafts, and the tokens they committed (acceptance length = committed / passes). */
   specPasses = 0
   specCommitted = 0
+  specDrafted = 0
 
   constructor(request: GenerationRequest, emit: (event: GenerationEvent) => void) {
     this.request = request
