@@ -44,7 +44,17 @@ export default async function openaiChat(fastify: FastifyInstance): Promise<void
       const predicted = choices.reduce((a, c) => a + (c.usage?.completionTokens ?? 0), 0)
       const promptMs = (firstTokenAt || end) - started
       const predictedMs = firstTokenAt ? end - firstTokenAt : 0
+      const drafts = choices.map(c => c.usage?.draft).filter(d => d !== undefined)
+      const passes = drafts.reduce((a, d) => a + d.passes, 0)
+      const committed = drafts.reduce((a, d) => a + d.committed, 0)
       return {
+        ...(passes > 0
+          ? {
+              draft_n: drafts.reduce((a, d) => a + d.drafted, 0),
+              draft_n_accepted: committed - passes,
+              draft_acceptance_length: committed / passes,
+            }
+          : {}),
         prompt_n: promptEvent.tokens,
         prompt_ms: promptMs,
         cache_n: choices[0].usage?.cachedTokens ?? 0,

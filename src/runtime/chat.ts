@@ -97,6 +97,8 @@ export interface ChatUsage {
   completionTokens: number
   cachedTokens: number
   reasoningTokens: number
+  /** Speculative decoding figures when the draft was used (see Usage.draft). */
+  draft?: {passes: number; committed: number; drafted: number}
 }
 
 export type ChatEvent =
@@ -185,7 +187,13 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
       ...finish,
       {
         type: 'usage',
-        usage: {promptTokens: tokens.length, completionTokens: outputIds.length, cachedTokens: event.usage.cachedTokens, reasoningTokens},
+        usage: {
+          promptTokens: tokens.length,
+          completionTokens: outputIds.length,
+          cachedTokens: event.usage.cachedTokens,
+          reasoningTokens,
+          ...(event.usage.draft ? {draft: event.usage.draft} : {}),
+        },
         tokenIds: outputIds,
       },
     ])

@@ -49,3 +49,20 @@ for (const [name, model] of [
     t.match(metrics, /splash_spec_acceptance_length_bucket\{le="16"\} \d+/)
   })
 }
+
+t.test('chat timings report the draft (llama.cpp-style fields) when it is used', async t => {
+  const server = await startServe(['--model', DEFAULT, '--no-webui'], {SPLASH_DRAFT: 'on', SPLASH_DRAFT_FIXED: '1'})
+  t.teardown(async () => {
+    server.child.kill('SIGTERM')
+    await server.exited
+  })
+  const r = await fetch(`${server.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: {'content-type': 'application/json'},
+    body: JSON.stringify({messages: [{role: 'user', content: 'Translate cat into Spanish.'}], max_tokens: 60, temperature: 0}),
+  })
+  const timings = (await r.json()).timings
+  t.ok(timings.draft_n > 0, `draft_n ${timings.draft_n}`)
+  t.ok(timings.draft_n_accepted >= 0 && timings.draft_n_accepted <= timings.draft_n)
+  t.ok(timings.draft_acceptance_length >= 1, `acceptance length ${timings.draft_acceptance_length}`)
+})
