@@ -135,13 +135,10 @@ function sampleFiltered(logits: Float32Array, p: SamplingParams, rng: Rng): numb
 }
 
 /**
- * The token sampleToken picks at temperature > 0 (no penalties) when its uniform draw is `u01`: inverse CDF
- * over the filtered candidates sorted by logit. Speculative decoding samples the draft and the target at
- * one position with the same uniform (common random numbers), so the committed tokens are exactly those
- * plain decoding with the same seed would pick.
+ * The filtered candidates at temperature > 0: token ids sorted by logit (top-k applied), their unnormalised
+ * weights exp((logit − max) / T), how many survive min-p and top-p, and the surviving total.
  */
-export function sampleWithUniform(logits: Float32Array, p: SamplingParams, u01: number): number {
-  // Candidates sorted by logit; top-k first since it bounds the work.
+function candidates(logits: Float32Array, p: SamplingParams): {idx: number[]; probs: number[]; n: number; total: number} {
   const k = p.topK > 0 ? Math.min(p.topK, logits.length) : logits.length
   let idx: number[]
   if (k < logits.length) {
@@ -172,6 +169,17 @@ export function sampleWithUniform(logits: Float32Array, p: SamplingParams, u01: 
   }
   total = 0
   for (let i = 0; i < n; i++) total += probs[i]
+  return {idx, probs, n, total}
+}
+
+/**
+ * The token sampleToken picks at temperature > 0 (no penalties) when its uniform draw is `u01`: inverse CDF
+ * over the filtered candidates sorted by logit. Speculative decoding samples the draft and the target at
+ * one position with the same uniform (common random numbers), so the committed tokens are exactly those
+ * plain decoding with the same seed would pick.
+ */
+export function sampleWithUniform(logits: Float32Array, p: SamplingParams, u01: number): number {
+  const {idx, probs, n, total} = candidates(logits, p)
   let u = u01 * total
   for (let i = 0; i < n; i++) {
     u -= probs[i]
@@ -191,36 +199,7 @@ export interface Dist {
  * penalties), normalised. Speculative sampling uses it for the target (p) and the draft (q) alike.
  */
 export function filteredDist(logits: Float32Array, p: SamplingParams): Dist {
-  const k = p.topK > 0 ? Math.min(p.topK, logits.length) : logits.length
-  let idx: number[]
-  if (k < logits.length) {
-    idx = topLogprobs(Float64Array.from(logits), k).map(x => x.token)
-  } else {
-    idx = Array.from({length: logits.length}, (_, i) => i).sort((a, b) => logits[b] - logits[a])
-  }
-  const inv = 1 / p.temperature
-  const max = logits[idx[0]] * inv
-  const probs = idx.map(i => Math.exp(logits[i] * inv - max))
-  let total = probs.reduce((a, b) => a + b, 0)
-  let n = probs.length
-  if (p.minP > 0) {
-    const floor = p.minP * (probs[0] / total)
-    while (n > 1 && probs[n - 1] / total < floor) n--
-  }
-  if (p.topP < 1) {
-    let cum = 0
-    let keep = 0
-    for (; keep < n; keep++) {
-      cum += probs[keep] / total
-      if (cum >= p.topP) {
-        keep++
-        break
-      }
-    }
-    n = Math.max(1, Math.min(n, keep))
-  }
-  total = 0
-  for (let i = 0; i < n; i++) total += probs[i]
+  const {idx, probs, n, total} = candidates(logits, p)
   return {idx: idx.slice(0, n), prob: probs.slice(0, n).map(x => x / total)}
 }
 
