@@ -208,8 +208,8 @@ t.test('the chat page in Chromium against splash serve', async t => {
   })
 
   t.test('stop a generation', async t => {
-    // Greedy and without max_tokens, this answer would run to the end of the 4096-token window.
-    await steer(page, {temperature: 0})
+    // Greedy, past end-of-turn tokens and without max_tokens, this answer would run to the end of the window.
+    await steer(page, {temperature: 0, ignore_eos: true})
     await page.locator('#new-chat').click()
     await watchAnswers(page)
     const before = await serverMetrics(server!)
