@@ -277,6 +277,20 @@ Napi::Value SequenceLength(const Napi::CallbackInfo& info) {
   });
 }
 
+// The sequence a step or draft item names, checked: it exists, is not in a step, has not failed, and no
+// earlier item of the same call names it. Call with the model's sequence mutex held.
+template <class Items>
+splash::Sequence* item_sequence(Model& m, Napi::Object o, const std::string& where, const Items& items, uint32_t i) {
+  int32_t id = int_arg(o.Get("seq"), (where + ".seq").c_str(), 0, INT32_MAX);
+  splash::Sequence* s = m.find(id);
+  if (!s) fail("unknown_sequence", where + ": unknown sequence " + std::to_string(id));
+  if (s->busy) fail("sequence_busy", where + ": sequence " + std::to_string(id) + " is already in a step");
+  if (s->broken) fail("sequence_broken", where + ": sequence " + std::to_string(id) + " failed earlier; truncate it to 0");
+  for (uint32_t j = 0; j < i; ++j)
+    if (items[j].seq == s) fail("invalid_argument", where + ": sequence " + std::to_string(id) + " appears twice");
+  return s;
+}
+
 // step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all'}]) → Promise<(Float32Array|null)[]>
 Napi::Value Step(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
@@ -292,13 +306,7 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
       Napi::Value v = arr.Get(i);
       if (!v.IsObject()) fail("invalid_argument", where + " must be an object");
       Napi::Object o = v.As<Napi::Object>();
-      int32_t id = int_arg(o.Get("seq"), (where + ".seq").c_str(), 0, INT32_MAX);
-      splash::Sequence* s = m->find(id);
-      if (!s) fail("unknown_sequence", where + ": unknown sequence " + std::to_string(id));
-      if (s->busy) fail("sequence_busy", where + ": sequence " + std::to_string(id) + " is already in a step");
-      if (s->broken) fail("sequence_broken", where + ": sequence " + std::to_string(id) + " failed earlier; truncate it to 0");
-      for (uint32_t j = 0; j < i; ++j)
-        if ((*items)[j].seq == s) fail("invalid_argument", where + ": sequence " + std::to_string(id) + " appears twice");
+      splash::Sequence* s = item_sequence(*m, o, where, *items, i);
       Napi::Value tv = o.Get("tokens");
       if (!tv.IsTypedArray() || tv.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
         fail("invalid_argument", where + ".tokens must be an Int32Array");
@@ -377,13 +385,7 @@ Napi::Value Draft(const Napi::CallbackInfo& info) {
       Napi::Value v = arr.Get(i);
       if (!v.IsObject()) fail("invalid_argument", where + " must be an object");
       Napi::Object o = v.As<Napi::Object>();
-      int32_t id = int_arg(o.Get("seq"), (where + ".seq").c_str(), 0, INT32_MAX);
-      splash::Sequence* s = m->find(id);
-      if (!s) fail("unknown_sequence", where + ": unknown sequence " + std::to_string(id));
-      if (s->busy) fail("sequence_busy", where + ": sequence " + std::to_string(id) + " is already in a step");
-      if (s->broken) fail("sequence_broken", where + ": sequence " + std::to_string(id) + " failed earlier; truncate it to 0");
-      for (uint32_t j = 0; j < i; ++j)
-        if ((*items)[j].seq == s) fail("invalid_argument", where + ": sequence " + std::to_string(id) + " appears twice");
+      splash::Sequence* s = item_sequence(*m, o, where, *items, i);
       (*items)[i].seq = s;
       (*items)[i].anchor = int_arg(o.Get("token"), (where + ".token").c_str(), 0, V - 1);
       const int B = m->draft_config().B;
