@@ -136,6 +136,19 @@ class Model {
   // One batched step; out[i] gets logits per item (empty for 'none'). Serialised by compute_mu_.
   void step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out);
 
+  // Prefix cache (saved_state.cpp): KV rows [start, start+n) (target, and the draft's context when it has
+  // seen them) and the GDN/conv state at the current length, saved under ids the caller frees; restore()
+  // puts rows covering [0, len) and a state at len into a sequence and returns whether the draft context
+  // came back too (else the draft cannot run on it).
+  int64_t save_rows(int32_t seq, int32_t start, int32_t n);  // throws
+  int64_t save_state(int32_t seq);                           // throws
+  bool restore(int32_t seq, const std::vector<int64_t>& rows, int64_t state);  // throws
+  void free_saved(int64_t id);                               // throws
+  struct SavedStats {
+    size_t sequences = 0, rows = 0, states = 0, bytes = 0;
+  };
+  SavedStats saved_stats();
+
   // Draft (null config when the package has none or it was not loaded).
   bool has_draft() const { return dcfg_.B > 0; }
   const DraftConfig& draft_config() const { return dcfg_; }
@@ -173,6 +186,19 @@ class Model {
   std::unordered_map<int32_t, Sequence> seqs_;
   std::vector<float*> gdn_pool_;  // recycled GDN state blocks (all the same size)
   int32_t next_id_ = 1;
+  struct SavedRows {
+    int32_t n = 0;
+    bool draft = false;
+    std::vector<float> data;  // [target K|V planes][n][nkv·hd], then [draft K|V planes][n][nkv·hd]
+  };
+  struct SavedState {
+    int32_t len = 0;
+    bool draft = false;
+    std::vector<float> gdn;
+  };
+  std::unordered_map<int64_t, SavedRows> saved_rows_;
+  std::unordered_map<int64_t, SavedState> saved_states_;
+  int64_t next_saved_ = 1;
 };
 
 }  // namespace splash

@@ -1,6 +1,6 @@
 // The native engine as the scheduler's StepModel: one loaded package, its sequences and its step.
 import {native, type ModelHandle, type ModelInfo, type OpenModelOptions} from './native.js'
-import type {DraftRequest, StepItem, StepModel} from './step-model.js'
+import type {DraftRequest, StateStore, StepItem, StepModel} from './step-model.js'
 
 /** SPLASH_DRAFT=off (or 0/false/no) disables speculative decoding: diagnosis and tests only. */
 export function draftDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -10,12 +10,25 @@ export function draftDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
 
 export class NativeModel implements StepModel {
   private closed = false
+  readonly store: StateStore
 
   private constructor(
     readonly handle: ModelHandle,
     readonly info: ModelInfo,
     readonly contextLength: number,
-  ) {}
+  ) {
+    const h = handle
+    this.store = {
+      saveRows: (seq, start, n) => native.saveRows(h, seq, start, n),
+      saveState: seq => native.saveState(h, seq),
+      restore: (seq, rows, state) => native.restoreSequence(h, seq, rows, state),
+      freeSaved: id => {
+        if (!this.closed) native.freeSaved(h, id)
+      },
+      rowBytes: info.kvBytesPerToken + (info.draft?.kvBytesPerToken ?? 0),
+      stateBytes: info.stateBytesPerSequence,
+    }
+  }
 
   static async open(dir: string, contextLength: number, options: OpenModelOptions = {}): Promise<NativeModel> {
     // Default activations (int8x2): every q4/q8 matmul computes each (row, token) the same way whatever
@@ -54,9 +67,15 @@ export class NativeModel implements StepModel {
     native.truncateSequence(this.handle, seq, length)
   }
 
+  /** Live sequences and saved prefix-cache pieces held natively (leak checks). */
+  savedStats() {
+    return native.savedStats(this.handle)
+  }
+
   close(): void {
     if (this.closed) return
     this.closed = true
     native.closeModel(this.handle)
   }
 }
+

@@ -81,6 +81,8 @@ export interface DraftInfo {
   maskTokenId: number
   numLayers: number
   targetLayerIds: number[]
+  /** Draft context K/V bytes per position (all draft layers). */
+  kvBytesPerToken: number
 }
 
 export interface DraftItem {
@@ -135,6 +137,14 @@ export interface StepItem {
    * between the step's start and its end.
    */
   verify?: boolean
+}
+
+/** What a model holds (leak checks): live sequences, saved KV row ranges and states, and their bytes. */
+export interface SavedStats {
+  sequences: number
+  rows: number
+  states: number
+  bytes: number
 }
 
 export interface KernelCheck {
@@ -202,6 +212,11 @@ interface Binding {
   sequenceLength(h: ModelHandle, seq: SequenceId): number
   step(h: ModelHandle, items: StepItem[]): Promise<(Float32Array | null)[]>
   draft(h: ModelHandle, items: DraftItem[]): Promise<Float32Array[]>
+  saveRows(h: ModelHandle, seq: SequenceId, start: number, n: number): number
+  saveState(h: ModelHandle, seq: SequenceId): number
+  restoreSequence(h: ModelHandle, seq: SequenceId, rows: number[], state: number): boolean
+  freeSaved(h: ModelHandle, id: number): void
+  savedStats(h: ModelHandle): SavedStats
   closeModel(h: ModelHandle): void
   isaList(): Isa[]
   kernelSelfTest(seed?: number): Promise<KernelCheck[]>
@@ -266,6 +281,15 @@ export const native = {
   step: (h: ModelHandle, items: StepItem[]) => async(() => load().step(h, items)),
   /** One DFlash draft pass per item: logits of the B−1 drafted positions, [(B−1)·V] each. */
   draft: (h: ModelHandle, items: DraftItem[]) => async(() => load().draft(h, items)),
+  /** Prefix cache: copies KV rows [start, start+n) of a sequence (target, and draft context when complete); returns an id. */
+  saveRows: (h: ModelHandle, seq: SequenceId, start: number, n: number) => sync(() => load().saveRows(h, seq, start, n)),
+  /** Prefix cache: copies a sequence's GDN + conv state at its current length; returns an id. */
+  saveState: (h: ModelHandle, seq: SequenceId) => sync(() => load().saveState(h, seq)),
+  /** Puts saved rows covering [0, len) and a saved state at len into a sequence; true when the draft context came back too. */
+  restoreSequence: (h: ModelHandle, seq: SequenceId, rows: number[], state: number) =>
+    sync(() => load().restoreSequence(h, seq, rows, state)),
+  freeSaved: (h: ModelHandle, id: number) => sync(() => load().freeSaved(h, id)),
+  savedStats: (h: ModelHandle) => sync(() => load().savedStats(h)),
   closeModel: (h: ModelHandle) => sync(() => load().closeModel(h)),
   isaList: () => sync(() => load().isaList()),
   /** Test-only: every matmul path of every ISA this CPU has, against an fp64 reference and the scalar path. */

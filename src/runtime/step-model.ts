@@ -20,6 +20,22 @@ export interface DraftRequest {
   n: number
 }
 
+/**
+ * Saved sequence state for the prefix cache (the bytes stay in the model). Rows are KV positions
+ * [start, start+n) of a sequence; a state is its recurrent (GDN + conv) state at its current length.
+ * restore() puts rows covering [0, len) and a state at len into a fresh sequence and says whether the
+ * draft's context came back too (if not, the draft cannot run on that sequence).
+ */
+export interface StateStore {
+  saveRows(seq: number, start: number, n: number): number
+  saveState(seq: number): number
+  restore(seq: number, rows: number[], state: number): boolean
+  freeSaved(id: number): void
+  /** Bytes of one KV position (target and draft) and of one saved state, for the cache's budget. */
+  readonly rowBytes: number
+  readonly stateBytes: number
+}
+
 export interface StepModel {
   readonly vocabSize: number
   /** Longest sequence (prompt + output) the model can hold after the memory plan. */
@@ -34,4 +50,6 @@ export interface StepModel {
   draft?(items: DraftRequest[]): Promise<Float32Array[]>
   /** Rolls a sequence back to `length` tokens (after a verify step: to the accepted prefix). */
   truncate?(seq: number, length: number): void
+  /** Saved state for the prefix cache (absent: no cache). */
+  readonly store?: StateStore
 }

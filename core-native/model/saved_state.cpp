@@ -1,0 +1,136 @@
+// Saved pieces of sequence state for the prefix cache (speculative-and-cache.md §5). Attention KV can be
+// cut anywhere, so it is saved as ranges of rows (the cache keeps them as fixed blocks shared by every
+// snapshot of the same prefix); GDN and conv state cannot be sliced, so a whole state is saved at one
+// length. Restoring copies blocks and a state into a fresh sequence, which then continues as if it had
+// computed that prefix itself: the rows and the state are the very values the first sequence computed.
+#include <cstring>
+
+#include "model/model.h"
+#include "runtime/error.h"
+
+namespace splash {
+
+namespace {
+
+int64_t draft_plane(const DraftConfig& d, const Sequence& s) { return int64_t(s.max_len + d.B) * d.nkv * d.hd; }
+
+}  // namespace
+
+int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
+  std::lock_guard<std::mutex> lock(seq_mu_);
+  Sequence* s = find(id);
+  if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
+  if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
+  if (start < 0 || n <= 0 || start + n > s->len)
+    throw Error("invalid_argument", "rows [" + std::to_string(start) + ", " + std::to_string(start + n) +
+                                        ") are not computed (length " + std::to_string(s->len) + ")");
+  SavedRows r;
+  r.n = n;
+  const int64_t w = int64_t(cfg_.nkv) * cfg_.hd;
+  // the draft's context rows are kept only when the draft has seen all of them
+  r.draft = has_draft() && s->draft_len >= start + n;
+  const int64_t dw = has_draft() ? int64_t(dcfg_.nkv) * dcfg_.hd : 0;
+  r.data.resize(size_t(2 * n_full_ * w + (r.draft ? 2 * dcfg_.L * dw : 0)) * size_t(n));
+  float* out = r.data.data();
+  for (int64_t p = 0; p < 2 * n_full_; ++p) {
+    std::memcpy(out, s->kv + (p * s->max_len + start) * w, size_t(n) * w * 4);
+    out += size_t(n) * w;
+  }
+  if (r.draft) {
+    const int64_t plane = draft_plane(dcfg_, *s);
+    for (int64_t p = 0; p < 2 * dcfg_.L; ++p) {
+      std::memcpy(out, s->dkv + p * plane + int64_t(start) * dw, size_t(n) * dw * 4);
+      out += size_t(n) * dw;
+    }
+  }
+  const int64_t key = next_saved_++;
+  saved_rows_.emplace(key, std::move(r));
+  return key;
+}
+
+int64_t Model::save_state(int32_t id) {
+  std::lock_guard<std::mutex> lock(seq_mu_);
+  Sequence* s = find(id);
+  if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
+  if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
+  if (s->broken) throw Error("sequence_broken", "sequence " + std::to_string(id) + " failed earlier");
+  SavedState st;
+  st.len = s->len;
+  st.gdn.assign(s->gdn, s->gdn + gdn_floats_);
+  // the draft context travels with the state only when the draft has consumed every position
+  st.draft = has_draft() && s->draft_len == s->len;
+  const int64_t key = next_saved_++;
+  saved_states_.emplace(key, std::move(st));
+  return key;
+}
+
+bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state) {
+  std::lock_guard<std::mutex> lock(seq_mu_);
+  Sequence* s = find(id);
+  if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
+  if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
+  auto st = saved_states_.find(state);
+  if (st == saved_states_.end()) throw Error("invalid_argument", "unknown saved state " + std::to_string(state));
+  std::vector<const SavedRows*> parts;
+  int64_t total = 0;
+  bool draft = st->second.draft;
+  for (int64_t k : rows) {
+    auto it = saved_rows_.find(k);
+    if (it == saved_rows_.end()) throw Error("invalid_argument", "unknown saved rows " + std::to_string(k));
+    parts.push_back(&it->second);
+    total += it->second.n;
+    draft = draft && it->second.draft;
+  }
+  const int32_t len = st->second.len;
+  if (total != len)
+    throw Error("invalid_argument", "saved rows cover " + std::to_string(total) + " positions but the state is at " +
+                                        std::to_string(len));
+  if (len > s->max_len)
+    throw Error("too_long", "a saved prefix of " + std::to_string(len) + " tokens does not fit a sequence of " +
+                                std::to_string(s->max_len));
+  const int64_t w = int64_t(cfg_.nkv) * cfg_.hd;
+  const int64_t dw = has_draft() ? int64_t(dcfg_.nkv) * dcfg_.hd : 0;
+  int64_t at = 0;
+  for (const SavedRows* r : parts) {
+    const float* in = r->data.data();
+    for (int64_t p = 0; p < 2 * n_full_; ++p) {
+      std::memcpy(s->kv + (p * s->max_len + at) * w, in, size_t(r->n) * w * 4);
+      in += size_t(r->n) * w;
+    }
+    if (draft) {
+      const int64_t plane = draft_plane(dcfg_, *s);
+      for (int64_t p = 0; p < 2 * dcfg_.L; ++p) {
+        std::memcpy(s->dkv + p * plane + at * dw, in, size_t(r->n) * dw * 4);
+        in += size_t(r->n) * dw;
+      }
+    }
+    at += r->n;
+  }
+  if (gdn_floats_ > 0) std::memcpy(s->gdn, st->second.gdn.data(), size_t(gdn_floats_) * 4);
+  s->len = len;
+  s->broken = false;
+  s->spec_n = 0;
+  s->feat.clear();
+  // without the draft's context for every position the draft cannot run on this sequence
+  s->draft_len = has_draft() ? (draft ? len : -1) : 0;
+  return draft;
+}
+
+void Model::free_saved(int64_t key) {
+  std::lock_guard<std::mutex> lock(seq_mu_);
+  if (saved_rows_.erase(key) == 0 && saved_states_.erase(key) == 0)
+    throw Error("invalid_argument", "unknown saved rows or state " + std::to_string(key));
+}
+
+Model::SavedStats Model::saved_stats() {
+  std::lock_guard<std::mutex> lock(seq_mu_);
+  SavedStats st;
+  st.sequences = seqs_.size();
+  st.rows = saved_rows_.size();
+  st.states = saved_states_.size();
+  for (auto& [k, r] : saved_rows_) st.bytes += r.data.size() * 4;
+  for (auto& [k, r] : saved_states_) st.bytes += r.gdn.size() * 4;
+  return st;
+}
+
+}  // namespace splash
