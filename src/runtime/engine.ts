@@ -4,6 +4,7 @@ import type {StepModel} from './step-model.js'
 import type {GenerationEvent, GenerationRequest} from './request.js'
 import {Scheduler, type SchedulerLimits} from './scheduler.js'
 import type {Metrics} from './metrics.js'
+import {PrefixCache} from './prefix-cache.js'
 
 /** Control over one submitted request. */
 export interface GenerationHandle {
@@ -14,6 +15,17 @@ export interface GenerationHandle {
 
 export const DEFAULT_LIMITS: SchedulerLimits = {tokenBudget: 512, maxRunning: 16, maxWaiting: 256}
 
+export interface EngineOptions {
+  /** Bytes the prefix cache may hold (0 or absent: no prefix cache). SPLASH_PREFIX_CACHE=off disables it. */
+  cacheBytes?: number
+}
+
+/** SPLASH_PREFIX_CACHE=off (or 0/false/no): every prompt is computed in full (diagnosis and benchmarks). */
+export function prefixCacheDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
+  const v = (env.SPLASH_PREFIX_CACHE ?? '').trim().toLowerCase()
+  return v === 'off' || v === '0' || v === 'false' || v === 'no'
+}
+
 export class Engine {
   readonly scheduler: Scheduler
   private loop: Promise<void> | undefined
@@ -22,8 +34,15 @@ export class Engine {
     readonly model: StepModel,
     limits: Partial<SchedulerLimits> = {},
     private readonly metrics?: Metrics,
+    options: EngineOptions = {},
   ) {
-    this.scheduler = new Scheduler(model, {...DEFAULT_LIMITS, ...limits})
+    const store = model.store
+    const cacheBytes = options.cacheBytes ?? 0
+    const cache =
+      store && cacheBytes > 0 && !prefixCacheDisabled()
+        ? new PrefixCache(store, {capacityBytes: cacheBytes, rowBytes: store.rowBytes, stateBytes: store.stateBytes})
+        : undefined
+    this.scheduler = new Scheduler(model, {...DEFAULT_LIMITS, ...limits}, cache)
     if (metrics) this.scheduler.onAcceptance = (committed, drafted) => metrics.observeAcceptance(committed, drafted)
   }
 
@@ -128,6 +147,7 @@ export class Engine {
         results = await this.model.step(batch.items)
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
+        await this.scheduler.afterStep({...batch, anchored: []})
         continue
       }
       try {
@@ -136,6 +156,7 @@ export class Engine {
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
       }
+      await this.scheduler.afterStep(batch)
     }
   }
 }

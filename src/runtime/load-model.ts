@@ -68,6 +68,20 @@ async function importFamily(family: string): Promise<{load(dir: string, manifest
   return import(pathToFileURL(path).href)
 }
 
+/**
+ * Diagnosis and tests only: SPLASH_MAX_RUNNING lowers the batch limit the plan gives, SPLASH_MAX_WAITING
+ * the queue bound (default 256).
+ */
+export function schedulerOverrides(env: NodeJS.ProcessEnv = process.env): {maxRunning?: number; maxWaiting?: number} {
+  const int = (v: string | undefined) => (v !== undefined && /^[1-9]\d*$/.test(v.trim()) ? Number(v) : undefined)
+  const out: {maxRunning?: number; maxWaiting?: number} = {}
+  const running = int(env.SPLASH_MAX_RUNNING)
+  const waiting = int(env.SPLASH_MAX_WAITING)
+  if (running !== undefined) out.maxRunning = running
+  if (waiting !== undefined) out.maxWaiting = waiting
+  return out
+}
+
 export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
   const manifest = o.manifest
   const plan = planMemory({
@@ -82,7 +96,9 @@ export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
   assertFits(plan)
   const model = await NativeModel.open(o.dir, plan.contextLimit, {threads: o.threads})
   const family = await (await importFamily(manifest.family)).load(o.dir, manifest)
-  const engine = new Engine(model, {maxRunning: plan.batchLimit}, o.metrics)
+  const engine = new Engine(model, {...schedulerOverrides(), maxRunning: Math.min(plan.batchLimit, schedulerOverrides().maxRunning ?? Infinity)}, o.metrics, {
+    cacheBytes: plan.cacheBytes,
+  })
   return {manifest, plan, model, engine, family}
 }
 

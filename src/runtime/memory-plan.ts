@@ -41,6 +41,8 @@ export interface MemoryPlan {
   /** Total KV tokens all sequences together may hold. */
   kvCapacityTokens: number
   kvBytes: number
+  /** Of kvBytes, what the prefix cache may hold (saved KV blocks and recurrent states). */
+  cacheBytes: number
   fits: boolean
   /** The smallest useful configuration's total (one sequence at MIN_CONTEXT). */
   minimum: number
@@ -122,6 +124,8 @@ export function planMemory(input: PlanInput): MemoryPlan {
     batchLimit,
     kvCapacityTokens,
     kvBytes,
+    // half the KV memory for running requests, half for the prefix cache
+    cacheBytes: Math.floor(kvBytes / 2),
     fits,
     minimum,
   }
@@ -142,6 +146,7 @@ export function formatPlan(p: MemoryPlan): string[] {
   if (p.fits) {
     lines.push(
       row('KV cache', `${formatBytes(p.kvBytes)} (${p.kvCapacityTokens.toLocaleString('en-US')} tokens)`),
+      row('prefix cache', `${formatBytes(p.cacheBytes)} of it`),
       row('context limit', `${p.contextLimit.toLocaleString('en-US')} tokens`),
       row('batch limit', `${p.batchLimit} requests`),
     )

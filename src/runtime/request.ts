@@ -13,6 +13,11 @@ export interface GenerationRequest {
   logprobs?: number
   /** Top-N log-probabilities for each prompt token (undefined: none). */
   promptLogprobs?: number
+  /**
+   * Prompt positions worth a prefix-cache snapshot besides the automatic ones (e.g. where the last turn
+   * starts: the next request of the conversation shares the prompt up to there).
+   */
+  cacheAnchors?: readonly number[]
   /** Cancels the request: its state is freed at once. */
   signal?: AbortSignal
 }

@@ -13,6 +13,7 @@ import {
   type SampledToken,
 } from './sampling.js'
 import {errors} from '../errors.js'
+import type {PrefixCache} from './prefix-cache.js'
 
 export interface SchedulerLimits {
   /** Tokens per step across all sequences (decodes count one each; prefill chunks fill the rest). */
@@ -30,7 +31,12 @@ export interface Batch {
   drafting: number[]
   /** Tokens the verify passes of this batch committed (set by postprocess). */
   committed: number
+  /** Sequences whose prefill reached a cache anchor in this step (saved by afterStep). */
+  anchored: Sequence[]
 }
+
+/** Automatic anchors inside long prompts: a state snapshot every this many positions. */
+export const ANCHOR_EVERY = 4096
 
 /** Acceptance-length observer (tokens committed per target verify pass). */
 export type AcceptanceObserver = (committed: number, drafted: number) => void
@@ -38,6 +44,8 @@ export type AcceptanceObserver = (committed: number, drafted: number) => void
 export class Scheduler {
   private readonly waiting: Sequence[] = []
   private readonly running: Sequence[] = []
+  /** Finished sequences whose state the prefix cache saves before they are freed (afterStep). */
+  private readonly releasing: Sequence[] = []
 
   /** Called after every verify pass (metrics). */
   onAcceptance: AcceptanceObserver | undefined
@@ -45,6 +53,8 @@ export class Scheduler {
   constructor(
     private readonly model: StepModel,
     private readonly limits: SchedulerLimits,
+    /** The prefix cache (absent: every prompt is computed in full). */
+    readonly cache?: PrefixCache,
   ) {}
 
   /** Draft block length when speculative decoding is available (0: plain decode). */
@@ -102,6 +112,7 @@ export class Scheduler {
       // Penalties depend on every token before; logprobs are reported per sampled token: plain decode serves those.
       seq.useDraft = this.blockSize > 1 && draftCompatible(r.sampling) && r.logprobs === undefined
       seq.specK = this.blockSize - 1
+      this.resume(seq)
       this.running.push(seq)
     }
     const seqs: Sequence[] = []
@@ -128,7 +139,9 @@ export class Scheduler {
     // Then prefill chunks, oldest first, under what is left of the budget.
     for (const seq of this.running) {
       if (!seq.inPrefill || budget <= 0) continue
-      const n = Math.min(budget, seq.promptLength - seq.numComputed)
+      // a chunk ends at the next cache anchor, where the state is saved
+      const stop = seq.anchors.find(a => a > seq.numComputed) ?? seq.promptLength
+      const n = Math.min(budget, stop - seq.numComputed)
       const tokens = seq.request.prompt.subarray(seq.numComputed, seq.numComputed + n)
       const last = seq.numComputed + n === seq.promptLength
       const wantRows = seq.request.promptLogprobs !== undefined ? 'all' : last && seq.request.maxTokens > 0 ? 'last' : 'none'
@@ -137,7 +150,77 @@ export class Scheduler {
       budget -= n
     }
     for (const seq of seqs) seq.inFlight = true
-    return {seqs, items, drafting, committed: 0}
+    return {seqs, items, drafting, committed: 0, anchored: []}
+  }
+
+  /**
+   * Admission with the prefix cache: restores the longest cached prefix of the prompt (at least one
+   * prompt token is always computed, for its logits) and picks the positions where this prompt's state
+   * will be saved: the request's own anchors, every ANCHOR_EVERY positions, and the end of the prompt
+   * less one token (a replay of the same prompt then computes only that token).
+   */
+  private resume(seq: Sequence): void {
+    const cache = this.cache
+    const store = this.model.store
+    const r = seq.request
+    if (!cache || !store || r.promptLogprobs !== undefined) return
+    const hit = cache.lookup(r.prompt, seq.promptLength - 1)
+    if (hit) {
+      const draft = store.restore(seq.slot, hit.rows, hit.state)
+      seq.numComputed = hit.length
+      seq.numCached = hit.length
+      if (!draft) seq.useDraft = false
+    }
+    const anchors = new Set<number>()
+    for (const a of r.cacheAnchors ?? []) anchors.add(a)
+    for (let a = ANCHOR_EVERY; a < seq.promptLength; a += ANCHOR_EVERY) anchors.add(a)
+    anchors.add(seq.promptLength - 1)
+    seq.anchors = [...anchors].filter(a => Number.isInteger(a) && a > seq.numComputed && a < seq.promptLength).sort((a, b) => a - b)
+  }
+
+  /**
+   * After a step (and its postprocess): the prefix cache saves the state of sequences whose prefill reached
+   * an anchor and of sequences that finished, which are then freed. The draft first takes in its pending
+   * context so that the saved rows carry it. Never throws: a failed save only means a later miss.
+   */
+  async afterStep(batch: Batch): Promise<void> {
+    for (const seq of batch.anchored) {
+      if (seq.status !== 'running' || seq.cancelled) continue
+      seq.inFlight = true // a cancel meanwhile waits until the save is done
+      try {
+        await this.saveState(seq)
+      } catch {
+        // the cache is an optimisation: the request itself is unaffected
+      } finally {
+        seq.inFlight = false
+      }
+      if (seq.cancelled) this.finish(seq, 'cancelled')
+    }
+    for (const seq of this.releasing.splice(0)) {
+      try {
+        await this.saveState(seq)
+      } catch {
+        // as above
+      }
+      this.model.freeSequence(seq.slot)
+    }
+  }
+
+  private async saveState(seq: Sequence): Promise<void> {
+    const cache = this.cache!
+    const computed = seq.numComputed
+    if (computed < 1) return
+    if (seq.status === 'finished') this.model.truncate?.(seq.slot, computed) // a stop inside a verify pass
+    if (seq.useDraft && this.model.draft) await this.model.draft([{seq: seq.slot, token: seq.request.prompt[0], n: 1}])
+    const p = seq.request.prompt
+    let tokens: Int32Array
+    if (computed <= p.length) tokens = p.subarray(0, computed)
+    else {
+      tokens = new Int32Array(computed)
+      tokens.set(p)
+      tokens.set(seq.output.slice(0, computed - p.length), p.length)
+    }
+    cache.save(seq.slot, tokens)
   }
 
   /**
@@ -212,6 +295,7 @@ export class Scheduler {
       if (seq.inPrefill) {
         const start = seq.numComputed
         seq.numComputed += item.tokens.length
+        if (seq.anchors.includes(seq.numComputed)) batch.anchored.push(seq)
         if (seq.request.promptLogprobs !== undefined && rows) this.promptLogprobs(seq, start, item.tokens.length, rows)
         if (seq.inPrefill) return
         if (seq.request.maxTokens === 0) return this.finish(seq, 'length')
@@ -323,7 +407,9 @@ export class Scheduler {
     } else {
       const i = this.running.indexOf(seq)
       if (i >= 0) this.running.splice(i, 1)
-      this.model.freeSequence(seq.slot)
+      // a finished generation's state goes to the prefix cache first (afterStep frees it)
+      if (this.cache && this.model.store && reason !== 'cancelled' && !seq.inFlight) this.releasing.push(seq)
+      else this.model.freeSequence(seq.slot)
     }
     const completion = seq.output.length - (reason === 'stop' ? 1 : 0)
     seq.emit({

@@ -18,6 +18,8 @@ export class Sequence {
   numComputed = 0
   /** Prompt tokens found in the prefix cache (not recomputed). */
   numCached = 0
+  /** Prompt positions at which the prefix cache saves this sequence's state (ascending; set at admission). */
+  anchors: number[] = []
   readonly output: number[] = []
   finishReason: FinishReason | undefined
   /** Set while a step that includes this sequence is running. */

@@ -1,0 +1,245 @@
+// The prefix cache for hybrid models (speculative-and-cache.md §5). Attention KV is kept in fixed blocks of
+// `blockSize` positions, found by a hash chain over the prompt's tokens (a block's key covers every token
+// before it) and shared, with reference counts, by every snapshot of a prefix that contains it. GDN and conv
+// state cannot be cut, so a snapshot saves the whole state at one length (the end of a prompt, the end of a
+// generation, anchors inside long prompts) plus the KV rows of its last partial block. A new request
+// resumes from the longest snapshot whose tokens are a prefix of its prompt. Snapshots are evicted least
+// recently used first so the cache stays inside its byte budget; a block goes when no snapshot needs it.
+// The bytes themselves live in the native core (StateStore); this file only decides.
+import type {StateStore} from './step-model.js'
+
+export interface PrefixCacheOptions {
+  /** Positions per KV block. */
+  blockSize?: number
+  /** Most bytes the cache may hold (KV blocks, partial rows and states). */
+  capacityBytes: number
+  /** Bytes of one KV position (all attention layers, target and draft). */
+  rowBytes: number
+  /** Bytes of one saved GDN + conv state. */
+  stateBytes: number
+}
+
+export interface CacheHit {
+  /** Positions restored (the request resumes its prefill here). */
+  length: number
+  /** Saved row ids covering [0, length), in order, and the saved state at `length`. */
+  rows: number[]
+  state: number
+}
+
+export interface PrefixCacheStats {
+  snapshots: number
+  blocks: number
+  bytes: number
+  capacityBytes: number
+  hits: number
+  misses: number
+  /** Prompt positions restored instead of computed, over all hits. */
+  reusedTokens: number
+  evictions: number
+}
+
+interface Block {
+  key: string
+  id: number
+  tokens: Int32Array
+  refs: number
+  /** Chain hash after this block (the next block's hash starts here). */
+  h1: number
+  h2: number
+}
+
+interface Snapshot {
+  /** Key of the last full block before the tail ('' = none). */
+  at: string
+  length: number
+  blocks: Block[]
+  tail: {id: number; tokens: Int32Array} | undefined
+  state: number
+  bytes: number
+  lastUsed: number
+}
+
+const ROOT = ''
+
+export class PrefixCache {
+  readonly blockSize: number
+  private readonly blocks = new Map<string, Block>()
+  /** Snapshots by the key of their last full block. */
+  private readonly snapshots = new Map<string, Snapshot[]>()
+  private count = 0
+  private bytes = 0
+  private clock = 0
+  private hits = 0
+  private misses = 0
+  private reused = 0
+  private evictions = 0
+
+  constructor(
+    private readonly store: StateStore,
+    private readonly options: PrefixCacheOptions,
+  ) {
+    this.blockSize = options.blockSize ?? 128
+    if (!(this.blockSize >= 1)) throw new Error('blockSize must be at least 1')
+  }
+
+  /** The longest cached prefix of `tokens` no longer than `maxLength` (undefined: miss). */
+  lookup(tokens: Int32Array, maxLength = tokens.length): CacheHit | undefined {
+    const B = this.blockSize
+    let best: Snapshot | undefined
+    let key = ROOT
+    let h1 = 0x811c9dc5
+    let h2 = 0x01000193
+    const path: Block[] = []
+    for (let j = 0; ; j++) {
+      for (const s of this.snapshots.get(key) ?? []) {
+        if (s.length > maxLength || (best && best.length >= s.length)) continue
+        if (!s.tail || sameTokens(s.tail.tokens, tokens, j * B)) best = s
+      }
+      if ((j + 1) * B > maxLength) break
+      const next = chainKey(h1, h2, tokens, j * B, B)
+      const block = this.blocks.get(next.key)
+      if (!block || !sameTokens(block.tokens, tokens, j * B)) break
+      path.push(block)
+      key = next.key
+      h1 = next.h1
+      h2 = next.h2
+    }
+    if (!best) {
+      this.misses++
+      return undefined
+    }
+    best.lastUsed = ++this.clock
+    this.hits++
+    this.reused += best.length
+    const rows = best.blocks.map(b => b.id)
+    if (best.tail) rows.push(best.tail.id)
+    return {length: best.length, rows, state: best.state}
+  }
+
+  /**
+   * Saves the state of native sequence `seq`, which has computed exactly `tokens`: new full blocks, the
+   * partial tail and the GDN state. Blocks already cached for the same prefix are shared, not copied.
+   */
+  save(seq: number, tokens: Int32Array): void {
+    const B = this.blockSize
+    const length = tokens.length
+    if (length === 0) return
+    const full = Math.floor(length / B)
+    // walk (and extend) the chain of full blocks
+    const chain: Block[] = []
+    const created: Block[] = []
+    let key = ROOT
+    let h1 = 0x811c9dc5
+    let h2 = 0x01000193
+    try {
+      for (let j = 0; j < full; j++) {
+        const next = chainKey(h1, h2, tokens, j * B, B)
+        let block = this.blocks.get(next.key)
+        if (block && !sameTokens(block.tokens, tokens, j * B)) return // hash collision: do not cache this prefix
+        if (!block) {
+          block = {...next, id: this.store.saveRows(seq, j * B, B), tokens: tokens.slice(j * B, (j + 1) * B), refs: 0}
+          this.blocks.set(block.key, block)
+          this.bytes += B * this.options.rowBytes
+          created.push(block)
+        }
+        chain.push(block)
+        key = next.key
+        h1 = next.h1
+        h2 = next.h2
+      }
+      const tailTokens = tokens.subarray(full * B)
+      const existing = (this.snapshots.get(key) ?? []).find(s => s.length === length && (!s.tail || sameTokens(s.tail.tokens, tokens, full * B)))
+      if (existing) {
+        existing.lastUsed = ++this.clock
+        return
+      }
+      const tail = tailTokens.length > 0 ? {id: this.store.saveRows(seq, full * B, tailTokens.length), tokens: tailTokens.slice()} : undefined
+      let state: number
+      try {
+        state = this.store.saveState(seq)
+      } catch (err) {
+        if (tail) this.store.freeSaved(tail.id)
+        throw err
+      }
+      const bytes = this.options.stateBytes + tailTokens.length * this.options.rowBytes
+      const snap: Snapshot = {at: key, length, blocks: chain, tail, state, bytes, lastUsed: ++this.clock}
+      for (const b of chain) b.refs++
+      const list = this.snapshots.get(key)
+      if (list) list.push(snap)
+      else this.snapshots.set(key, [snap])
+      this.count++
+      this.bytes += bytes
+      this.shrink(this.options.capacityBytes)
+    } finally {
+      // blocks made for a snapshot that was not kept (or kept, then evicted) go at once
+      for (const b of created) if (b.refs === 0) this.dropBlock(b)
+    }
+  }
+
+  /** Evicts least recently used snapshots until at most `bytes` are held. */
+  shrink(bytes: number): void {
+    while (this.bytes > bytes && this.count > 0) {
+      let victim: Snapshot | undefined
+      for (const list of this.snapshots.values()) for (const s of list) if (!victim || s.lastUsed < victim.lastUsed) victim = s
+      this.evict(victim!)
+    }
+  }
+
+  /** Frees everything. */
+  clear(): void {
+    this.shrink(0)
+  }
+
+  stats(): PrefixCacheStats {
+    return {
+      snapshots: this.count,
+      blocks: this.blocks.size,
+      bytes: this.bytes,
+      capacityBytes: this.options.capacityBytes,
+      hits: this.hits,
+      misses: this.misses,
+      reusedTokens: this.reused,
+      evictions: this.evictions,
+    }
+  }
+
+  private evict(s: Snapshot): void {
+    const list = this.snapshots.get(s.at)!
+    list.splice(list.indexOf(s), 1)
+    if (list.length === 0) this.snapshots.delete(s.at)
+    this.count--
+    this.evictions++
+    this.bytes -= s.bytes
+    this.store.freeSaved(s.state)
+    if (s.tail) this.store.freeSaved(s.tail.id)
+    for (const b of s.blocks) if (--b.refs === 0) this.dropBlock(b)
+  }
+
+  private dropBlock(b: Block): void {
+    if (this.blocks.get(b.key) !== b) return
+    this.blocks.delete(b.key)
+    this.bytes -= this.blockSize * this.options.rowBytes
+    this.store.freeSaved(b.id)
+  }
+}
+
+function sameTokens(saved: Int32Array, tokens: Int32Array, offset: number): boolean {
+  if (offset + saved.length > tokens.length) return false
+  for (let i = 0; i < saved.length; i++) if (saved[i] !== tokens[offset + i]) return false
+  return true
+}
+
+/** The chain hash after one more block (two 32-bit FNV-style lanes; a hit is confirmed token by token). */
+function chainKey(h1: number, h2: number, tokens: Int32Array, start: number, n: number): {key: string; h1: number; h2: number} {
+  let a = h1
+  let b = h2
+  for (let i = start; i < start + n; i++) {
+    const t = tokens[i]
+    a = Math.imul(a ^ t, 0x01000193)
+    b = Math.imul(b ^ (t + 0x9e3779b9), 0x85ebca6b) ^ (b >>> 13)
+  }
+  a >>>= 0
+  b >>>= 0
+  return {key: `${a.toString(36)}.${b.toString(36)}`, h1: a, h2: b}
+}
