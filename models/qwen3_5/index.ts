@@ -17,6 +17,7 @@ export async function load(dir: string, manifest: Manifest): Promise<ModelFamily
     streamDecoder: () => tokenizer.detokenizer({skipIds: stopTokenIds}),
     tokenText: id => tokenizer.decode([id]),
   }
+  const turnStart = text.tokenizer.addedToken('<|im_start|>')?.id
   const chat: ChatFamily = {
     efforts: text.family.efforts,
     thinking: effort => text.family.thinking(effort),
@@ -26,7 +27,8 @@ export async function load(dir: string, manifest: Manifest): Promise<ModelFamily
         enableThinking: options.enableThinking,
         addGenerationPrompt: options.addGenerationPrompt ?? true,
       })
-      return {text: prompt, tokens: await text.prompts.encodeAsync(prompt)}
+      const tokens = await text.prompts.encodeAsync(prompt)
+      return {text: prompt, tokens, cacheAnchors: turnStarts(tokens, turnStart)}
     },
     outputParser: (prompt, options) => text.outputParser(prompt, {tools: options.tools as ToolDefinition[] | undefined, stop: options.stop, maxToolCalls: options.maxToolCalls}),
     toolCallOpener: (name?: string) => {
@@ -36,6 +38,17 @@ export async function load(dir: string, manifest: Manifest): Promise<ModelFamily
     thinkCloseIds: text.thinkCloseIds,
   }
   return {name: manifest.family, codec, stopTokenIds, chat, close: () => text.close()}
+}
+
+/**
+ * Prefix-cache anchors: where the last two turns start. The next request of a conversation repeats the
+ * prompt at least up to the start of the turn being generated, whatever the template then does with it.
+ */
+function turnStarts(tokens: number[], id: number | undefined): number[] {
+  if (id === undefined) return []
+  const out: number[] = []
+  for (let i = tokens.length - 1; i > 0 && out.length < 2; i--) if (tokens[i] === id) out.push(i)
+  return out
 }
 
 export type {ChatTool}

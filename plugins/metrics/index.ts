@@ -7,6 +7,12 @@ export default async function metrics(app: FastifyInstance): Promise<void> {
   registry.gauge('splash_model_ready', '1 once the model is loaded', () => (app.modelHost.ready ? 1 : 0))
   registry.gauge('splash_queue_depth', 'Requests waiting for admission', () => app.modelHost.engine?.scheduler.numWaiting ?? 0)
   registry.gauge('splash_running_requests', 'Requests being generated', () => app.modelHost.engine?.scheduler.numRunning ?? 0)
+  const cache = () => app.modelHost.engine?.scheduler.cache?.stats()
+  registry.gauge('splash_prefix_cache_bytes', 'Bytes held by the prefix cache (KV blocks and recurrent states)', () => cache()?.bytes ?? 0)
+  registry.gauge('splash_prefix_cache_capacity_bytes', 'Bytes the prefix cache may hold', () => cache()?.capacityBytes ?? 0)
+  registry.gauge('splash_prefix_cache_snapshots', 'Saved recurrent states in the prefix cache', () => cache()?.snapshots ?? 0)
+  registry.gauge('splash_prefix_cache_blocks', 'KV blocks in the prefix cache', () => cache()?.blocks ?? 0)
+  registry.gauge('splash_prefix_cache_evictions', 'Snapshots evicted from the prefix cache so far', () => cache()?.evictions ?? 0)
   app.get('/metrics', async (_request, reply) => {
     reply.type('text/plain; version=0.0.4; charset=utf-8')
     return registry.render()

@@ -67,7 +67,10 @@ export interface ChatFamily {
   efforts: string[]
   thinking(effort?: string): ThinkingPlan
   /** Renders the conversation with the package's template and tokenizes it (cached per turn). */
-  render(messages: ChatMessage[], options: {tools?: ChatTool[]; enableThinking?: boolean; addGenerationPrompt?: boolean}): Promise<{text: string; tokens: number[]}>
+  render(
+    messages: ChatMessage[],
+    options: {tools?: ChatTool[]; enableThinking?: boolean; addGenerationPrompt?: boolean},
+  ): Promise<{text: string; tokens: number[]; cacheAnchors?: number[]}>
   outputParser(prompt: string, options: {tools?: ChatTool[]; stop?: readonly string[]; maxToolCalls?: number}): ChatOutputParser
   /** Text that opens a tool call for `name` in this family's format (forced for tool_choice required / named). */
   toolCallOpener(name?: string): string
@@ -122,7 +125,7 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   const plan = family.thinking(req.effort)
   // A forced tool call starts right away: no thinking first.
   const enableThinking = forcedTool ? false : (req.enableThinking ?? plan.enableThinking)
-  const {text: prompt, tokens} = await family.render(req.messages, {tools, enableThinking})
+  const {text: prompt, tokens, cacheAnchors} = await family.render(req.messages, {tools, enableThinking})
   const limit = engine.model.contextLength
   if (tokens.length >= limit) throw errors.contextLengthExceeded(tokens.length, limit)
   const maxTokens = Math.min(req.maxTokens ?? limit - tokens.length, limit - tokens.length)
@@ -201,7 +204,7 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
 
   const promptIds = Int32Array.from(tokens)
   handle = engine.submit(
-    {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, signal: req.signal},
+    {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, signal: req.signal, cacheAnchors},
     onEvent,
   )
   if (opener) {
