@@ -10,12 +10,27 @@ export function clientGone(reply: FastifyReply): AbortSignal {
   return controller.signal
 }
 
+/** A stream silent this long gets a comment line, so clients and proxies with idle timeouts wait out a long prefill. */
+export const KEEPALIVE_MS = 15_000
+
 export class SseStream {
   private ended = false
+  private lastWrite = Date.now()
+  private readonly keepalive: NodeJS.Timeout
 
-  constructor(private readonly reply: FastifyReply) {}
+  constructor(
+    private readonly reply: FastifyReply,
+    keepaliveMs = KEEPALIVE_MS,
+  ) {
+    this.keepalive = setInterval(() => {
+      if (this.closed) return clearInterval(this.keepalive)
+      if (Date.now() - this.lastWrite >= keepaliveMs) this.comment('keep-alive')
+    }, keepaliveMs / 3)
+    this.keepalive.unref()
+    reply.raw.on('close', () => clearInterval(this.keepalive))
+  }
 
-  static open(request: FastifyRequest, reply: FastifyReply): SseStream {
+  static open(request: FastifyRequest, reply: FastifyReply, keepaliveMs = KEEPALIVE_MS): SseStream {
     reply.hijack()
     const headers: Record<string, string> = {
       'content-type': 'text/event-stream; charset=utf-8',
@@ -27,7 +42,7 @@ export class SseStream {
     for (const [k, v] of Object.entries(reply.getHeaders())) if (typeof v === 'string') headers[k] = v
     void request
     reply.raw.writeHead(200, headers)
-    return new SseStream(reply)
+    return new SseStream(reply, keepaliveMs)
   }
 
   get closed(): boolean {
@@ -51,11 +66,13 @@ export class SseStream {
   end(): void {
     if (this.ended) return
     this.ended = true
+    clearInterval(this.keepalive)
     if (!this.reply.raw.writableEnded) this.reply.raw.end()
   }
 
   private write(chunk: string): void {
     if (this.closed) return
+    this.lastWrite = Date.now()
     this.reply.raw.write(chunk)
   }
 }
