@@ -154,12 +154,18 @@ void matmul(void* vctx, const splash_weight* w, const float* x, int32_t nt, floa
 
 void attention(void* vctx, const splash_attn_args* a) {
   Ctx* c = static_cast<Ctx*>(vctx);
-  const int64_t tasks = int64_t(a->n_tokens) * a->n_heads;
+  // tasks: KV head × block of query tokens
+  const int32_t blocks = (a->n_tokens + kAttnQueryBlock - 1) / kAttnQueryBlock;
+  const int64_t tasks = int64_t(blocks) * a->n_kv_heads;
+  auto task = [&](int64_t i) {
+    const int32_t b = int32_t(i / a->n_kv_heads), kvh = int32_t(i % a->n_kv_heads);
+    attention_tile(a, kvh, b * kAttnQueryBlock, std::min(a->n_tokens, (b + 1) * kAttnQueryBlock));
+  };
   if (tasks == 1 || a->start + a->n_tokens < 64) {
-    for (int64_t i = 0; i < tasks; ++i) attention_task(a, i);
+    for (int64_t i = 0; i < tasks; ++i) task(i);
     return;
   }
-  c->pool->parallel_tasks(tasks, [&](int64_t i) { attention_task(a, i); });
+  c->pool->parallel_tasks(tasks, task);
 }
 
 void gdn(void* vctx, const splash_gdn_args* a, bool chunked) {
