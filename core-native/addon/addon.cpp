@@ -224,6 +224,16 @@ Napi::Value ModelInfo(const Napi::CallbackInfo& info) {
     } else {
       o.Set("draft", env.Null());
     }
+    if (const splash::VisionEncoder* v = m->vision()) {
+      Napi::Object vo = Napi::Object::New(env);
+      vo.Set("patchDim", v->config().patch_dim());
+      vo.Set("mergeSize", v->config().merge);
+      vo.Set("patchSize", v->config().patch);
+      vo.Set("temporalPatchSize", v->config().temporal);
+      o.Set("vision", vo);
+    } else {
+      o.Set("vision", env.Null());
+    }
     return o;
   });
 }
@@ -358,6 +368,78 @@ splash::Sequence* item_sequence(Model& m, Napi::Object o, const std::string& whe
   return s;
 }
 
+// Optional step item fields: embedAt (Int32Array, distinct token indices of this item) with embeds
+// (Float32Array, embedAt.length × hiddenSize) replacing those rows' embeddings, and positions (Int32Array,
+// 3 per token: the T, H, W M-RoPE ids).
+void multimodal_fields(const Model& m, Napi::Object o, const std::string& where, splash::StepItem& it) {
+  const int64_t n = int64_t(it.tokens.size()), H = m.config().H;
+  Napi::Value at = o.Get("embedAt"), em = o.Get("embeds"), ps = o.Get("positions");
+  if (!at.IsUndefined() || !em.IsUndefined()) {
+    if (!at.IsTypedArray() || at.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+      fail("invalid_argument", where + ".embedAt must be an Int32Array");
+    if (!em.IsTypedArray() || em.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+      fail("invalid_argument", where + ".embeds must be a Float32Array");
+    Napi::Int32Array a = at.As<Napi::Int32Array>();
+    Napi::Float32Array e = em.As<Napi::Float32Array>();
+    if (int64_t(e.ElementLength()) != int64_t(a.ElementLength()) * H)
+      fail("invalid_argument", where + ".embeds must hold embedAt.length × " + std::to_string(H) + " values");
+    std::vector<bool> seen(n, false);
+    for (size_t k = 0; k < a.ElementLength(); ++k) {
+      const int32_t r = a[k];
+      if (r < 0 || r >= n || seen[r]) fail("invalid_argument", where + ".embedAt[" + std::to_string(k) + "] is out of range or repeated");
+      seen[r] = true;
+    }
+    it.embed_at.assign(a.Data(), a.Data() + a.ElementLength());
+    it.embeds.assign(e.Data(), e.Data() + e.ElementLength());
+  }
+  if (!ps.IsUndefined()) {
+    if (!ps.IsTypedArray() || ps.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+      fail("invalid_argument", where + ".positions must be an Int32Array");
+    Napi::Int32Array p = ps.As<Napi::Int32Array>();
+    if (int64_t(p.ElementLength()) != 3 * n) fail("invalid_argument", where + ".positions must hold 3 ids per token");
+    for (size_t k = 0; k < p.ElementLength(); ++k)
+      if (p[k] < 0) fail("invalid_argument", where + ".positions must be non-negative");
+    it.positions.assign(p.Data(), p.Data() + p.ElementLength());
+  }
+}
+
+// encodeImage(handle, {pixels: Float32Array [t·h·w × patchDim], grid: [t, h, w]}) → Promise<Float32Array>:
+// the merged image embeddings, [t·h·w / merge² × hiddenSize], in image-pad order.
+Napi::Value EncodeImage(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    const splash::VisionEncoder* v = m->vision();
+    if (!v) fail("unsupported", "this model has no vision encoder");
+    if (info.Length() < 2 || !info[1].IsObject()) fail("invalid_argument", "encodeImage(handle, {pixels, grid})");
+    Napi::Object o = info[1].As<Napi::Object>();
+    Napi::Value pv = o.Get("pixels"), gv = o.Get("grid");
+    if (!pv.IsTypedArray() || pv.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+      fail("invalid_argument", "pixels must be a Float32Array");
+    if (!gv.IsArray() || gv.As<Napi::Array>().Length() != 3) fail("invalid_argument", "grid must be [t, h, w]");
+    Napi::Array ga = gv.As<Napi::Array>();
+    const int mg = v->config().merge;
+    const int t = int_arg(ga.Get(0u), "grid[0]", 1, 64), h = int_arg(ga.Get(1u), "grid[1]", mg, 4096),
+              w = int_arg(ga.Get(2u), "grid[2]", mg, 4096);
+    if (h % mg || w % mg) fail("invalid_argument", "grid height and width must be multiples of the merge size");
+    Napi::Float32Array pa = pv.As<Napi::Float32Array>();
+    if (int64_t(pa.ElementLength()) != int64_t(t) * h * w * v->config().patch_dim())
+      fail("invalid_argument", "pixels must hold t·h·w × " + std::to_string(v->config().patch_dim()) + " values");
+    auto pixels = std::make_shared<std::vector<float>>(pa.Data(), pa.Data() + pa.ElementLength());
+    auto out = std::make_shared<std::vector<float>>();
+    auto* task = new Task(
+        info.Env(), [=] { *out = m->encode_image(pixels->data(), t, h, w); },
+        [=](Napi::Env env) -> Napi::Value {
+          auto* vec = new std::vector<float>(std::move(*out));
+          Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
+              env, vec->data(), vec->size() * sizeof(float), [](Napi::Env, void*, std::vector<float>* p) { delete p; }, vec);
+          return Napi::Float32Array::New(env, vec->size(), ab, 0);
+        });
+    Napi::Promise p = task->promise();
+    task->Queue();
+    return p;
+  });
+}
+
 // step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all'}]) → Promise<(Float32Array|null)[]>
 Napi::Value Step(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
@@ -397,6 +479,7 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
       else fail("invalid_argument", where + ".logits must be 'none', 'last' or 'all'");
       it.capture = o.Get("capture").ToBoolean().Value();
       it.verify = o.Get("verify").ToBoolean().Value();
+      multimodal_fields(*m, o, where, it);
     }
     for (auto& it : *items) it.seq->busy = true;
     auto out = std::make_shared<std::vector<std::vector<float>>>();
@@ -641,6 +724,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("restoreSequence", Napi::Function::New(env, RestoreSequence));
   exports.Set("freeSaved", Napi::Function::New(env, FreeSaved));
   exports.Set("savedStats", Napi::Function::New(env, SavedStats));
+  exports.Set("encodeImage", Napi::Function::New(env, EncodeImage));
   exports.Set("closeModel", Napi::Function::New(env, CloseModel));
   exports.Set("isaList", Napi::Function::New(env, IsaList));
   exports.Set("kernelSelfTest", Napi::Function::New(env, KernelSelfTest));

@@ -118,7 +118,8 @@ void Model::full_attention(const Layer& l, std::vector<StepItem>& items, const f
     for (int i = 0; i < n; ++i) {
       const int64_t t = off + i;
       const int32_t p = s->len + i;
-      const int32_t pos[3] = {p, p, p};
+      const int32_t* mp = it.positions.empty() ? nullptr : it.positions.data() + 3 * i;
+      const int32_t pos[3] = {mp ? mp[0] : p, mp ? mp[1] : p, mp ? mp[2] : p};
       float* qh = q.data() + t * ow;
       for (int h = 0; h < c.nh; ++h) std::memcpy(qh + h * c.hd, qg.data() + t * qw + h * hstride, c.hd * 4);
       be->rmsnorm(be_->ctx, qh, l.q_norm, c.nh, c.hd, c.eps, qh);
@@ -236,8 +237,12 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   std::vector<float> taps(any_capture ? size_t(N) * K * H : 0);
   {
     int t = 0;
-    for (auto& it : items)
+    for (auto& it : items) {
       for (int32_t tok : it.tokens) be->dequant_row(be_->ctx, &embed_, tok, h.data() + size_t(t++) * H);
+      const size_t base = size_t(t) - it.tokens.size();
+      for (size_t j = 0; j < it.embed_at.size(); ++j)  // image embeddings replace their pad tokens' rows
+        std::memcpy(h.data() + (base + it.embed_at[j]) * H, it.embeds.data() + j * H, size_t(H) * 4);
+    }
   }
   for (const Layer& l : layers_) {
     be->rmsnorm(be_->ctx, h.data(), l.in_norm, N, H, c.eps, x.data());

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/vision.h"
 #include "runtime/package.h"
 #include "splash/backend.h"
 
@@ -96,6 +97,11 @@ struct StepItem {
   int logits = 0;  // 0 none, 1 last, 2 all
   bool capture = false;  // append the tapped layers' outputs to seq->feat (draft context)
   bool verify = false;   // row-by-row recurrent GDN (bit-identical to single-token decode) + per-position states
+  // Multimodal input: rows embed_at[j] of this item take embeds[j·H .. (j+1)·H) instead of their token's
+  // embedding (image pads); positions, when given, are the (T, H, W) M-RoPE ids of each token (3 per token).
+  std::vector<int32_t> embed_at;
+  std::vector<float> embeds;
+  std::vector<int32_t> positions;
 };
 
 struct DraftItem {
@@ -148,6 +154,9 @@ class Model {
     size_t sequences = 0, rows = 0, states = 0, bytes = 0;
   };
   SavedStats saved_stats();
+  // Vision encoder (null when the package has none). encode_image: processor patches → merged embeddings.
+  const VisionEncoder* vision() const { return vision_.get(); }
+  std::vector<float> encode_image(const float* pixels, int t, int h, int w);
 
   // Draft (null config when the package has none or it was not loaded).
   bool has_draft() const { return dcfg_.B > 0; }
@@ -173,6 +182,7 @@ class Model {
   splash_weight embed_{}, lm_head_{};
   const float* norm_ = nullptr;
   std::vector<std::vector<float>> owned_;  // norms converted from BF16, if any
+  std::unique_ptr<VisionEncoder> vision_;
   DraftConfig dcfg_;
   std::vector<DraftLayer> dlayers_;
   splash_weight dfc_{};

@@ -308,10 +308,22 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
   m->act_levels_ = act_levels;
   if (!m->be_) throw Error("unsupported", std::string("this CPU cannot run ISA '") + (isa ? isa : "") + "'");
   m->threads_ = threads > 0 ? threads : 0;
+  if (const Json* v = m->pkg_->manifest().find("vision"); v && v->kind == Json::Object)
+  {
+    m->vision_ = VisionEncoder::bind(*v, *m->pkg_, m->be_, threads);
+    if (m->vision_->config().out_H != m->cfg_.H) bad("vision.config.out_hidden_size differs from the text hidden size");
+  }
   return m;
 }
 
+std::vector<float> Model::encode_image(const float* pixels, int t, int h, int w) {
+  if (!vision_) throw Error("unsupported", "this model has no vision encoder");
+  std::lock_guard<std::mutex> lock(compute_mu_);  // shares the backend with steps
+  return vision_->encode(pixels, t, h, w);
+}
+
 Model::~Model() {
+  vision_.reset();
   for (auto& [id, s] : seqs_) {
     std::free(s.gdn);
     std::free(s.kv);

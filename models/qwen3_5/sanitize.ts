@@ -1,6 +1,6 @@
 // Qwen3.5 / 3.6 / 3.8 dense hybrid (Gated DeltaNet + gated attention): config.json → Splash config, checkpoint
 // names → Splash names. Takes Hugging Face checkpoints (Qwen3_5ForConditionalGeneration: model.language_model.*,
-// vision model.visual.* left for the vision builder; Qwen3_5ForCausalLM: model.*) and MLX conversions
+// vision model.visual.* built by ./vision.ts; Qwen3_5ForCausalLM: model.*) and MLX conversions
 // (language_model.model.*, norms stored pre-shifted, conv1d [C, K, 1], quantized linears). mtp.* is dropped.
 // The MoE sibling (../qwen3_5_moe) and Qwen3-Next (../qwen3_next) reuse these helpers by import.
 import {SplashError} from '../../src/errors.js'
@@ -8,6 +8,7 @@ import type {Checkpoint, RawConfig} from '../../src/package/checkpoint.js'
 import type {FamilyModule, TensorPlan} from '../../src/package/family.js'
 import type {ModelConfig} from '../../src/package/manifest.js'
 import {expertSlice, f32, linear, norm, stacked} from '../../src/package/recipes.js'
+import {sanitizeVision} from './vision.js'
 
 const bad = (msg: string) => new SplashError('invalid_checkpoint', 'invalid_request', `config.json: ${msg}`)
 
@@ -185,6 +186,7 @@ const qwen3_5: FamilyModule = {
   modelTypes: ['qwen3_5', 'qwen3_5_text'],
   normalizeConfig: raw => normalizeHybrid(raw, {moe: false, mrope: [11, 11, 10]}),
   sanitize: (ck, cfg) => sanitizeHybrid(ck, cfg, gdnPlans, densePlans),
+  vision: (ck, cfg) => sanitizeVision(ck, cfg.hidden_size),
 }
 
 export default qwen3_5

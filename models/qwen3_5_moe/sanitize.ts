@@ -3,6 +3,7 @@
 // and the sigmoid-gated shared expert.
 import type {FamilyModule} from '../../src/package/family.js'
 import {gdnPlans, moePlans, normalizeHybrid, sanitizeHybrid} from '../qwen3_5/sanitize.js'
+import {sanitizeVision} from '../qwen3_5/vision.js'
 
 const qwen3_5_moe: FamilyModule = {
   family: 'qwen3_5_moe',
@@ -10,6 +11,7 @@ const qwen3_5_moe: FamilyModule = {
   modelTypes: ['qwen3_5_moe', 'qwen3_5_moe_text'],
   normalizeConfig: raw => normalizeHybrid(raw, {moe: true, mrope: [11, 11, 10]}),
   sanitize: (ck, cfg) => sanitizeHybrid(ck, cfg, gdnPlans, moePlans),
+  vision: (ck, cfg) => sanitizeVision(ck, cfg.hidden_size),
 }
 
 export default qwen3_5_moe

@@ -41,6 +41,8 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
     const {architecture, modelType} = architectureOf(ck.config)
     const config = family.normalizeConfig(ck.config)
     const plans = family.sanitize(ck, config)
+    const vis = family.vision ? await family.vision(ck, config) : null
+    if (vis) plans.push(...vis.plans)
     config.tie_word_embeddings = !plans.some(p => p.name === 'lm_head')
     const embed = plans.find(p => p.name === 'embed_tokens')!
     config.vocab_size = embed.shape[0]
@@ -64,6 +66,7 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
     }
     if (res.passedThrough > 0) log(`  ${res.passedThrough} quantized tensors copied unchanged`)
     const unused = ck.unused()
+    if (vis) log(`vision tower: ${vis.vision.config.depth} blocks, hidden ${vis.vision.config.hidden_size} (bf16)`)
     if (unused.size > 0) log(`not in the package: ${[...unused].map(([k, n]) => `${k}.* (${n})`).join(', ')}`)
     const tokenizer = await copyTokenizer(ck, out)
     const name = o.name ?? basename(resolve(o.checkpoint))
@@ -77,7 +80,7 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
       reasoning: DEFAULT_REASONING,
       weights: {files, quant: o.quant, group_size: 64},
       draft: null,
-      vision: null,
+      vision: vis?.vision ?? null,
       kernels: [],
       provenance: {source: basename(resolve(o.checkpoint)), builder: builderId(), kind: 'converted'},
     }

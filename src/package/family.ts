@@ -7,7 +7,7 @@ import {fileURLToPath, pathToFileURL} from 'node:url'
 import {join} from 'node:path'
 import {SplashError} from '../errors.js'
 import type {Checkpoint, RawConfig} from './checkpoint.js'
-import type {Family, ModelConfig} from './manifest.js'
+import type {Family, ModelConfig, VisionManifest} from './manifest.js'
 
 /** Loads one block of consecutive rows of the output tensor (seen as 2-D), as float32. */
 export type Chunk = () => Promise<Float32Array>
@@ -24,6 +24,8 @@ export interface TensorPlan {
   source?: string
   /** In a q4 package, store this linear as q8 (router, shared-expert gate). */
   q8?: boolean
+  /** Store this linear bf16 whatever the package quant (vision tower). */
+  keep16?: boolean
 }
 
 export interface FamilyModule {
@@ -34,6 +36,8 @@ export interface FamilyModule {
   modelTypes: readonly string[]
   normalizeConfig(raw: RawConfig): ModelConfig
   sanitize(ck: Checkpoint, config: ModelConfig): TensorPlan[]
+  /** The vision tower, when the checkpoint has one the family can build (null: text only). */
+  vision?(ck: Checkpoint, config: ModelConfig): Promise<{vision: VisionManifest; plans: TensorPlan[]} | null>
 }
 
 const modelsDir = () => fileURLToPath(new URL('../../models/', import.meta.url))

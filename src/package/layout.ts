@@ -1,14 +1,15 @@
 // The Splash tensors of a model and of its DFlash draft, from the normalised configs: names and logical shapes as
 // DEVELOPMENT.md "Weights" lists them. Synthetic packages are written from this; builder tests check against it.
-import type {DraftConfig, ModelConfig} from './manifest.js'
+import type {DraftConfig, ModelConfig, VisionManifest} from './manifest.js'
 
 export interface LayoutEntry {
   name: string
   kind: 'linear' | 'f32'
   shape: number[]
   q8?: boolean
+  keep16?: boolean
   /** What the values look like, for synthetic weights. */
-  role: 'weight' | 'norm' | 'conv' | 'a_log' | 'dt_bias' | 'gdn_norm'
+  role: 'weight' | 'norm' | 'conv' | 'a_log' | 'dt_bias' | 'gdn_norm' | 'bias'
 }
 
 const lin = (name: string, shape: number[], q8 = false): LayoutEntry => ({name, kind: 'linear', shape, q8, role: 'weight'})
@@ -73,6 +74,28 @@ export function modelLayout(c: ModelConfig): LayoutEntry[] {
   }
   out.push(f32('norm', [H], 'norm'))
   if (!c.tie_word_embeddings) out.push(lin('lm_head', [c.vocab_size, H]))
+  return out
+}
+
+/** The vision tower's tensors (linears bf16 in every package, with F32 biases; LayerNorm weight and bias F32). */
+export function visionLayout(v: VisionManifest['config']): LayoutEntry[] {
+  const H = v.hidden_size
+  const M = H * v.spatial_merge_size ** 2
+  const vl = (name: string, shape: number[]): LayoutEntry[] => [
+    {name, kind: 'linear', shape, keep16: true, role: 'weight'},
+    f32(`${name}.bias`, [shape[0]], 'bias'),
+  ]
+  const ln = (name: string): LayoutEntry[] => [f32(`${name}.weight`, [H], 'norm'), f32(`${name}.bias`, [H], 'bias')]
+  const out: LayoutEntry[] = [
+    ...vl('visual.patch_embed', [H, v.in_channels * v.temporal_patch_size * v.patch_size ** 2]),
+    f32('visual.pos_embed', [v.num_position_embeddings, H], 'bias'),
+  ]
+  for (let i = 0; i < v.depth; i++) {
+    const o = `visual.blocks.${i}`
+    out.push(...ln(`${o}.norm1`), ...ln(`${o}.norm2`), ...vl(`${o}.attn.qkv`, [3 * H, H]), ...vl(`${o}.attn.proj`, [H, H]))
+    out.push(...vl(`${o}.mlp.fc1`, [v.intermediate_size, H]), ...vl(`${o}.mlp.fc2`, [H, v.intermediate_size]))
+  }
+  out.push(...ln('visual.merger.norm'), ...vl('visual.merger.fc1', [M, M]), ...vl('visual.merger.fc2', [v.out_hidden_size, M]))
   return out
 }
 

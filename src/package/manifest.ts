@@ -64,6 +64,32 @@ export const DraftConfigSchema = Type.Object({
 })
 export type DraftConfig = Static<typeof DraftConfigSchema>
 
+/** The vision tower (DEVELOPMENT.md "The vision tower"): encoder shape, image preprocessing, prompt token ids. */
+export const VisionSchema = Type.Object({
+  config: Type.Object({
+    depth: Int(1),
+    hidden_size: Int(1),
+    num_heads: Int(1),
+    intermediate_size: Int(1),
+    patch_size: Int(1),
+    temporal_patch_size: Int(1),
+    spatial_merge_size: Int(1),
+    in_channels: Int(1),
+    out_hidden_size: Int(1),
+    num_position_embeddings: Int(1),
+    hidden_act: Type.Union([Type.Literal('gelu_pytorch_tanh'), Type.Literal('gelu')]),
+    rope_theta: Type.Number({exclusiveMinimum: 0}),
+  }),
+  preprocessor: Type.Object({
+    min_pixels: Int(1),
+    max_pixels: Int(1),
+    image_mean: Type.Array(Type.Number(), {minItems: 3, maxItems: 3}),
+    image_std: Type.Array(Type.Number({exclusiveMinimum: 0}), {minItems: 3, maxItems: 3}),
+  }),
+  tokens: Type.Object({vision_start: Int(), vision_end: Int(), image_pad: Int()}),
+})
+export type VisionManifest = Static<typeof VisionSchema>
+
 const FileEntrySchema = Type.Object({
   path: Type.String({minLength: 1}),
   size: Int(),
@@ -93,7 +119,7 @@ export const ManifestSchema = Type.Object({
     group_size: Type.Literal(64),
   }),
   draft: Nullable(Type.Object({config: DraftConfigSchema, files: Type.Array(Type.String({minLength: 1}), {minItems: 1})})),
-  vision: Nullable(Type.Record(Type.String(), Type.Unknown())),
+  vision: Nullable(VisionSchema),
   kernels: Type.Array(
     Type.Object({backend: Type.String({minLength: 1}), arch: Type.String({minLength: 1}), abi: Int(), file: Type.String({minLength: 1})}),
   ),

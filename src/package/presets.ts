@@ -5,7 +5,7 @@
 // 4B: 32 layers, hidden 2560, 16/4 heads of 256 — confirmed by a model card; GDN 16/32 heads, intermediate 9216 and
 // tied embeddings UNVERIFIED). Drafts follow the published DFlash shapes where known (27B: 5 layers, hidden 5120,
 // ~1.7B parameters) and Qwen3-style small decoders otherwise.
-import type {DraftConfig, Family, ModelConfig} from './manifest.js'
+import type {DraftConfig, Family, ModelConfig, VisionManifest} from './manifest.js'
 
 export interface Preset {
   family: Family
@@ -14,6 +14,8 @@ export interface Preset {
   draft: DraftConfig
   /** Id of the first special token (<|endoftext|>); the Qwen3.5 specials follow it in order. */
   specialBase: number
+  /** A vision tower (its prompt token ids come from the generated tokenizer). */
+  vision?: Omit<VisionManifest, 'tokens'>
 }
 
 const QWEN35_VOCAB = 248320
@@ -119,6 +121,20 @@ export const PRESETS: Record<string, Preset> = {
     config: hybrid({layers: 4, hidden: 64, heads: 2, kvHeads: 1, headDim: 32, nk: 2, nv: 4, dk: 16, intermediate: 128, vocab: 512, tie: false, maxPos: 4096}),
     draft: draft({layers: 1, hidden: 64, intermediate: 128, heads: 2, kvHeads: 1, headDim: 32, taps: [1, 2], mask: 511}),
     specialBase: 480,
+  },
+  'tiny-vl': {
+    family: 'qwen3_5',
+    architecture: 'Qwen3_5ForConditionalGeneration',
+    config: hybrid({layers: 4, hidden: 64, heads: 2, kvHeads: 1, headDim: 32, nk: 2, nv: 4, dk: 16, intermediate: 128, vocab: 512, tie: false, maxPos: 4096}),
+    draft: draft({layers: 1, hidden: 64, intermediate: 128, heads: 2, kvHeads: 1, headDim: 32, taps: [1, 2], mask: 511}),
+    specialBase: 480,
+    vision: {
+      config: {
+        depth: 2, hidden_size: 64, num_heads: 2, intermediate_size: 128, patch_size: 16, temporal_patch_size: 2, spatial_merge_size: 2,
+        in_channels: 3, out_hidden_size: 64, num_position_embeddings: 64, hidden_act: 'gelu_pytorch_tanh', rope_theta: 10000,
+      },
+      preprocessor: {min_pixels: 1024, max_pixels: 65536, image_mean: [0.5, 0.5, 0.5], image_std: [0.5, 0.5, 0.5]},
+    },
   },
   'tiny-moe': {
     family: 'qwen3_5_moe',

@@ -7,7 +7,7 @@ import {join, resolve} from 'node:path'
 import {SplashError} from '../errors.js'
 import {DRAFT_FILE, WEIGHTS_FILE} from './builder.js'
 import {finishPackage} from './finish.js'
-import {draftLayout, modelLayout, type LayoutEntry} from './layout.js'
+import {draftLayout, modelLayout, visionLayout, type LayoutEntry} from './layout.js'
 import {DEFAULT_REASONING, type FileEntry, type Manifest, type Quant} from './manifest.js'
 import {PRESETS, withLayers} from './presets.js'
 import {bf16Bits} from './quantize.js'
@@ -109,6 +109,7 @@ function smallValues(e: LayoutEntry, ks: Keystream): Float32Array {
       case 'conv': out[i] = x - 0.5; break
       case 'a_log': out[i] = Math.log(1 + 15 * x); break // A in [1, 16]
       case 'dt_bias': out[i] = 2 * x - 1; break
+      case 'bias': out[i] = 0.04 * (x - 0.5); break
       default: out[i] = x
     }
   }
@@ -116,7 +117,7 @@ function smallValues(e: LayoutEntry, ks: Keystream): Float32Array {
 }
 
 async function writeFileOf(path: string, entries: LayoutEntry[], quant: Quant, seed: number, tag: string): Promise<FileEntry & {bytes: number}> {
-  const storages = entries.map(e => storageFor(e.kind, e.shape, quant, e.q8))
+  const storages = entries.map(e => storageFor(e.kind, e.shape, quant, e.q8, e.keep16))
   const specs = entries.flatMap((e, i) => specsFor(e.name, e.shape, storages[i]))
   const f = new SequentialFile(await SafetensorsWriter.create(path, specs, {format: 'splash', synthetic: 'true'}))
   for (let i = 0; i < entries.length; i++) {
@@ -143,7 +144,7 @@ export async function synthPackage(o: SynthOptions): Promise<Manifest> {
   const seed = o.seed ?? 0
   const out = resolve(o.out)
   await mkdir(out, {recursive: true})
-  const model = modelLayout(p.config)
+  const model = [...modelLayout(p.config), ...(p.vision ? visionLayout(p.vision.config) : [])]
   const draft = draftLayout(p.draft, p.config.hidden_size)
   const t0 = Date.now()
   log(`${o.preset}${o.layers ? ` (${o.layers} of ${L} layers)` : ''}: ${model.length} tensors + draft ${draft.length}, ${o.quant} → ${out}`)
@@ -176,7 +177,9 @@ export async function synthPackage(o: SynthOptions): Promise<Manifest> {
       reasoning: DEFAULT_REASONING,
       weights: {files: [WEIGHTS_FILE], quant: o.quant, group_size: 64},
       draft: {config: p.draft, files: [DRAFT_FILE]},
-      vision: null,
+      vision: p.vision
+        ? {...p.vision, tokens: {vision_start: tok.specials['<|vision_start|>'], vision_end: tok.specials['<|vision_end|>'], image_pad: tok.specials['<|image_pad|>']}}
+        : null,
       kernels: [],
       provenance: {source: `preset:${o.preset}${o.layers ? `:layers=${o.layers}` : ''}:seed=${seed}`, builder: builderId(), kind: 'synthetic'},
     },

@@ -10,11 +10,12 @@ import {SafetensorsWriter, type TensorSpec} from './safetensors.js'
 
 export type Storage = {type: 'f32'} | {type: 'bf16'} | {type: 'q'; bits: Bits}
 
-/** q4/q8 for linears whose input size is a multiple of 64 (router and shared-expert gate q8 in q4), else bf16. */
-export function storageFor(kind: 'linear' | 'f32', shape: readonly number[], quant: Quant, q8 = false): Storage {
+/** q4/q8 for linears whose input size is a multiple of 64 (router and shared-expert gate q8 in q4), else bf16;
+ *  `keep16` linears (the vision tower) are bf16 in every package. */
+export function storageFor(kind: 'linear' | 'f32', shape: readonly number[], quant: Quant, q8 = false, keep16 = false): Storage {
   if (kind === 'f32') return {type: 'f32'}
   const cols = shape[shape.length - 1]
-  if (quant === 'bf16' || cols % GROUP_SIZE !== 0) return {type: 'bf16'}
+  if (quant === 'bf16' || keep16 || cols % GROUP_SIZE !== 0) return {type: 'bf16'}
   return {type: 'q', bits: quant === 'q8' || q8 ? 8 : 4}
 }
 
@@ -71,7 +72,7 @@ export async function writePlans(
   quant: Quant,
   opts: {checkpoint?: Checkpoint; metadata?: Record<string, string>; progress?: (done: number, total: number) => void} = {},
 ): Promise<WriteResult> {
-  const storages = plans.map(p => storageFor(p.kind, p.shape, quant, p.q8))
+  const storages = plans.map(p => storageFor(p.kind, p.shape, quant, p.q8, p.keep16))
   const specs = plans.flatMap((p, i) => specsFor(p.name, p.shape, storages[i]))
   const writer = await SafetensorsWriter.create(path, specs, opts.metadata ?? {format: 'splash'})
   const cur = new Cursor(writer)
@@ -123,13 +124,13 @@ export async function writePlans(
 }
 
 /** Bytes a plan takes in the file (without alignment padding). */
-export function storedBytes(plan: Pick<TensorPlan, 'kind' | 'shape' | 'q8'>, quant: Quant): number {
-  const s = storageFor(plan.kind, plan.shape, quant, plan.q8)
+export function storedBytes(plan: Pick<TensorPlan, 'kind' | 'shape' | 'q8' | 'keep16'>, quant: Quant): number {
+  const s = storageFor(plan.kind, plan.shape, quant, plan.q8, plan.keep16)
   return specsFor('x', plan.shape, s).reduce((n, t) => n + t.shape.reduce((a, b) => a * b, 1) * (t.dtype === 'BF16' ? 2 : 4), 0)
 }
 
 /** Splits plans, in order, into shards of at most `maxBytes` each (a tensor larger than that gets a shard alone). */
-export function shardPlans<T extends Pick<TensorPlan, 'kind' | 'shape' | 'q8'>>(plans: T[], quant: Quant, maxBytes: number): T[][] {
+export function shardPlans<T extends Pick<TensorPlan, 'kind' | 'shape' | 'q8' | 'keep16'>>(plans: T[], quant: Quant, maxBytes: number): T[][] {
   const shards: T[][] = [[]]
   let size = 0
   for (const p of plans) {

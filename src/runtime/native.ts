@@ -117,6 +117,23 @@ export interface ModelInfo {
   /** What q4/q8 matmuls use for activations in this model. */
   matmulActivations: MatmulActivations
   draft: DraftInfo | null
+  /** The vision encoder, or null (no `vision` in the package). */
+  vision: VisionInfo | null
+}
+
+export interface VisionInfo {
+  /** Values per patch row of encodeImage's pixels (channels × temporal × patch × patch). */
+  patchDim: number
+  mergeSize: number
+  patchSize: number
+  temporalPatchSize: number
+}
+
+export interface EncodeImageInput {
+  /** The image processor's patches, [t·h·w × patchDim], merge groups contiguous (model-arch.md §6.1). */
+  pixels: Float32Array
+  /** [t, h, w] in patches. */
+  grid: [number, number, number]
 }
 
 export interface StepItem {
@@ -137,6 +154,12 @@ export interface StepItem {
    * between the step's start and its end.
    */
   verify?: boolean
+  /** Token indices of this item (image pads) whose embeddings are replaced by rows of `embeds`. */
+  embedAt?: Int32Array
+  /** embedAt.length × hiddenSize values. */
+  embeds?: Float32Array
+  /** M-RoPE ids (T, H, W) of every token of this item, 3 per token; default: all three = the position. */
+  positions?: Int32Array
 }
 
 /** What a model holds (leak checks): live sequences, saved KV row ranges and states, and their bytes. */
@@ -217,6 +240,7 @@ interface Binding {
   restoreSequence(h: ModelHandle, seq: SequenceId, rows: number[], state: number): boolean
   freeSaved(h: ModelHandle, id: number): void
   savedStats(h: ModelHandle): SavedStats
+  encodeImage(h: ModelHandle, input: EncodeImageInput): Promise<Float32Array>
   closeModel(h: ModelHandle): void
   isaList(): Isa[]
   kernelSelfTest(seed?: number): Promise<KernelCheck[]>
@@ -290,6 +314,8 @@ export const native = {
     sync(() => load().restoreSequence(h, seq, rows, state)),
   freeSaved: (h: ModelHandle, id: number) => sync(() => load().freeSaved(h, id)),
   savedStats: (h: ModelHandle) => sync(() => load().savedStats(h)),
+  /** The vision encoder on one image: merged embeddings, [t·h·w / merge² × hiddenSize]. */
+  encodeImage: (h: ModelHandle, input: EncodeImageInput) => async(() => load().encodeImage(h, input)),
   closeModel: (h: ModelHandle) => sync(() => load().closeModel(h)),
   isaList: () => sync(() => load().isaList()),
   /** Test-only: every matmul path of every ISA this CPU has, against an fp64 reference and the scalar path. */
