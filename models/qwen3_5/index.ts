@@ -5,6 +5,7 @@ import type {Manifest} from '../../src/package/manifest.js'
 import type {ModelFamily, TextCodec} from '../../src/runtime/family.js'
 import type {ChatFamily, ChatMessage, ChatTool} from '../../src/runtime/chat.js'
 import {loadTextModule} from './family.js'
+import {QwenImages} from './images.js'
 import type {ToolDefinition, ChatMessage as TemplateMessage} from './template.js'
 
 export async function load(dir: string, manifest: Manifest): Promise<ModelFamily> {
@@ -36,8 +37,12 @@ export async function load(dir: string, manifest: Manifest): Promise<ModelFamily
       return name ? `<tool_call>\n{"name": ${JSON.stringify(name)}, "arguments": ` : '<tool_call>\n{"name": "'
     },
     thinkCloseIds: text.thinkCloseIds,
+    vision: manifest.vision ? new QwenImages(manifest.vision) : undefined,
   }
-  return {name: manifest.family, codec, stopTokenIds, chat, close: () => text.close()}
+  const close = async () => {
+    await Promise.all([text.close(), chat.vision?.close()])
+  }
+  return {name: manifest.family, codec, stopTokenIds, chat, close}
 }
 
 /**

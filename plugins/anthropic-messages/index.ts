@@ -5,6 +5,7 @@ import type {FastifyInstance} from 'fastify'
 import type {TypeBoxTypeProvider} from '@fastify/type-provider-typebox'
 import {CountTokensBody, MessagesBody} from './lib/schema.js'
 import {toChatRequest, toPromptRequest} from './lib/translate.js'
+import {mediaOptionsOf} from '../shared/media-parts.js'
 import {MessageBuilder, streamMessage, type SseEvent} from './lib/message.js'
 import {generateChat, type ChatEvent} from '../../src/runtime/chat.js'
 import {toSplashError} from '../../src/server/error-shapes.js'
@@ -21,7 +22,7 @@ export default async function anthropicMessages(fastify: FastifyInstance): Promi
 
   app.post('/v1/messages/count_tokens', {schema: {body: CountTokensBody}}, async request => {
     const {family} = app.modelHost.serving(request.body.model)
-    const prompt = toPromptRequest(request.body, family.chat, msg => request.log.warn(msg))
+    const prompt = {...toPromptRequest(request.body, family.chat, msg => request.log.warn(msg)), media: mediaOptionsOf(app.appOptions)}
     const {tokens} = await renderPrompt(family.chat, prompt)
     return {input_tokens: tokens.length}
   })
@@ -30,7 +31,7 @@ export default async function anthropicMessages(fastify: FastifyInstance): Promi
     const body = request.body
     const {model, engine, family} = app.modelHost.serving(body.model)
     const signal = clientGone(reply)
-    const chat = toChatRequest(body, family.chat, signal, msg => request.log.warn(msg))
+    const chat = {...toChatRequest(body, family.chat, signal, msg => request.log.warn(msg)), media: mediaOptionsOf(app.appOptions)}
     const events = generateChat(engine, family.codec, family.stopTokenIds, family.chat, chat)
     // The first event is 'prompt': admission errors (too long, busy) throw here, before any byte is sent.
     const first = (await events.next()).value as Extract<ChatEvent, {type: 'prompt'}>

@@ -4,6 +4,7 @@ import type {TypeBoxTypeProvider} from '@fastify/type-provider-typebox'
 import {randomUUID} from 'node:crypto'
 import {ChatBody} from './lib/schema.js'
 import {toChatRequest} from './lib/translate.js'
+import {mediaOptionsOf} from '../shared/media-parts.js'
 import {ChatChoice, usageBody} from './lib/choice.js'
 import {generateChat, type ChatEvent} from '../../src/runtime/chat.js'
 import {SseStream, clientGone} from '../shared/sse.js'
@@ -16,7 +17,7 @@ export default async function openaiChat(fastify: FastifyInstance): Promise<void
     const body = request.body
     const {model, engine, family} = app.modelHost.serving(body.model)
     const signal = clientGone(reply)
-    const chat = toChatRequest(body, signal, msg => request.log.warn(msg))
+    const chat = {...toChatRequest(body, signal, msg => request.log.warn(msg)), media: mediaOptionsOf(app.appOptions)}
     const n = body.n ?? 1
     const started = performance.now()
     const streams = Array.from({length: n}, (_, k) =>

@@ -5,6 +5,7 @@ import type {TypeBoxTypeProvider} from '@fastify/type-provider-typebox'
 import {Type} from 'typebox'
 import {ResponsesBody, type Item} from './lib/schema.js'
 import {inputItems, toChatRequest} from './lib/translate.js'
+import {mediaOptionsOf} from '../shared/media-parts.js'
 import {ResponseBuilder, streamResponse, type StreamEvent} from './lib/response.js'
 import {ResponseStore} from './lib/store.js'
 import {generateChat} from '../../src/runtime/chat.js'
@@ -62,6 +63,7 @@ export default async function openaiResponses(fastify: FastifyInstance): Promise
     }
     const signal = clientGone(reply)
     const {request: chat, custom} = toChatRequest(body, history, family.chat, id => store.findItem(id), signal, log)
+    chat.media = mediaOptionsOf(app.appOptions)
     const builder = new ResponseBuilder({
       model: model.id,
       custom,

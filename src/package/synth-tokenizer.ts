@@ -96,7 +96,9 @@ export const SYNTH_CHAT_TEMPLATE = `{%- set ns = namespace(last_user=-1) -%}
 {%- if m.role == 'system' -%}
 {%- if not loop.first -%}{{- '<|im_start|>system\\n' + m.content + '<|im_end|>\\n' -}}{%- endif -%}
 {%- elif m.role == 'user' -%}
-{{- '<|im_start|>user\\n' + m.content + '<|im_end|>\\n' -}}
+{%- if m.content is string -%}{{- '<|im_start|>user\\n' + m.content + '<|im_end|>\\n' -}}
+{%- else -%}{{- '<|im_start|>user\\n' -}}{%- for p in m.content -%}{%- if p.type == 'text' -%}{{- p.text -}}{%- elif p.type == 'image' -%}{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}{%- endif -%}{%- endfor -%}{{- '<|im_end|>\\n' -}}
+{%- endif -%}
 {%- elif m.role == 'assistant' -%}
 {%- set content = m.content if m.content is string else '' -%}
 {%- set reasoning = m.reasoning_content if m.reasoning_content is string else '' -%}

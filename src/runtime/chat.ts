@@ -7,8 +7,18 @@ import type {TextCodec} from './family.js'
 import type {FinishReason as EngineFinish, GenerationEvent} from './request.js'
 import type {SamplingParams, TopLogprob} from './sampling.js'
 import {errors} from '../errors.js'
+import {MEDIA_DEFAULTS, resolveMedia, type MediaOptions, type MediaSource, type PromptMedia, type VisionFamily} from './media.js'
 
-export type ChatContentPart = {type: 'text'; text: string} | {type: 'image'} | {type: 'video'}
+/**
+ * A content part. An image carries its source (inline bytes or a URL) and `where` (the part's path in the request,
+ * for errors); a document carries a file the core reads (PDF). After media resolution images are bare placeholders.
+ */
+export type ChatContentPart =
+  | {type: 'text'; text: string}
+  | {type: 'image'; source: MediaSource; where: string}
+  | {type: 'image'; source?: undefined; where?: undefined}
+  | {type: 'document'; data: Uint8Array; mediaType: string; name?: string; where: string}
+  | {type: 'video'}
 
 export interface ChatToolCall {
   id?: string
@@ -76,6 +86,8 @@ export interface ChatFamily {
   toolCallOpener(name?: string): string
   /** Ids that close the think block when a thinking budget is spent. */
   thinkCloseIds: number[]
+  /** Images: present when the package has a vision encoder. */
+  vision?: VisionFamily
 }
 
 export interface ChatRequest {
@@ -92,6 +104,8 @@ export interface ChatRequest {
   stop?: readonly string[]
   /** Top-N logprobs for each generated token. */
   logprobs?: number
+  /** Image limits and URL fetching (the server's settings; default MEDIA_DEFAULTS). */
+  media?: MediaOptions
   signal?: AbortSignal
 }
 
@@ -125,8 +139,33 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   const plan = family.thinking(req.effort)
   // A forced tool call starts right away: no thinking first.
   const enableThinking = forcedTool ? false : (req.enableThinking ?? plan.enableThinking)
-  const {text: prompt, tokens, cacheAnchors} = await family.render(req.messages, {tools, enableThinking})
+  const resolved = await resolveMedia(req.messages, family.vision, req.media ?? MEDIA_DEFAULTS)
+  const rendered = await family.render(resolved.messages, {tools, enableThinking})
+  const prompt = rendered.text
+  let tokens = rendered.tokens
+  let cacheAnchors = rendered.cacheAnchors
   const limit = engine.model.contextLength
+  let media: PromptMedia | undefined
+  if (resolved.images.length > 0) {
+    const lay = family.vision!.layout(tokens, resolved.images)
+    tokens = lay.tokens
+    // anchors were rendered positions: each image before one adds its span length − 1
+    cacheAnchors = cacheAnchors?.map(a => {
+      let shift = 0
+      for (const sp of lay.spans) if (sp.start - shift < a) shift += sp.length - 1
+      return a + shift
+    })
+    if (tokens.length >= limit) throw errors.contextLengthExceeded(tokens.length, limit)
+    const encode = engine.model.encodeImage
+    if (!encode) throw errors.invalidRequest(`${resolved.images[0].where}: this model has no vision encoder loaded`, resolved.images[0].where, 'images_not_supported')
+    const embeds: Float32Array[] = []
+    for (const im of resolved.images) embeds.push(await encode(im.pixels, im.grid))
+    media = {
+      spans: lay.spans.map((s, i) => ({...s, hash: resolved.images[i].hash, embeds: embeds[i]})),
+      positions: lay.positions,
+      ropeDelta: lay.ropeDelta,
+    }
+  }
   if (tokens.length >= limit) throw errors.contextLengthExceeded(tokens.length, limit)
   const maxTokens = Math.min(req.maxTokens ?? limit - tokens.length, limit - tokens.length)
   const opener = forcedTool ? family.toolCallOpener(typeof choice === 'object' ? choice.name : undefined) : ''
@@ -204,7 +243,7 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
 
   const promptIds = Int32Array.from(tokens)
   handle = engine.submit(
-    {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, signal: req.signal, cacheAnchors},
+    {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, media, signal: req.signal, cacheAnchors},
     onEvent,
   )
   if (opener) {

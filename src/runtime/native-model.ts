@@ -63,6 +63,11 @@ export class NativeModel implements StepModel {
     return native.draft(this.handle, items)
   }
 
+  get encodeImage(): StepModel['encodeImage'] {
+    if (!this.info.vision) return undefined
+    return (pixels, grid) => native.encodeImage(this.handle, {pixels, grid})
+  }
+
   truncate(seq: number, length: number): void {
     native.truncateSequence(this.handle, seq, length)
   }

@@ -1,4 +1,5 @@
 // The one internal generation request every API is translated into, and the events it produces.
+import type {PromptMedia} from './media.js'
 import type {SamplingParams, SampledToken} from './sampling.js'
 
 export interface GenerationRequest {
@@ -18,6 +19,8 @@ export interface GenerationRequest {
    * starts: the next request of the conversation shares the prompt up to there).
    */
   cacheAnchors?: readonly number[]
+  /** Images in the prompt: embeddings for their pad rows, M-RoPE positions, a content hash per span (media.ts). */
+  media?: PromptMedia
   /** Cancels the request: its state is freed at once. */
   signal?: AbortSignal
 }

@@ -1,5 +1,6 @@
 // Continuous batching: which sequences run in the next step and with how many tokens, and what happens
 // after the step (sampling, stop conditions, freeing). schedule() → model.step() → postprocess().
+import {mediaFields} from './media.js'
 import type {StepItem, StepModel} from './step-model.js'
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Sequence} from './sequence.js'
@@ -110,7 +111,8 @@ export class Scheduler {
       seq.status = 'running'
       const r = seq.request
       // Penalties depend on every token before; logprobs are reported per sampled token: plain decode serves those.
-      seq.useDraft = this.blockSize > 1 && draftCompatible(r.sampling) && r.logprobs === undefined
+      // (an image prompt too: the draft has no M-RoPE positions)
+      seq.useDraft = this.blockSize > 1 && draftCompatible(r.sampling) && r.logprobs === undefined && !r.media
       seq.specK = this.blockSize - 1
       this.resume(seq)
       this.running.push(seq)
@@ -134,7 +136,7 @@ export class Scheduler {
         budget--
       }
       seqs.push(seq)
-      items.push({seq: seq.slot, tokens: Int32Array.of(seq.lastToken), logits: 'last', capture: seq.useDraft})
+      items.push({seq: seq.slot, tokens: Int32Array.of(seq.lastToken), logits: 'last', capture: seq.useDraft, ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, 1)})
     }
     // Then prefill chunks, oldest first, under what is left of the budget.
     for (const seq of this.running) {
@@ -146,7 +148,7 @@ export class Scheduler {
       const last = seq.numComputed + n === seq.promptLength
       const wantRows = seq.request.promptLogprobs !== undefined ? 'all' : last && seq.request.maxTokens > 0 ? 'last' : 'none'
       seqs.push(seq)
-      items.push({seq: seq.slot, tokens, logits: wantRows, capture: seq.useDraft})
+      items.push({seq: seq.slot, tokens, logits: wantRows, capture: seq.useDraft, ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, n)})
       budget -= n
     }
     for (const seq of seqs) seq.inFlight = true

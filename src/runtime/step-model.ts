@@ -10,6 +10,10 @@ export interface StepItem {
   capture?: boolean
   /** Speculative verification: rows computed exactly as single-token decodes; rollback possible inside it. */
   verify?: boolean
+  /** Image embeddings replacing rows of this item (token indices), and M-RoPE ids, 3 per token (media.ts). */
+  embedAt?: Int32Array
+  embeds?: Float32Array
+  positions?: Int32Array
 }
 
 export interface DraftRequest {
@@ -48,6 +52,8 @@ export interface StepModel {
   step(items: StepItem[]): Promise<Array<Float32Array | null>>
   /** One draft pass per item: logits of the B−1 drafted positions ([(B−1) × vocab]). */
   draft?(items: DraftRequest[]): Promise<Float32Array[]>
+  /** The vision encoder on one prepared image: merged embeddings [rows × hidden] (absent: no vision tower). */
+  encodeImage?(pixels: Float32Array, grid: [number, number, number]): Promise<Float32Array>
   /** Rolls a sequence back to `length` tokens (after a verify step: to the accepted prefix). */
   truncate?(seq: number, length: number): void
   /** Saved state for the prefix cache (absent: no cache). */

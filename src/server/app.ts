@@ -14,6 +14,8 @@ export interface AppOptions {
   allowedHosts?: string[]
   webui?: boolean
   maxImagePixels?: number
+  /** Fetch http(s) image URLs named in requests (off by default: only inline images are accepted). */
+  allowImageUrls?: boolean
   /** Already-created model host (the loader fills it in). */
   modelHost?: ModelHost
   metrics?: Metrics

@@ -1,7 +1,8 @@
 // Messages body → the core's ChatRequest: system blocks, content blocks (text, tool_use, tool_result,
 // thinking), tools, tool_choice and the thinking setting (mapped onto the package's reasoning efforts).
 import type {BlockIn, CountTokensBody, MessageIn, MessagesBody, ToolIn} from './schema.js'
-import type {ChatFamily, ChatMessage, ChatRequest, ChatTool, ChatToolCall, ToolChoice} from '../../../src/runtime/chat.js'
+import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ChatToolCall, ToolChoice} from '../../../src/runtime/chat.js'
+import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
 import {samplingParams} from '../../../src/runtime/sampling.js'
 import {errors} from '../../../src/errors.js'
 
@@ -16,8 +17,7 @@ function str(value: unknown, where: string): string {
 }
 
 function unsupportedMedia(block: BlockIn, where: string): never {
-  if (block.type === 'image') throw bad(where, 'image blocks are not supported: this model has no vision encoder')
-  if (block.type === 'document') throw bad(where, 'document (PDF) blocks are not supported by this server yet')
+  if (block.type === 'image' || block.type === 'document') throw bad(where, `${block.type} blocks are only accepted in user messages`)
   throw bad(where, `content blocks of type "${block.type}" are not supported`)
 }
 
@@ -47,15 +47,39 @@ function toolResultText(block: BlockIn, where: string): string {
   return block.is_error === true ? `Error: ${text}` : text
 }
 
+/** An image or document block → a core content part (base64 or URL sources; plain-text documents become text). */
+function mediaBlock(b: BlockIn, where: string): ChatContentPart {
+  const src = b.source as Record<string, unknown> | undefined
+  if (!src || typeof src !== 'object') throw bad(`${where}.source`, 'is required')
+  if (src.type === 'base64') {
+    const data = str(src.data, `${where}.source.data`)
+    const mediaType = str(src.media_type, `${where}.source.media_type`)
+    if (b.type === 'document' && mediaType !== 'application/pdf') throw bad(`${where}.source.media_type`, `documents of type ${mediaType} are not supported; send application/pdf`)
+    if (b.type === 'image' && !mediaType.startsWith('image/')) throw bad(`${where}.source.media_type`, `${mediaType} is not an image type`)
+    return fileFromData(data, where, typeof b.title === 'string' ? b.title : undefined, mediaType)
+  }
+  if (src.type === 'url') {
+    if (b.type === 'document') throw bad(`${where}.source`, 'URL documents are not supported; send the PDF as base64')
+    return imageFromUrl(str(src.url, `${where}.source.url`), where)
+  }
+  if (b.type === 'document' && src.type === 'text') return {type: 'text', text: str(src.data, `${where}.source.data`)}
+  throw bad(`${where}.source.type`, `sources of type "${String(src.type)}" are not supported`)
+}
+
 function userMessages(content: MessageIn['content'], where: string): ChatMessage[] {
   if (typeof content === 'string') return [{role: 'user', content}]
   const tools: ChatMessage[] = []
-  const texts: string[] = []
+  const parts: ChatContentPart[] = []
   ;(content as BlockIn[]).forEach((b, j) => {
     const at = `${where}.content[${j}]`
     switch (b.type) {
       case 'text':
-        texts.push(str(b.text, `${at}.text`))
+        if (parts.length > 0) parts.push({type: 'text', text: '\n\n'})
+        parts.push({type: 'text', text: str(b.text, `${at}.text`)})
+        return
+      case 'image':
+      case 'document':
+        parts.push(mediaBlock(b, at))
         return
       case 'tool_result':
         tools.push({role: 'tool', tool_call_id: str(b.tool_use_id, `${at}.tool_use_id`), content: toolResultText(b, at)})
@@ -67,8 +91,10 @@ function userMessages(content: MessageIn['content'], where: string): ChatMessage
         unsupportedMedia(b, at)
     }
   })
+  if (parts.length === 0) return tools
   // Tool results answer the previous assistant turn, so they come before any new user text.
-  return texts.length > 0 ? [...tools, {role: 'user', content: texts.join('\n\n')}] : tools
+  const text = parts.every(p => p.type === 'text')
+  return [...tools, {role: 'user', content: text ? parts.map(p => (p as {text: string}).text).join('') : parts}]
 }
 
 function assistantMessage(content: MessageIn['content'], where: string): ChatMessage {

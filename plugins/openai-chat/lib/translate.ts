@@ -1,21 +1,25 @@
 // Chat Completions body → the core's ChatRequest.
 import type {ChatBody, ChatMessageIn, ToolIn} from './schema.js'
-import type {ChatMessage, ChatRequest, ChatTool, ToolChoice} from '../../../src/runtime/chat.js'
+import type {ChatContentPart, ChatMessage, ChatRequest, ChatTool, ToolChoice} from '../../../src/runtime/chat.js'
+import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
 import {samplingParams} from '../../../src/runtime/sampling.js'
 import {errors} from '../../../src/errors.js'
 
-function textOf(content: ChatMessageIn['content'], where: string, allowImages: boolean): string | ChatMessage['content'] {
+function textOf(content: ChatMessageIn['content'], where: string, allowMedia: boolean): string | ChatContentPart[] {
   if (content == null) return ''
   if (typeof content === 'string') return content
-  const parts: Array<{type: 'text'; text: string} | {type: 'image'}> = []
+  const parts: ChatContentPart[] = []
   content.forEach((part, j) => {
+    const at = `${where}.content[${j}]`
     if (part.type === 'text') parts.push({type: 'text', text: part.text})
     else if (part.type === 'refusal') parts.push({type: 'text', text: part.refusal})
     else if (part.type === 'image_url' || part.type === 'file') {
-      if (!allowImages) throw errors.invalidRequest(`${where}.content[${j}]: this model does not accept ${part.type === 'file' ? 'files' : 'images'}`, `${where}.content[${j}]`)
-      parts.push({type: 'image'})
+      if (!allowMedia) throw errors.invalidRequest(`${at}: ${part.type === 'file' ? 'files' : 'images'} are only accepted in user messages`, at)
+      if (part.type === 'image_url') parts.push(imageFromUrl(part.image_url.url, at))
+      else if (part.file.file_data) parts.push(fileFromData(part.file.file_data, at, part.file.filename))
+      else throw errors.invalidRequest(`${at}: file parts need file_data (file_id is not supported: this server keeps no files)`, at)
     } else {
-      throw errors.invalidRequest(`${where}.content[${j}]: content of type "${part.type}" is not supported`, `${where}.content[${j}]`)
+      throw errors.invalidRequest(`${at}: content of type "${part.type}" is not supported`, at)
     }
   })
   if (parts.every(p => p.type === 'text')) return parts.map(p => (p as {text: string}).text).join('')
@@ -30,7 +34,7 @@ export function toMessages(messages: ChatMessageIn[]): ChatMessage[] {
       case 'developer':
         return {role: 'system', content: textOf(m.content, where, false)}
       case 'user':
-        return {role: 'user', content: textOf(m.content, where, false)}
+        return {role: 'user', content: textOf(m.content, where, true)}
       case 'tool':
         return {role: 'tool', content: textOf(m.content, where, false), tool_call_id: m.tool_call_id}
       case 'assistant': {

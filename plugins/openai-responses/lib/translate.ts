@@ -2,7 +2,8 @@
 // items (reasoning, assistant message, function_call, custom_tool_call) make one assistant turn, outputs make
 // tool turns. Custom (freeform) tools are shown to the model as function tools taking one string `input`.
 import type {Item, ResponsesBody} from './schema.js'
-import type {ChatFamily, ChatMessage, ChatRequest, ChatTool, ToolChoice} from '../../../src/runtime/chat.js'
+import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ToolChoice} from '../../../src/runtime/chat.js'
+import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
 import {samplingParams} from '../../../src/runtime/sampling.js'
 import {errors} from '../../../src/errors.js'
 
@@ -55,14 +56,30 @@ function partsText(content: unknown, where: string): string {
         case 'refusal':
           return str(p.refusal, `${at}.refusal`)
         case 'input_image':
-          throw bad(at, 'input_image is not supported: this model has no vision encoder')
         case 'input_file':
-          throw bad(at, 'input_file (PDF and other files) is not supported by this server yet')
+          throw bad(at, `${String(p.type)} is only accepted in user messages`)
         default:
           throw bad(at, `content parts of type "${String(p?.type)}" are not supported`)
       }
     })
     .join('')
+}
+
+/** A user message's content: text, or parts when it holds input_image / input_file. */
+function userContent(content: unknown, where: string): string | ChatContentPart[] {
+  if (!Array.isArray(content) || !(content as Item[]).some(p => p?.type === 'input_image' || p?.type === 'input_file')) return partsText(content, where)
+  return (content as Item[]).map((p, j): ChatContentPart => {
+    const at = `${where}[${j}]`
+    if (p?.type === 'input_image') {
+      if (typeof p.image_url !== 'string') throw bad(at, 'input_image needs image_url (file_id is not supported: this server keeps no files)')
+      return imageFromUrl(p.image_url, at)
+    }
+    if (p?.type === 'input_file') {
+      if (typeof p.file_data !== 'string') throw bad(at, 'input_file needs file_data (file_id and file_url are not supported)')
+      return fileFromData(p.file_data, at, typeof p.filename === 'string' ? p.filename : undefined)
+    }
+    return {type: 'text', text: partsText([p], where)}
+  })
 }
 
 /** Tools the model is shown and which of them are custom (their calls go back as custom_tool_call). */
@@ -177,6 +194,10 @@ export class Conversation {
 
   private message(item: Item, where: string): void {
     const role = item.role
+    if (role === 'user') {
+      this.assistant = undefined
+      return void this.messages.push({role: 'user', content: userContent(item.content ?? '', `${where}.content`)})
+    }
     const text = partsText(item.content ?? '', `${where}.content`)
     if (role === 'assistant') {
       const turn = this.assistantTurn(false)
