@@ -107,8 +107,9 @@ export async function pdfParts(
   where: string,
   name: string | undefined,
   render: boolean,
+  maxImagePixels = PDF_DEFAULTS.renderPixels,
 ): Promise<Array<{type: 'text'; text: string} | {type: 'page_image'; png: Uint8Array; where: string}>> {
-  const pages = await readPdf(data, where, {...PDF_DEFAULTS, render})
+  const pages = await readPdf(data, where, {...PDF_DEFAULTS, render, renderPixels: Math.min(PDF_DEFAULTS.renderPixels, maxImagePixels)})
   const label = name ? `PDF "${name}"` : 'PDF'
   const out: Array<{type: 'text'; text: string} | {type: 'page_image'; png: Uint8Array; where: string}> = []
   out.push({type: 'text', text: `[${label}, ${pages.length} page${pages.length === 1 ? '' : 's'}]\n`})
@@ -184,7 +185,7 @@ export async function resolveMedia(messages: ChatMessage[], vision: VisionFamily
         if (p.mediaType !== 'application/pdf') {
           throw errors.invalidRequest(`${p.where}: documents of type ${p.mediaType || 'unknown'} are not supported; send a PDF (application/pdf)`, p.where)
         }
-        for (const q of await pdfParts(p.data, p.where, p.name, vision !== undefined)) {
+        for (const q of await pdfParts(p.data, p.where, p.name, vision !== undefined, o.maxImagePixels)) {
           if (q.type === 'text') parts.push(q)
           else {
             image(() => Promise.resolve(q.png), q.where)

@@ -23,9 +23,11 @@ export interface PdfOptions {
   pageLimit: number
   /** Longest side of a rendered page, in pixels. */
   renderSide: number
+  /** Most pixels of a rendered page (the server's image cap). */
+  renderPixels: number
 }
 
-export const PDF_DEFAULTS: PdfOptions = {render: false, renderLimit: 8, pageLimit: 500, renderSide: 1024}
+export const PDF_DEFAULTS: PdfOptions = {render: false, renderLimit: 8, pageLimit: 500, renderSide: 1024, renderPixels: 1024 * 1024}
 
 type PdfJs = typeof import('pdfjs-dist/legacy/build/pdf.mjs')
 let pdfjs: Promise<PdfJs> | undefined
@@ -62,7 +64,7 @@ export async function readPdf(data: Uint8Array, where: string, o: PdfOptions = P
       text = text.trim()
       const out: PdfPage = {page: n, text}
       if (!text && o.render && rendered < o.renderLimit) {
-        out.png = await renderPage(page, o.renderSide)
+        out.png = await renderPage(page, o.renderSide, o.renderPixels)
         rendered++
       }
       pages.push(out)
@@ -79,10 +81,10 @@ export async function readPdf(data: Uint8Array, where: string, o: PdfOptions = P
 
 type PdfPageProxy = Awaited<ReturnType<Awaited<ReturnType<PdfJs['getDocument']>['promise']>['getPage']>>
 
-async function renderPage(page: PdfPageProxy, side: number): Promise<Uint8Array> {
+async function renderPage(page: PdfPageProxy, side: number, pixels: number): Promise<Uint8Array> {
   const {createCanvas} = await import('@napi-rs/canvas')
   const base = page.getViewport({scale: 1})
-  const scale = side / Math.max(base.width, base.height)
+  const scale = Math.min(side / Math.max(base.width, base.height), Math.sqrt(pixels / (base.width * base.height)) * 0.98)
   const viewport = page.getViewport({scale})
   const canvas = createCanvas(Math.max(1, Math.round(viewport.width)), Math.max(1, Math.round(viewport.height)))
   const ctx = canvas.getContext('2d')
