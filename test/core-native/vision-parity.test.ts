@@ -126,6 +126,28 @@ t.test('qwen3_5-vl-image: encoder, prompt with two images, greedy decode', async
   native.freeSequence(h, seq)
 })
 
+t.test('a q4 package keeps the vision tower in bf16: same embeddings', async t => {
+  const pkg = join(work, 'pkg-q4')
+  const lines: string[] = []
+  await buildPackage({checkpoint: join(work, 'ck'), out: pkg, quant: 'q4', log: l => lines.push(l)})
+  t.match(lines.join('\n'), /vision tower: 2 blocks, hidden 64 \(bf16\)/)
+  t.notMatch(lines.join('\n'), /not in the package: model\.visual/, 'every vision tensor is used')
+  const st = await SafetensorsReader.open(join(pkg, 'model.safetensors'))
+  t.teardown(() => st.close())
+  t.equal(st.info('visual.blocks.0.attn.qkv.weight').dtype, 'BF16')
+  t.equal(st.info('visual.blocks.0.attn.qkv.bias').dtype, 'F32')
+  t.equal(st.info('visual.patch_embed.weight').dtype, 'BF16')
+  t.same(st.info('visual.patch_embed.weight').shape, [64, 1536], 'the Conv3d flattened to a linear')
+  t.equal(st.info('layers.0.linear_attn.in_proj_qkv.weight').dtype, 'U32', 'text linears are quantized')
+  const ref = await SafetensorsReader.open(join(FIXTURE, 'reference.safetensors'))
+  t.teardown(() => ref.close())
+  const h = await native.openModel(pkg, {activations: 'f32'})
+  t.teardown(() => native.closeModel(h))
+  const emb = await native.encodeImage(h, {pixels: (await ref.readFloat32('pixel_values')).subarray(0, 24 * 1536), grid: [1, 4, 6]})
+  const d = maxAbsDiff(emb, (await ref.readFloat32('image_embeds_fp32')).subarray(0, 6 * 64))
+  t.ok(d <= TOL, `image 0 in the q4 package: max |Δembedding| ${d.toExponential(2)}`)
+})
+
 t.test('encodeImage and multimodal step fields refuse bad input', async t => {
   const pkg = join(work, 'pkg')
   const h = await native.openModel(pkg, {activations: 'f32'})
