@@ -204,3 +204,24 @@ export async function resolveMedia(messages: ChatMessage[], vision: VisionFamily
   if (failed) throw (failed as PromiseRejectedResult).reason
   return {messages: out, images: settled.map(s => (s as PromiseFulfilledResult<PreparedImage>).value)}
 }
+
+const keys = new WeakMap<object, Int32Array>()
+
+/**
+ * The ids the prefix cache keys a prompt by: the prompt itself, except that each image's pad ids become ids derived
+ * from the image's content hash and the row (negative: never a real token). Two prompts then share a cached prefix
+ * across an image only when it is the same image.
+ */
+export function cacheKeyOf(r: {prompt: Int32Array; media?: PromptMedia}): Int32Array {
+  if (!r.media || r.media.spans.length === 0) return r.prompt
+  let key = keys.get(r)
+  if (key) return key
+  key = Int32Array.from(r.prompt)
+  for (const s of r.media.spans) {
+    // four 28-bit slices of the sha256, one per row in turn: a span of 4 rows or more is keyed by 112 bits
+    const parts = [0, 7, 14, 21].map(o => Number.parseInt(s.hash.slice(o, o + 7), 16))
+    for (let i = 0; i < s.length; i++) key[s.start + i] = -1 - ((parts[i % 4] + i * 0x9e37) & 0x3fffffff)
+  }
+  keys.set(r, key)
+  return key
+}

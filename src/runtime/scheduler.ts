@@ -1,6 +1,6 @@
 // Continuous batching: which sequences run in the next step and with how many tokens, and what happens
 // after the step (sampling, stop conditions, freeing). schedule() → model.step() → postprocess().
-import {mediaFields} from './media.js'
+import {cacheKeyOf, mediaFields} from './media.js'
 import type {StepItem, StepModel} from './step-model.js'
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Sequence} from './sequence.js'
@@ -166,7 +166,7 @@ export class Scheduler {
     const store = this.model.store
     const r = seq.request
     if (!cache || !store || r.promptLogprobs !== undefined) return
-    const hit = cache.lookup(r.prompt, seq.promptLength - 1)
+    const hit = cache.lookup(cacheKeyOf(r), seq.promptLength - 1)
     if (hit) {
       const draft = store.restore(seq.slot, hit.rows, hit.state)
       seq.numComputed = hit.length
@@ -214,7 +214,7 @@ export class Scheduler {
     if (computed < 1) return
     if (seq.status === 'finished') this.model.truncate?.(seq.slot, computed) // a stop inside a verify pass
     if (seq.useDraft && this.model.draft) await this.model.draft([{seq: seq.slot, token: seq.request.prompt[0], n: 1}])
-    const p = seq.request.prompt
+    const p = cacheKeyOf(seq.request) // image pads keyed by the image's hash
     let tokens: Int32Array
     if (computed <= p.length) tokens = p.subarray(0, computed)
     else {

@@ -68,6 +68,19 @@ t.test('chat completions: an image_url data URL reaches the model', async t => {
   t.ok(chunks > 0, 'streaming works with an image')
 })
 
+t.test('the prefix cache reuses an image only for the same image', async t => {
+  const ask = (png: Buffer) => chat([{type: 'text', text: 'Cache me: what is in this picture?'}, {type: 'image_url', image_url: {url: dataUrl(png)}}, {type: 'text', text: ' Answer briefly.'}])
+  const first = await ask(pngB)
+  const again = await ask(pngB)
+  const n = first.usage!.prompt_tokens
+  t.equal(again.usage!.prompt_tokens, n)
+  t.equal(again.usage!.prompt_tokens_details?.cached_tokens, n - 1, 'the same image: all but the last prompt token restored')
+  t.same(again.choices[0].message, first.choices[0].message, 'and the same answer')
+  const other = await ask(await sharp(pngB).flip().png().toBuffer())
+  const cached = other.usage!.prompt_tokens_details?.cached_tokens ?? 0
+  t.ok(cached < n - 6 - 5, `another image with the same text: only the text before the image can be reused (${cached} of ${n})`)
+})
+
 t.test('chat completions: a PDF file part becomes page-marked text', async t => {
   const r = await chat([{type: 'text', text: 'Summarise'}, {type: 'file', file: {filename: 'note.pdf', file_data: `data:application/pdf;base64,${pdf.toString('base64')}`}}], {
     return_token_ids: true,
