@@ -125,7 +125,7 @@ export const SYNTH_CHAT_TEMPLATE = `{%- set ns = namespace(last_user=-1) -%}
 {{- '<|im_end|>\\n' -}}
 {%- elif m.role == 'tool' -%}
 {%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}
-{{- '\\n<tool_response>\\n' + m.content + '\\n</tool_response>' -}}
+{{- '\\n<tool_response>\\n' -}}{%- if m.content is string -%}{{- m.content -}}{%- else -%}{%- for p in m.content -%}{%- if p.type == 'text' -%}{{- p.text -}}{%- elif p.type == 'image' -%}{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}{%- endif -%}{%- endfor -%}{%- endif -%}{{- '\\n</tool_response>' -}}
 {%- if loop.last or messages[loop.index0 + 1].role != 'tool' -%}{{- '<|im_end|>\\n' -}}{%- endif -%}
 {%- endif -%}
 {%- endfor -%}

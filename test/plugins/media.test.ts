@@ -130,6 +130,18 @@ t.test('anthropic: image (base64) and document (PDF) blocks; count_tokens agrees
   t.equal(count.input_tokens, m.usage.input_tokens + (m.usage.cache_read_input_tokens ?? 0), 'count_tokens counts the image span and the PDF text')
   const plain = await anthropic.messages.countTokens({model: modelId, messages: [{role: 'user', content: 'Describe'}]})
   t.ok(count.input_tokens - plain.input_tokens > 6 + 10)
+  // a tool that returns a screenshot: the image goes to the model inside the tool result
+  const turn = (result: Anthropic.ToolResultBlockParam['content']): Anthropic.MessageParam[] => [
+    {role: 'user', content: 'Take a screenshot'},
+    {role: 'assistant', content: [{type: 'tool_use', id: 'toolu_1', name: 'screenshot', input: {}}]},
+    {role: 'user', content: [{type: 'tool_result', tool_use_id: 'toolu_1', content: result}]},
+  ]
+  const tools: Anthropic.Tool[] = [{name: 'screenshot', description: 'Screenshot', input_schema: {type: 'object', properties: {}}}]
+  const withShot = await anthropic.messages.countTokens({model: modelId, tools, messages: turn([{type: 'text', text: 'done'}, {type: 'image', source: {type: 'base64', media_type: 'image/png', data: pngB.toString('base64')}}])})
+  const textOnly = await anthropic.messages.countTokens({model: modelId, tools, messages: turn([{type: 'text', text: 'done'}])})
+  t.equal(withShot.input_tokens - textOnly.input_tokens, 6, 'the screenshot in the tool result: start, 4 pads, end')
+  const answered = await anthropic.messages.create({model: modelId, max_tokens: 3, tools, messages: turn([{type: 'image', source: {type: 'base64', media_type: 'image/png', data: pngB.toString('base64')}}])})
+  t.equal(answered.type, 'message')
 })
 
 t.test('bad input: a 400 in each API\'s shape naming the part', async t => {

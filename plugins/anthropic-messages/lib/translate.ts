@@ -31,20 +31,23 @@ export function systemText(system: MessagesBody['system']): string | undefined {
   return texts.filter(t => !VOLATILE_SYSTEM.test(t)).join('\n\n')
 }
 
-function toolResultText(block: BlockIn, where: string): string {
+/** A tool result's content: text, or parts when it holds images or documents (a screenshot, a file the tool read). */
+function toolResultContent(block: BlockIn, where: string): string | ChatContentPart[] {
   const c = block.content
-  let text: string
-  if (c === undefined || c === null) text = ''
-  else if (typeof c === 'string') text = c
-  else if (Array.isArray(c)) {
-    text = (c as BlockIn[])
-      .map((b, k) => {
-        if (b.type === 'text') return str(b.text, `${where}.content[${k}].text`)
-        return unsupportedMedia(b, `${where}.content[${k}]`)
-      })
-      .join('\n')
-  } else throw bad(`${where}.content`, 'must be a string or an array of blocks')
-  return block.is_error === true ? `Error: ${text}` : text
+  const prefix = block.is_error === true ? 'Error: ' : ''
+  if (c === undefined || c === null) return prefix
+  if (typeof c === 'string') return prefix + c
+  if (!Array.isArray(c)) throw bad(`${where}.content`, 'must be a string or an array of blocks')
+  const parts: ChatContentPart[] = prefix ? [{type: 'text', text: prefix}] : []
+  ;(c as BlockIn[]).forEach((b, k) => {
+    const at = `${where}.content[${k}]`
+    if (b.type === 'text') {
+      if (k > 0) parts.push({type: 'text', text: '\n'})
+      parts.push({type: 'text', text: str(b.text, `${at}.text`)})
+    } else if (b.type === 'image' || b.type === 'document') parts.push(mediaBlock(b, at))
+    else throw bad(at, `content blocks of type "${b.type}" are not supported in a tool result`)
+  })
+  return parts.every(p => p.type === 'text') ? parts.map(p => (p as {text: string}).text).join('') : parts
 }
 
 /** An image or document block → a core content part (base64 or URL sources; plain-text documents become text). */
@@ -82,7 +85,7 @@ function userMessages(content: MessageIn['content'], where: string): ChatMessage
         parts.push(mediaBlock(b, at))
         return
       case 'tool_result':
-        tools.push({role: 'tool', tool_call_id: str(b.tool_use_id, `${at}.tool_use_id`), content: toolResultText(b, at)})
+        tools.push({role: 'tool', tool_call_id: str(b.tool_use_id, `${at}.tool_use_id`), content: toolResultContent(b, at)})
         return
       case 'thinking':
       case 'redacted_thinking':
