@@ -60,4 +60,8 @@ t.test('bad images are refused with a reason', async t => {
   const r5 = await prepareImage({bytes: rgba, maxImagePixels: 1 << 22, geometry: G})
   if (!r5.ok) throw new Error(r5.message)
   t.equal(r5.pixels[0], 1, 'transparency is composited on white ((255 − 127.5) / 127.5 = 1)')
+  const png16 = await sharp({create: {width: 64, height: 32, channels: 3, background: '#808080'}}).toColourspace('rgb16').png().toBuffer()
+  const r6 = await prepareImage({bytes: png16, maxImagePixels: 1 << 22, geometry: G})
+  if (!r6.ok) throw new Error(r6.message)
+  t.equal(r6.pixels[0], Math.fround((128 - 127.5) / 127.5), 'a 16-bit PNG is read as 8-bit RGB')
 })
