@@ -46,7 +46,7 @@ export default async function prepareImage(task: ImageTask): Promise<ImageResult
   try {
     const img = sharp(task.bytes, {pages: 1, limitInputPixels: task.maxImagePixels}).flatten({background: '#ffffff'}).toColourspace('srgb')
     const out = await img.removeAlpha().raw().toBuffer({resolveWithObject: true})
-    if (out.info.channels !== 3 || out.info.depth !== 'uchar' || out.info.width !== width || out.info.height !== height) {
+    if (out.info.channels !== 3 || (out.info as {depth?: string}).depth !== 'uchar' || out.info.width !== width || out.info.height !== height) {
       return {ok: false, reason: 'corrupt', message: 'could not be decoded to RGB'}
     }
     rgb = out.data
