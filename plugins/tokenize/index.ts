@@ -4,17 +4,22 @@ import type {TypeBoxTypeProvider} from '@fastify/type-provider-typebox'
 import {ApplyTemplateBody, DetokenizeBody, TokenizeBody} from './lib/schema.js'
 import {toMessages, toTools} from '../openai-chat/lib/translate.js'
 import {errors} from '../../src/errors.js'
+import {resolveMedia} from '../../src/runtime/media.js'
+import {mediaOptionsOf} from '../shared/media-parts.js'
 
 export default async function tokenize(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>()
 
   const render = async (body: {messages: ApplyTemplateBody['messages']; tools?: ApplyTemplateBody['tools']; reasoning_effort?: string; add_generation_prompt?: boolean}, family: ReturnType<typeof app.modelHost.serving>['family'], log: (m: string) => void) => {
     const plan = family.chat.thinking(body.reasoning_effort)
-    return family.chat.render(toMessages(body.messages), {
+    // images and PDFs as generation sees them: PDFs as page text, each image as its full pad span
+    const resolved = await resolveMedia(toMessages(body.messages), family.chat.vision, mediaOptionsOf(app.appOptions))
+    const out = await family.chat.render(resolved.messages, {
       tools: toTools(body.tools, log),
       enableThinking: plan.enableThinking,
       addGenerationPrompt: body.add_generation_prompt ?? true,
     })
+    return resolved.images.length === 0 ? out : {text: out.text, tokens: family.chat.vision!.layout(out.tokens, resolved.images).tokens}
   }
 
   app.post('/tokenize', {schema: {body: TokenizeBody}}, async request => {

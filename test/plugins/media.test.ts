@@ -55,6 +55,12 @@ t.test('chat completions: an image_url data URL reaches the model', async t => {
   const withImage = await chat([{type: 'text', text: 'What is this?'}, {type: 'image_url', image_url: {url: dataUrl(pngB)}}], {logprobs: true, top_logprobs: 2})
   // <|vision_start|>, 2×2 merged patches, <|vision_end|>
   t.equal(withImage.usage!.prompt_tokens - text.usage!.prompt_tokens, 6, 'the image takes its start, 4 pads and its end')
+  const tok = await fetch(`${server.url}/tokenize`, {
+    method: 'POST',
+    headers: {'content-type': 'application/json'},
+    body: JSON.stringify({messages: [{role: 'user', content: [{type: 'text', text: 'What is this?'}, {type: 'image_url', image_url: {url: dataUrl(pngB)}}]}], reasoning_effort: 'none'}),
+  })
+  t.equal(((await tok.json()) as {count: number}).count, withImage.usage!.prompt_tokens, '/tokenize counts the image as generation does')
   const again = await chat([{type: 'text', text: 'What is this?'}, {type: 'image_url', image_url: {url: dataUrl(pngB)}}], {logprobs: true, top_logprobs: 2})
   t.same(again.choices[0].logprobs, withImage.choices[0].logprobs, 'the same image gives the same answer')
   const flipped = await sharp(pngB).flop().png().toBuffer()
