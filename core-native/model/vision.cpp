@@ -39,14 +39,10 @@ float gelu_tanh(float x) {
 }
 float gelu_erf(float x) { return 0.5f * x * (1.f + std::erf(x * 0.7071067811865476f)); }
 
-}  // namespace
-
-std::unique_ptr<VisionEncoder> VisionEncoder::bind(const Json& vision, const Package& pkg, splash_backend* be,
-                                                   int threads) {
+VisionConfig parse_vision_config(const Json& vision) {
   const Json* cj = vision.find("config");
   if (!cj || cj->kind != Json::Object) bad("splash.json: vision.config is missing");
-  std::unique_ptr<VisionEncoder> v(new VisionEncoder());
-  VisionConfig& c = v->cfg_;
+  VisionConfig c;
   c.depth = inum(*cj, "depth", 0, true);
   c.H = inum(*cj, "hidden_size", 0, true);
   c.heads = inum(*cj, "num_heads", 0, true);
@@ -67,7 +63,16 @@ std::unique_ptr<VisionEncoder> VisionEncoder::bind(const Json& vision, const Pac
   if (c.depth <= 0 || c.H <= 0 || c.heads <= 0 || c.H % c.heads || c.hd() % 4 || c.I <= 0 || c.out_H <= 0 ||
       c.patch <= 0 || c.temporal <= 0 || c.merge <= 0 || c.in_ch <= 0 || g * g != c.n_pos || g < 1)
     bad("bad vision config");
+  return c;
+}
 
+}  // namespace
+
+std::unique_ptr<VisionEncoder> VisionEncoder::bind(const Json& vision, const Package& pkg, splash_backend* be,
+                                                   int threads) {
+  std::unique_ptr<VisionEncoder> v(new VisionEncoder());
+  v->cfg_ = parse_vision_config(vision);
+  const VisionConfig& c = v->cfg_;
   auto vec = [&](const std::string& name, int64_t n) -> const float* {
     const TensorInfo* t = pkg.find(name);
     if (!t) bad("missing tensor " + name);
