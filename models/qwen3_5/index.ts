@@ -4,7 +4,10 @@
 import type {Manifest} from '../../src/package/manifest.js'
 import type {ModelFamily, TextCodec} from '../../src/runtime/family.js'
 import type {ChatFamily, ChatMessage, ChatTool} from '../../src/runtime/chat.js'
+import {join} from 'node:path'
+import {Grammars} from '../../src/grammar/compiler.js'
 import {loadTextModule} from './family.js'
+import {toolCallGrammar} from './tool-grammar.js'
 import type {ToolDefinition, ChatMessage as TemplateMessage} from './template.js'
 
 export async function load(dir: string, manifest: Manifest): Promise<ModelFamily> {
@@ -36,6 +39,8 @@ export async function load(dir: string, manifest: Manifest): Promise<ModelFamily
       return name ? `<tool_call>\n{"name": ${JSON.stringify(name)}, "arguments": ` : '<tool_call>\n{"name": "'
     },
     thinkCloseIds: text.thinkCloseIds,
+    grammars: new Grammars({tokenizerPath: join(dir, manifest.tokenizer.file), vocabSize: manifest.config.vocab_size, stopTokenIds}),
+    toolCallGrammar: (tools, mode) => toolCallGrammar(text.family.toolFormat, tools, mode),
   }
   return {name: manifest.family, codec, stopTokenIds, chat, close: () => text.close()}
 }

@@ -6,7 +6,11 @@ import type {Engine, GenerationHandle} from './engine.js'
 import type {TextCodec} from './family.js'
 import type {FinishReason as EngineFinish, GenerationEvent} from './request.js'
 import type {SamplingParams, TopLogprob} from './sampling.js'
+import type {Grammars, StructuralTagFormat} from '../grammar/compiler.js'
+import {planConstraint, type ResponseFormat} from './chat-constraint.js'
 import {errors} from '../errors.js'
+
+export type {ResponseFormat}
 
 export type ChatContentPart = {type: 'text'; text: string} | {type: 'image'} | {type: 'video'}
 
@@ -76,6 +80,10 @@ export interface ChatFamily {
   toolCallOpener(name?: string): string
   /** Ids that close the think block when a thinking budget is spent. */
   thinkCloseIds: number[]
+  /** Grammar compilation for this model's vocabulary (absent: structured output is refused). */
+  grammars?: Grammars
+  /** The family's tool-call form as a structural tag over `tools` (schemas already checked). */
+  toolCallGrammar?(tools: Array<{name: string; schema: Record<string, unknown> | boolean}>, mode: {type: 'calls'; stopAfterFirst: boolean} | {type: 'triggered'}): StructuralTagFormat
 }
 
 export interface ChatRequest {
@@ -92,6 +100,8 @@ export interface ChatRequest {
   stop?: readonly string[]
   /** Top-N logprobs for each generated token. */
   logprobs?: number
+  /** The answer must be JSON: any object, or one that follows a JSON Schema (enforced by a grammar). */
+  responseFormat?: ResponseFormat
   signal?: AbortSignal
 }
 
@@ -123,13 +133,16 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   }
   const forcedTool = choice === 'required' || typeof choice === 'object'
   const plan = family.thinking(req.effort)
-  // A forced tool call starts right away: no thinking first.
-  const enableThinking = forcedTool ? false : (req.enableThinking ?? plan.enableThinking)
+  const constrained = planConstraint(family, req, tools, choice)
+  // A forced tool call or a constrained answer starts right away: no thinking first.
+  const enableThinking = forcedTool || constrained?.answerOnly ? false : (req.enableThinking ?? plan.enableThinking)
   const {text: prompt, tokens, cacheAnchors} = await family.render(req.messages, {tools, enableThinking})
   const limit = engine.model.contextLength
   if (tokens.length >= limit) throw errors.contextLengthExceeded(tokens.length, limit)
   const maxTokens = Math.min(req.maxTokens ?? limit - tokens.length, limit - tokens.length)
-  const opener = forcedTool ? family.toolCallOpener(typeof choice === 'object' ? choice.name : undefined) : ''
+  // with a grammar the forced call's opener comes from the grammar itself
+  const opener = forcedTool && !constrained ? family.toolCallOpener(typeof choice === 'object' ? choice.name : undefined) : ''
+  const constraint = constrained ? await family.grammars!.matcher(constrained.spec) : undefined
   const parser = family.outputParser(prompt, {
     tools,
     stop: req.stop,
@@ -203,10 +216,15 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   }
 
   const promptIds = Int32Array.from(tokens)
-  handle = engine.submit(
-    {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, signal: req.signal, cacheAnchors},
-    onEvent,
-  )
+  try {
+    handle = engine.submit(
+      {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, signal: req.signal, cacheAnchors, constraint},
+      onEvent,
+    )
+  } catch (e) {
+    constraint?.dispose()
+    throw e
+  }
   if (opener) {
     handle.force(codec.encode(opener))
   }

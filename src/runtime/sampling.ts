@@ -84,6 +84,27 @@ export function topLogprobs(logprobs: Float64Array, n: number): TopLogprob[] {
   return top
 }
 
+/**
+ * Logits with every token the grammar disallows set to −∞. `allowed` holds ceil(vocab/32) words; bit
+ * (id & 31) of word (id >> 5) set = allowed (XGrammar's bitmask layout). This is the TypeScript sampling
+ * path's only grammar hook: once the native sampler takes `allowed` per row, callers pass the mask there
+ * instead of calling this.
+ */
+export function maskLogits(logits: Float32Array, allowed: Int32Array | undefined): Float32Array {
+  if (!allowed) return logits
+  const out = new Float32Array(logits.length).fill(-Infinity)
+  for (let w = 0; w < allowed.length; w++) {
+    let bits = allowed[w]!
+    while (bits !== 0) {
+      const low = bits & -bits
+      const id = (w << 5) + 31 - Math.clz32(low)
+      if (id < logits.length) out[id] = logits[id]!
+      bits ^= low
+    }
+  }
+  return out
+}
+
 export function argmax(logits: Float32Array): number {
   let best = 0
   for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i
