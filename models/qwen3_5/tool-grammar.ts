@@ -72,10 +72,29 @@ function rawString(s: unknown, root: Schema, tool: string, param: string): Struc
   return {type: 'regex', pattern: RAW_TEXT}
 }
 
+/** A string-or-null schema without its null part. */
+function withoutNull(s: Schema): Schema {
+  const out: Schema = {...s}
+  if (Array.isArray(s.type)) out.type = s.type.filter(t => t !== 'null')
+  if (Array.isArray(s.enum)) out.enum = s.enum.filter(v => v !== null)
+  for (const k of ['anyOf', 'oneOf'] as const) {
+    if (!Array.isArray(s[k])) continue
+    const rest = (s[k] as Schema[]).filter(b => !(b && (b.type === 'null' || b.const === null)))
+    delete out[k]
+    if (rest.length === 1) Object.assign(out, rest[0])
+    else out[k] = rest
+  }
+  return out
+}
+
 /** The grammar of one parameter's VALUE, as the XML parser will read it. */
 function xmlValue(prop: unknown, root: Schema, tool: string, param: string): StructuralTagFormat {
-  const types = schemaTypes(prop as JsonSchema)
+  const types = schemaTypes(prop as JsonSchema, root as JsonSchema)
   if (isPlainString(types)) return rawString(prop, root, tool, param)
+  // string or null: the parser reads a bare `null` as null and anything else as the string
+  if (types.length === 2 && types.includes('string') && types.includes('null')) {
+    return {type: 'or', elements: [rawString(withoutNull(prop as Schema), root, tool, param), constant('null')]}
+  }
   if (types.includes('string')) refuse(tool, param, 'it mixes strings with other types')
   const defs = Object.fromEntries((['$defs', 'definitions'] as const).filter(k => root[k] !== undefined).map(k => [k, root[k]]))
   const text = JSON.stringify(prop)
@@ -90,6 +109,7 @@ function xmlArguments(tool: ToolGrammarTool): StructuralTagFormat {
   const required = new Set(Array.isArray(root.required) ? (root.required as string[]) : [])
   for (const name of required) if (!(name in props)) refuse(tool.name, name, 'it is required but has no schema in properties')
   if (typeof root.minProperties === 'number' && root.minProperties > required.size) refuse(tool.name, '*', 'minProperties above the required parameters')
+  if (typeof root.maxProperties === 'number' && root.maxProperties < Object.keys(props).length) refuse(tool.name, '*', 'maxProperties below the number of parameters')
   const params = Object.entries(props).map(([name, prop]) => {
     const block = sequence([constant(`<parameter=${name}>\n`), xmlValue(prop, root, tool.name, name), constant('\n</parameter>\n')])
     return required.has(name) ? block : ({type: 'or', elements: [block, EMPTY]} as StructuralTagFormat)

@@ -151,7 +151,8 @@ function numbers(s: Schema, out: Schema, path: string, types: string[]): void {
   const keys = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].filter(k => s[k] !== undefined)
   if (keys.length === 0) return
   for (const k of keys) if (typeof s[k] !== 'number' || !Number.isFinite(s[k])) refuse(k, path, 'it must be a finite number')
-  if (types.length !== 1 || types[0] !== 'integer') {
+  const numeric = types.filter(t => t !== 'null')
+  if (numeric.length !== 1 || numeric[0] !== 'integer') {
     refuse(keys[0]!, path, 'numeric ranges are enforced only on "type": "integer" (the grammar engine does not bound other numbers)')
   }
   let lo = -MAX_SAFE
