@@ -92,15 +92,13 @@ export function topLogprobs(logprobs: Float64Array, n: number): TopLogprob[] {
  */
 export function maskLogits(logits: Float32Array, allowed: Int32Array | undefined): Float32Array {
   if (!allowed) return logits
-  const out = new Float32Array(logits.length).fill(-Infinity)
+  const n = logits.length
+  const out = new Float32Array(n).fill(-Infinity)
   for (let w = 0; w < allowed.length; w++) {
-    let bits = allowed[w]!
-    while (bits !== 0) {
-      const low = bits & -bits
-      const id = (w << 5) + 31 - Math.clz32(low)
-      if (id < logits.length) out[id] = logits[id]!
-      bits ^= low
-    }
+    const bits = allowed[w]!
+    if (bits === 0) continue
+    const base = w << 5
+    for (let j = 0; j < 32 && base + j < n; j++) if ((bits >>> j) & 1) out[base + j] = logits[base + j]!
   }
   return out
 }
