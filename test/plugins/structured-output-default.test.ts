@@ -91,3 +91,30 @@ t.test('a strict tool under tool_choice auto: thinking stays on, the call follow
   t.ok(call, 'it called the tool')
   if (call?.type === 'function') t.notOk(invalidity(weather, call.function.arguments), call.function.arguments)
 })
+
+t.test('constrained answers are generated with thinking off, whatever the request asks for', async t => {
+  const schema = SCHEMAS.find(s => s.name === 'flat object')!.schema
+  const r = await c.openai.chat.completions.create({
+    model: c.model,
+    messages: [{role: 'user', content: 'Describe a user as JSON.'}],
+    reasoning_effort: 'medium',
+    response_format: {type: 'json_schema', json_schema: {name: 'user', schema, strict: true}},
+    max_tokens: 150,
+    temperature: 0,
+  })
+  const m = r.choices[0]!.message as typeof r.choices[0]['message'] & {reasoning_content?: string}
+  t.notOk(m.reasoning_content, 'no reasoning')
+  t.equal(r.usage?.completion_tokens_details?.reasoning_tokens, 0)
+  t.notOk(invalidity(schema, m.content ?? ''), m.content ?? '')
+
+  const a = await c.anthropic.messages.create({
+    model: c.model,
+    max_tokens: 1500,
+    thinking: {type: 'enabled', budget_tokens: 1024},
+    messages: [{role: 'user', content: 'Describe a user as JSON.'}],
+    output_config: {format: {type: 'json_schema', schema}},
+  })
+  t.same(a.content.map(b => b.type), ['text'], 'no thinking block')
+  t.equal(a.stop_reason, 'end_turn')
+  t.notOk(invalidity(schema, a.content[0]!.type === 'text' ? a.content[0]!.text : ''))
+})
