@@ -4,8 +4,11 @@
 import type {Manifest} from '../../src/package/manifest.js'
 import type {ModelFamily, TextCodec} from '../../src/runtime/family.js'
 import type {ChatFamily, ChatMessage, ChatTool} from '../../src/runtime/chat.js'
+import {join} from 'node:path'
+import {Grammars} from '../../src/grammar/compiler.js'
 import {loadTextModule} from './family.js'
 import {QwenImages} from './images.js'
+import {toolCallGrammar} from './tool-grammar.js'
 import type {ToolDefinition, ChatMessage as TemplateMessage} from './template.js'
 
 export async function load(dir: string, manifest: Manifest): Promise<ModelFamily> {
@@ -38,6 +41,8 @@ export async function load(dir: string, manifest: Manifest): Promise<ModelFamily
     },
     thinkCloseIds: text.thinkCloseIds,
     vision: manifest.vision ? new QwenImages(manifest.vision) : undefined,
+    grammars: new Grammars({tokenizerPath: join(dir, manifest.tokenizer.file), vocabSize: manifest.config.vocab_size, stopTokenIds}),
+    toolCallGrammar: (tools, mode) => toolCallGrammar(text.family.toolFormat, tools, mode),
   }
   const close = async () => {
     await Promise.all([text.close(), chat.vision?.close()])

@@ -4,23 +4,40 @@
 
 import type {JsonSchema, ToolDefinition} from './template.js'
 
-/** The JSON types a schema allows (from `type`, `anyOf` / `oneOf`, or `enum`/`const` values); empty = unknown. */
-export function schemaTypes(schema: JsonSchema | undefined): string[] {
+/**
+ * The JSON types a schema allows (from `type`, `anyOf` / `oneOf`, or `enum`/`const` values, following
+ * local `$ref`s into `root`); empty = unknown.
+ */
+export function schemaTypes(schema: JsonSchema | undefined, root?: JsonSchema, depth = 0): string[] {
   if (!schema || typeof schema !== 'object') return []
+  if (typeof schema.$ref === 'string' && root && depth < 16) return schemaTypes(resolveRef(root, schema.$ref), root, depth + 1)
   const types = new Set<string>()
   if (typeof schema.type === 'string') types.add(schema.type)
   if (Array.isArray(schema.type)) for (const t of schema.type) if (typeof t === 'string') types.add(t)
-  for (const branch of [...(schema.anyOf ?? []), ...(schema.oneOf ?? [])]) for (const t of schemaTypes(branch)) types.add(t)
+  for (const branch of [...(schema.anyOf ?? []), ...(schema.oneOf ?? [])]) for (const t of schemaTypes(branch, root, depth + 1)) types.add(t)
   const values = Array.isArray(schema.enum) ? schema.enum : 'const' in schema ? [schema.const] : []
   for (const v of values) types.add(v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v === 'number' ? 'number' : typeof v)
   return [...types]
 }
 
+/** The schema a local JSON pointer (`#/$defs/x`) names inside `root`, if any. */
+function resolveRef(root: JsonSchema, ref: string): JsonSchema | undefined {
+  if (ref === '#') return root
+  if (!ref.startsWith('#/')) return undefined
+  let node: unknown = root
+  for (const part of ref.slice(2).split('/')) {
+    if (typeof node !== 'object' || node === null) return undefined
+    node = (node as Record<string, unknown>)[part.replace(/~1/g, '/').replace(/~0/g, '~')]
+  }
+  return typeof node === 'object' && node !== null ? (node as JsonSchema) : undefined
+}
+
 /** Parameter name → allowed types, for one tool. */
 export function parameterTypes(tool: ToolDefinition | undefined): Map<string, string[]> {
   const out = new Map<string, string[]>()
-  const props = tool?.function.parameters?.properties ?? {}
-  for (const [name, schema] of Object.entries(props)) out.set(name, schemaTypes(schema))
+  const root = tool?.function.parameters
+  const props = root?.properties ?? {}
+  for (const [name, schema] of Object.entries(props)) out.set(name, schemaTypes(schema, root))
   return out
 }
 

@@ -31,7 +31,7 @@ function echoOf(body: ResponsesBody): Record<string, unknown> {
     reasoning: {effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null},
     store: body.store ?? true,
     temperature: body.temperature ?? 1,
-    text: {format: {type: 'text'}, verbosity: body.text?.verbosity ?? 'medium'},
+    text: {format: body.text?.format ?? {type: 'text'}, verbosity: body.text?.verbosity ?? 'medium'},
     tool_choice: body.tool_choice ?? 'auto',
     tools: body.tools ?? [],
     top_p: body.top_p ?? 1,

@@ -6,8 +6,12 @@ import type {Engine, GenerationHandle} from './engine.js'
 import type {TextCodec} from './family.js'
 import type {FinishReason as EngineFinish, GenerationEvent} from './request.js'
 import type {SamplingParams, TopLogprob} from './sampling.js'
+import type {Grammars, StructuralTagFormat} from '../grammar/compiler.js'
+import {planConstraint, type ResponseFormat} from './chat-constraint.js'
 import {errors} from '../errors.js'
 import {MEDIA_DEFAULTS, resolveMedia, type MediaOptions, type MediaSource, type PromptMedia, type VisionFamily} from './media.js'
+
+export type {ResponseFormat}
 
 /**
  * A content part. An image carries its source (inline bytes or a URL) and `where` (the part's path in the request,
@@ -88,6 +92,10 @@ export interface ChatFamily {
   thinkCloseIds: number[]
   /** Images: present when the package has a vision encoder. */
   vision?: VisionFamily
+  /** Grammar compilation for this model's vocabulary (absent: structured output is refused). */
+  grammars?: Grammars
+  /** The family's tool-call form as a structural tag over `tools` (schemas already checked). */
+  toolCallGrammar?(tools: Array<{name: string; schema: Record<string, unknown> | boolean}>, mode: {type: 'calls'; stopAfterFirst: boolean} | {type: 'triggered'}): StructuralTagFormat
 }
 
 export interface ChatRequest {
@@ -106,6 +114,8 @@ export interface ChatRequest {
   logprobs?: number
   /** Image limits and URL fetching (the server's settings; default MEDIA_DEFAULTS). */
   media?: MediaOptions
+  /** The answer must be JSON: any object, or one that follows a JSON Schema (enforced by a grammar). */
+  responseFormat?: ResponseFormat
   signal?: AbortSignal
 }
 
@@ -137,8 +147,9 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   }
   const forcedTool = choice === 'required' || typeof choice === 'object'
   const plan = family.thinking(req.effort)
-  // A forced tool call starts right away: no thinking first.
-  const enableThinking = forcedTool ? false : (req.enableThinking ?? plan.enableThinking)
+  const constrained = planConstraint(family, req, tools, choice)
+  // A forced tool call or a constrained answer starts right away: no thinking first.
+  const enableThinking = forcedTool || constrained?.answerOnly ? false : (req.enableThinking ?? plan.enableThinking)
   const resolved = await resolveMedia(req.messages, family.vision, req.media ?? MEDIA_DEFAULTS)
   const rendered = await family.render(resolved.messages, {tools, enableThinking})
   const prompt = rendered.text
@@ -168,7 +179,9 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   }
   if (tokens.length >= limit) throw errors.contextLengthExceeded(tokens.length, limit)
   const maxTokens = Math.min(req.maxTokens ?? limit - tokens.length, limit - tokens.length)
-  const opener = forcedTool ? family.toolCallOpener(typeof choice === 'object' ? choice.name : undefined) : ''
+  // with a grammar the forced call's opener comes from the grammar itself
+  const opener = forcedTool && !constrained ? family.toolCallOpener(typeof choice === 'object' ? choice.name : undefined) : ''
+  const constraint = constrained ? await family.grammars!.matcher(constrained.spec) : undefined
   const parser = family.outputParser(prompt, {
     tools,
     stop: req.stop,
@@ -242,10 +255,15 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   }
 
   const promptIds = Int32Array.from(tokens)
-  handle = engine.submit(
-    {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, media, signal: req.signal, cacheAnchors},
-    onEvent,
-  )
+  try {
+    handle = engine.submit(
+      {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, media, signal: req.signal, cacheAnchors, constraint},
+      onEvent,
+    )
+  } catch (e) {
+    constraint?.dispose()
+    throw e
+  }
   if (opener) {
     handle.force(codec.encode(opener))
   }

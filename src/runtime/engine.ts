@@ -141,10 +141,14 @@ export class Engine {
       const t0 = performance.now()
       try {
         if (batch.drafting.length > 0) {
-          const draftLogits = await this.model.draft!(this.scheduler.draftRequests(batch))
-          this.scheduler.fillDrafts(batch, draftLogits)
+          const drafted = this.model.draft!(this.scheduler.draftRequests(batch))
+          await settled(this.scheduler.prepareMasks(batch), drafted)
+          await this.scheduler.fillDrafts(batch, await drafted)
         }
-        results = await this.model.step(batch.items)
+        // the grammar masks for the tokens this step's logits will choose are computed while it runs
+        const stepped = this.model.step(batch.items)
+        await settled(this.scheduler.prepareMasks(batch), stepped)
+        results = await stepped
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
         await this.scheduler.afterStep({...batch, anchored: []})
@@ -158,5 +162,15 @@ export class Engine {
       }
       await this.scheduler.afterStep(batch)
     }
+  }
+}
+
+/** Awaits `work`; if it fails, lets `running` settle first (so its rejection is never left unhandled). */
+async function settled(work: Promise<void>, running: Promise<unknown>): Promise<void> {
+  try {
+    await work
+  } catch (err) {
+    await running.catch(() => {})
+    throw err
   }
 }

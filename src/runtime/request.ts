@@ -23,6 +23,23 @@ export interface GenerationRequest {
   media?: PromptMedia
   /** Cancels the request: its state is freed at once. */
   signal?: AbortSignal
+  /**
+   * A grammar the output must follow (src/grammar/ makes these). Every generated or forced token is
+   * accepted by it; tokens it disallows are never sampled; it is disposed when the sequence ends.
+   */
+  constraint?: TokenConstraint
+}
+
+/** The engine's view of a grammar matcher for one sequence. */
+export interface TokenConstraint {
+  /** The allowed-token mask for the next position, if computed since the last accept / rollback. */
+  readonly ready: Int32Array | undefined
+  /** Computes the mask for the next position (the engine awaits this while a step runs). */
+  nextMask(): Promise<Int32Array>
+  /** Advances by one token; false when the token is not allowed. */
+  accept(token: number): boolean
+  rollBack(n: number): void
+  dispose(): void
 }
 
 export type FinishReason = 'stop' | 'length' | 'cancelled'

@@ -84,6 +84,25 @@ export function topLogprobs(logprobs: Float64Array, n: number): TopLogprob[] {
   return top
 }
 
+/**
+ * Logits with every token the grammar disallows set to −∞. `allowed` holds ceil(vocab/32) words; bit
+ * (id & 31) of word (id >> 5) set = allowed (XGrammar's bitmask layout). This is the TypeScript sampling
+ * path's only grammar hook: once the native sampler takes `allowed` per row, callers pass the mask there
+ * instead of calling this.
+ */
+export function maskLogits(logits: Float32Array, allowed: Int32Array | undefined): Float32Array {
+  if (!allowed) return logits
+  const n = logits.length
+  const out = new Float32Array(n).fill(-Infinity)
+  for (let w = 0; w < allowed.length; w++) {
+    const bits = allowed[w]!
+    if (bits === 0) continue
+    const base = w << 5
+    for (let j = 0; j < 32 && base + j < n; j++) if ((bits >>> j) & 1) out[base + j] = logits[base + j]!
+  }
+  return out
+}
+
 export function argmax(logits: Float32Array): number {
   let best = 0
   for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i

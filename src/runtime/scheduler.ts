@@ -11,6 +11,7 @@ import {
   argmax,
   sampleWithUniform,
   draftCompatible,
+  maskLogits,
   type SampledToken,
 } from './sampling.js'
 import {errors} from '../errors.js'
@@ -262,20 +263,55 @@ export class Scheduler {
   }
 
   /**
+   * Computes the grammar masks the sequences of a batch need when its logits come back (the mask for the
+   * token after each sequence's last accepted one). The engine runs this while the step runs, so the
+   * mask for step t+1 is ready when the sampler needs it. Verify passes have theirs from fillDrafts.
+   */
+  async prepareMasks(batch: Batch): Promise<void> {
+    for (const seq of batch.seqs) {
+      const c = seq.request.constraint
+      if (!c || seq.status === 'finished' || seq.verifyMasks) continue
+      await c.nextMask()
+    }
+  }
+
+  /**
    * Turns the draft's logits into drafted tokens (argmax at T = 0, else sampled from the filtered draft
    * distribution q, kept for verification) and makes each speculative item a verify pass [anchor, drafts].
+   * With a grammar, drafting walks it: draft r is chosen among the tokens allowed after the anchor and
+   * drafts 1..r−1, the mask of every verify row is kept (seq.verifyMasks), and the drafts stop before a
+   * stop token; the matcher is then rolled back to the anchor (verify() advances it by what it commits).
    */
-  fillDrafts(batch: Batch, draftLogits: Float32Array[]): void {
+  async fillDrafts(batch: Batch, draftLogits: Float32Array[]): Promise<void> {
     const vocab = this.model.vocabSize
-    batch.drafting.forEach((i, j) => {
-      const seq = batch.seqs[i]
-      const k = seq.drafts.length
-      const rows = draftLogits[j]
+    for (let j = 0; j < batch.drafting.length; j++) {
+      const i = batch.drafting[j]!
+      const seq = batch.seqs[i]!
+      let k = seq.drafts.length
+      const rows = draftLogits[j]!
       const s = seq.request.sampling
+      const c = seq.request.constraint
+      const masks: Int32Array[] = []
       for (let r = 0; r < k; r++) {
-        const row = rows.subarray(r * vocab, (r + 1) * vocab)
+        let row = rows.subarray(r * vocab, (r + 1) * vocab)
+        if (c) {
+          const mask = await c.nextMask()
+          masks.push(mask)
+          row = maskLogits(row, mask)
+        }
         // the draft samples position r with the uniform the target will use there (rng.peek: not consumed)
-        seq.drafts[r] = s.temperature === 0 ? argmax(row) : sampleWithUniform(row, s, seq.rng.peek(r))
+        const d = s.temperature === 0 ? argmax(row) : sampleWithUniform(row, s, seq.rng.peek(r))
+        if (c && (seq.request.stopTokenIds.includes(d) || !c.accept(d))) {
+          k = r
+          break
+        }
+        seq.drafts[r] = d
+      }
+      if (c) {
+        seq.drafts.length = k
+        masks.push(await c.nextMask())
+        c.rollBack(k)
+        seq.verifyMasks = masks
       }
       batch.items[i] = {
         seq: seq.slot,
@@ -284,7 +320,7 @@ export class Scheduler {
         capture: true,
         verify: true,
       }
-    })
+    }
   }
 
   postprocess(batch: Batch, results: Array<Float32Array | null>): void {
@@ -326,7 +362,9 @@ export class Scheduler {
     const vocab = this.model.vocabSize
     const s = seq.request.sampling
     const k = seq.drafts.length
-    const row = (r: number) => rows.subarray(r * vocab, (r + 1) * vocab)
+    const masks = seq.verifyMasks
+    seq.verifyMasks = undefined
+    const row = (r: number) => maskLogits(rows.subarray(r * vocab, (r + 1) * vocab), masks?.[r])
     const commit: number[] = []
     let acc = 0
     const forced = seq.forced.shift()
@@ -386,12 +424,17 @@ export class Scheduler {
   private accept(seq: Sequence, logits: Float32Array): void {
     const r = seq.request
     const forced = seq.forced.shift()
-    const picked = forced !== undefined ? {token: forced} : sampleToken(logits, r.sampling, seq.rng, seq.output, r.prompt, r.logprobs)
-    this.acceptToken(seq, picked)
+    if (forced !== undefined) return this.acceptToken(seq, {token: forced})
+    const allowed = r.constraint ? r.constraint.ready : undefined
+    if (r.constraint && !allowed) throw new Error('the grammar mask for this position was not prepared')
+    this.acceptToken(seq, sampleToken(maskLogits(logits, allowed), r.sampling, seq.rng, seq.output, r.prompt, r.logprobs))
   }
 
   private acceptToken(seq: Sequence, picked: SampledToken): void {
     const r = seq.request
+    if (r.constraint && !r.constraint.accept(picked.token)) {
+      return this.fail(seq, new Error(`token ${picked.token} does not follow the request's grammar`))
+    }
     seq.output.push(picked.token)
     if (r.stopTokenIds.includes(picked.token)) return this.finish(seq, 'stop')
     seq.emit({type: 'token', ...picked})
@@ -402,6 +445,7 @@ export class Scheduler {
     if (seq.status === 'finished') return
     const wasWaiting = seq.status === 'waiting'
     seq.status = 'finished'
+    seq.request.constraint?.dispose()
     seq.finishReason = reason
     if (wasWaiting) {
       const i = this.waiting.indexOf(seq)
@@ -430,12 +474,17 @@ export class Scheduler {
   failBatch(batch: Batch, error: Error): void {
     for (const seq of batch.seqs) {
       seq.inFlight = false
-      if (seq.status === 'finished') continue
-      seq.status = 'finished'
-      const i = this.running.indexOf(seq)
-      if (i >= 0) this.running.splice(i, 1)
-      this.model.freeSequence(seq.slot)
-      seq.emit({type: 'error', error})
+      this.fail(seq, error)
     }
+  }
+
+  private fail(seq: Sequence, error: Error): void {
+    if (seq.status === 'finished') return
+    seq.status = 'finished'
+    seq.request.constraint?.dispose()
+    const i = this.running.indexOf(seq)
+    if (i >= 0) this.running.splice(i, 1)
+    this.model.freeSequence(seq.slot)
+    seq.emit({type: 'error', error})
   }
 }

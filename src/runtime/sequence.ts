@@ -40,6 +40,8 @@ export class Sequence {
   specPasses = 0
   specCommitted = 0
   specDrafted = 0
+  /** Grammar masks for the rows of this step's verify pass (row r follows the anchor and r drafts). */
+  verifyMasks: Int32Array[] | undefined
 
   constructor(request: GenerationRequest, emit: (event: GenerationEvent) => void) {
     this.request = request

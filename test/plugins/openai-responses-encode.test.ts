@@ -195,7 +195,7 @@ t.test('input items fold into chat turns', async t => {
   t.equal(request.toolChoice, 'auto')
 })
 
-t.test('refusals: images, files, text.format json_schema', async t => {
+t.test('refusals: images, files, text.format other than text / json_schema / json_object', async t => {
   const attempt = (body: Record<string, unknown>) => {
     try {
       toChatRequest({input: 'x', ...body} as unknown as ResponsesBody, [], {efforts: []}, () => undefined, new AbortController().signal, () => {})
@@ -207,7 +207,12 @@ t.test('refusals: images, files, text.format json_schema', async t => {
   }
   t.match(attempt({input: [{role: 'user', content: [{type: 'input_image', image_url: 'data:image/png;base64,AA'}]}]}), {status: 400, message: /input\[0\]\.content\[0\]: input_image/})
   t.match(attempt({input: [{role: 'user', content: [{type: 'input_file', filename: 'a.pdf', file_data: 'data:application/pdf;base64,AA'}]}]}), {status: 400, message: /input_file/})
-  t.match(attempt({text: {format: {type: 'json_schema', name: 'x', schema: {}}}}), {status: 400, param: 'text.format'})
+  t.match(attempt({text: {format: {type: 'regex', pattern: 'a+'}}}), {status: 400, param: 'text.format'})
+  t.match(attempt({text: {format: {type: 'json_schema', name: 'x'}}}), {status: 400, param: 'text.format', message: /schema is required/})
+  const translated = toChatRequest({input: 'x', text: {format: {type: 'json_schema', name: 'x', strict: true, schema: {type: 'object'}}}} as unknown as ResponsesBody, [], {efforts: []}, () => undefined, new AbortController().signal, () => {})
+  t.same(translated.request.responseFormat, {type: 'json_schema', name: 'x', schema: {type: 'object'}})
+  const object = toChatRequest({input: 'x', text: {format: {type: 'json_object'}}} as unknown as ResponsesBody, [], {efforts: []}, () => undefined, new AbortController().signal, () => {})
+  t.same(object.request.responseFormat, {type: 'json_object'})
   t.match(attempt({input: [{type: 'item_reference', id: 'msg_nope'}]}), {status: 400, message: /msg_nope/})
   t.equal(attempt({text: {format: {type: 'text'}}}), undefined)
   t.same(toolChoiceOf({type: 'function', name: 'f'} as ResponsesBody['tool_choice'], () => {}), {name: 'f'})

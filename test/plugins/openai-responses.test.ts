@@ -217,7 +217,7 @@ t.test('errors: OpenAI shape; a prompt over the context', async t => {
   t.match(events[2].response, {status: 'failed', error: {code: 'context_length_exceeded', message: /prompt is too long/}})
 
   await t.rejects(client.responses.create({model: 'nope/other', input: 'x'}), {status: 404, code: 'model_not_found'})
-  await t.rejects(client.responses.create({model: modelId, input: 'x', text: {format: {type: 'json_schema', name: 'x', schema: {type: 'object'}}}}), {status: 400, param: 'text.format', message: /text\.format/})
+  await t.rejects(client.responses.create({model: modelId, input: 'x', text: {format: {type: 'json_schema', name: 'x', schema: {type: 'array', uniqueItems: true}}}}), {status: 400, param: 'uniqueItems', message: /uniqueItems/})
   await t.rejects(client.responses.create({model: modelId, input: [{role: 'user', content: [{type: 'input_image', image_url: 'data:image/png;base64,AA', detail: 'auto'}]}]}), {status: 400, message: /input\[0\]\.content\[0\]: this model has no vision encoder/})
   await t.rejects(client.responses.create({model: modelId, input: 'x', reasoning: {effort: 'ultra' as 'high'}}), {status: 400, message: /ultra/})
 })

@@ -24,6 +24,7 @@ export const Tool = Type.Object(
     type: Type.Optional(Nullable(Type.String())),
     description: Type.Optional(Type.String()),
     input_schema: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    strict: Type.Optional(Type.Boolean()),
   },
   {additionalProperties: true},
 )
@@ -64,6 +65,8 @@ export const MessagesBody = Type.Object(
     top_p: Type.Optional(Type.Number({exclusiveMinimum: 0, maximum: 1})),
     top_k: Type.Optional(Type.Integer({minimum: 0})),
     metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    output_config: Type.Optional(Nullable(Type.Object({format: Type.Optional(Nullable(Type.Object({type: Type.String()}, {additionalProperties: true})))}, {additionalProperties: true}))),
+    output_format: Type.Optional(Nullable(Type.Object({type: Type.String()}, {additionalProperties: true}))),
   },
   {additionalProperties: true},
 )

@@ -1,7 +1,7 @@
 // Messages body → the core's ChatRequest: system blocks, content blocks (text, tool_use, tool_result,
 // thinking), tools, tool_choice and the thinking setting (mapped onto the package's reasoning efforts).
 import type {BlockIn, CountTokensBody, MessageIn, MessagesBody, ToolIn} from './schema.js'
-import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ChatToolCall, ToolChoice} from '../../../src/runtime/chat.js'
+import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ChatToolCall, ResponseFormat, ToolChoice} from '../../../src/runtime/chat.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
 import {samplingParams} from '../../../src/runtime/sampling.js'
 import {errors} from '../../../src/errors.js'
@@ -161,7 +161,15 @@ export function toTools(tools: ToolIn[] | undefined, log: (msg: string) => void)
       log(`tools[${i}] "${t.name}" of type "${t.type}" is a server tool; skipped`)
       return
     }
-    out.push({type: 'function', function: {name: t.name, description: t.description, parameters: (t.input_schema ?? {type: 'object', properties: {}}) as ChatTool['function']['parameters']}})
+    out.push({
+      type: 'function',
+      function: {
+        name: t.name,
+        description: t.description,
+        parameters: (t.input_schema ?? {type: 'object', properties: {}}) as ChatTool['function']['parameters'],
+        strict: t.strict === true ? true : undefined,
+      },
+    })
   })
   return out
 }
@@ -212,12 +220,27 @@ export function toPromptRequest(body: Translatable | CountTokensBody, chat: Pick
   }
 }
 
+/**
+ * Structured outputs: `output_config.format` (GA) or the beta `output_format`, both
+ * `{type: "json_schema", schema}`; the answer's text block is JSON following the schema.
+ */
+function outputFormatOf(body: MessagesBody): ResponseFormat | undefined {
+  const config = body.output_config as {format?: unknown} | null | undefined
+  const format = (config?.format ?? body.output_format) as {type?: unknown; schema?: unknown} | null | undefined
+  const param = config?.format != null ? 'output_config.format' : 'output_format'
+  if (format == null) return undefined
+  if (format.type !== 'json_schema') throw errors.invalidRequest(`${param}.type must be "json_schema"`, param)
+  if (typeof format.schema !== 'object' || format.schema === null) throw errors.invalidRequest(`${param}.schema is required`, param)
+  return {type: 'json_schema', schema: format.schema}
+}
+
 export function toChatRequest(body: MessagesBody, chat: Pick<ChatFamily, 'efforts' | 'thinking'>, signal: AbortSignal, log: (msg: string) => void): ChatRequest {
   return {
     ...toPromptRequest(body, chat, log),
     sampling: samplingParams({temperature: body.temperature, topP: body.top_p, topK: body.top_k}),
     maxTokens: body.max_tokens,
     stop: body.stop_sequences && body.stop_sequences.length > 0 ? body.stop_sequences : undefined,
+    responseFormat: outputFormatOf(body),
     signal,
   }
 }

@@ -1,6 +1,6 @@
 // Chat Completions body → the core's ChatRequest.
 import type {ChatBody, ChatMessageIn, ToolIn} from './schema.js'
-import type {ChatContentPart, ChatMessage, ChatRequest, ChatTool, ToolChoice} from '../../../src/runtime/chat.js'
+import type {ChatContentPart, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/runtime/chat.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
 import {samplingParams} from '../../../src/runtime/sampling.js'
 import {errors} from '../../../src/errors.js'
@@ -70,11 +70,17 @@ function toolChoiceOf(body: ChatBody): ToolChoice {
   return {name: c.function.name}
 }
 
+/** response_format: json_schema (strict or not, always enforced) or json_object; text is no constraint. */
+function responseFormatOf(format: ChatBody['response_format']): ResponseFormat | undefined {
+  if (!format || format.type === 'text') return undefined
+  if (format.type === 'json_object') return {type: 'json_object'}
+  const schema = format.json_schema.schema
+  if (schema === undefined) throw errors.invalidRequest('response_format.json_schema.schema is required', 'response_format')
+  return {type: 'json_schema', schema, name: format.json_schema.name}
+}
+
 export function toChatRequest(body: ChatBody, signal: AbortSignal, log: (msg: string) => void): ChatRequest {
-  const format = body.response_format
-  if (format && format.type !== 'text') {
-    throw errors.invalidRequest(`response_format "${format.type}" is not supported by this server yet`, 'response_format')
-  }
+  const responseFormat = responseFormatOf(body.response_format)
   const topK = body.top_k ?? 0
   const kwargs = body.chat_template_kwargs ?? undefined
   return {
@@ -99,6 +105,7 @@ export function toChatRequest(body: ChatBody, signal: AbortSignal, log: (msg: st
     maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
     stop: body.stop == null ? undefined : typeof body.stop === 'string' ? [body.stop] : body.stop,
     logprobs: body.logprobs ? (body.top_logprobs ?? 0) : undefined,
+    responseFormat,
     signal,
   }
 }

@@ -2,7 +2,7 @@
 // items (reasoning, assistant message, function_call, custom_tool_call) make one assistant turn, outputs make
 // tool turns. Custom (freeform) tools are shown to the model as function tools taking one string `input`.
 import type {Item, ResponsesBody} from './schema.js'
-import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ToolChoice} from '../../../src/runtime/chat.js'
+import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/runtime/chat.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
 import {samplingParams} from '../../../src/runtime/sampling.js'
 import {errors} from '../../../src/errors.js'
@@ -254,9 +254,17 @@ export interface Translated {
   custom: Set<string>
 }
 
+/** text.format: json_schema ({name, schema, strict}, always enforced) or json_object; text is no constraint. */
+function textFormatOf(format: Item | null | undefined): ResponseFormat | undefined {
+  if (!format || format.type === 'text') return undefined
+  if (format.type === 'json_object') return {type: 'json_object'}
+  if (format.type !== 'json_schema') throw errors.invalidRequest(`text.format "${String(format.type)}" is not supported`, 'text.format')
+  if (typeof format.schema !== 'object' || format.schema === null) throw errors.invalidRequest('text.format.schema is required', 'text.format')
+  return {type: 'json_schema', schema: format.schema, name: typeof format.name === 'string' ? format.name : undefined}
+}
+
 export function toChatRequest(body: ResponsesBody, history: Item[], chat: Pick<ChatFamily, 'efforts'>, resolve: (id: string) => Item | undefined, signal: AbortSignal, log: (msg: string) => void): Translated {
-  const format = body.text?.format
-  if (format && format.type !== 'text') throw errors.invalidRequest(`text.format "${format.type}" is not supported by this server yet`, 'text.format')
+  const responseFormat = textFormatOf(body.text?.format)
   const conversation = new Conversation(log, resolve)
   if (body.instructions) conversation.add([{type: 'message', role: 'system', content: body.instructions}], 'instructions')
   conversation.add(history, 'previous_response')
@@ -272,6 +280,7 @@ export function toChatRequest(body: ResponsesBody, history: Item[], chat: Pick<C
       effort: effortOf(body, chat),
       sampling: samplingParams({temperature: body.temperature ?? undefined, topP: body.top_p ?? undefined}),
       maxTokens: body.max_output_tokens ?? undefined,
+      responseFormat,
       signal,
     },
     custom,

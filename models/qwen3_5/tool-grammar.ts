@@ -1,0 +1,137 @@
+// The family's tool-call forms as XGrammar structural tags, so a constrained call is a call the output
+// parser reads back into arguments that follow the tool's schema.
+// - JSON form: `<tool_call>\n{"name": NAME, "arguments": <schema>}\n</tool_call>`.
+// - XML form: `<tool_call>\n<function=NAME>\n` then one `<parameter=ARG>\nVALUE\n</parameter>\n` per
+//   argument (properties order; optional ones may be left out) then `</function>\n</tool_call>`. The
+//   parser (tool-parser-xml.ts) reads a string-typed VALUE as raw text and any other VALUE as JSON, so
+//   string parameters get raw-text grammars (a pattern, the enum values, or text that cannot close the
+//   block) and the others a JSON grammar. XGrammar's own qwen_xml_parameter is not used: it allows
+//   unbounded whitespace around every value and writes string enums JSON-quoted, which the parser (like
+//   Qwen's reference parser) would keep as part of the string.
+import type {StructuralTagFormat} from '../../src/grammar/compiler.js'
+import {resolvePointer} from '../../src/grammar/schema-policy.js'
+import {errors} from '../../src/errors.js'
+import type {ToolCallFormat} from './output.js'
+import {isPlainString, schemaTypes} from './tool-arguments.js'
+import type {JsonSchema} from './template.js'
+
+type TagFormat = Extract<StructuralTagFormat, {type: 'tag'}>
+type Schema = Record<string, unknown>
+
+export interface ToolGrammarTool {
+  name: string
+  /** The checked parameters schema (true: any object). */
+  schema: Schema | boolean
+}
+
+export type ToolGrammarMode =
+  /** Exactly the tools' calls: one (stopAfterFirst) or several, nothing else. */
+  | {type: 'calls'; stopAfterFirst: boolean}
+  /** Free text (thinking included) where any `<tool_call>` must be a valid call. */
+  | {type: 'triggered'}
+
+const TRIGGER = '<tool_call>'
+/** Raw text that cannot end the value: no `</…` and no `<p…` (so no `</parameter>`, `<parameter=`, `</function>`). */
+const RAW_TEXT = '([^<]|<[^/p<])*'
+const EMPTY: StructuralTagFormat = {type: 'grammar', grammar: 'root ::= ""'}
+const UUID = '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}'
+
+function refuse(tool: string, param: string, why: string): never {
+  throw errors.invalidRequest(`Tool "${tool}" parameter "${param}" cannot be enforced in this model's tool-call form: ${why}`, 'tools', 'unsupported_schema')
+}
+
+const constant = (value: string): StructuralTagFormat => (value === '' ? EMPTY : {type: 'const_string', value})
+const sequence = (elements: StructuralTagFormat[]): StructuralTagFormat => (elements.length === 1 ? elements[0]! : {type: 'sequence', elements})
+
+/** A pattern as a full-match regex (JSON Schema patterns search; matching all of the value is a subset). */
+function fullMatch(pattern: string): string {
+  let p = pattern.startsWith('^') ? pattern.slice(1) : pattern
+  if (p.endsWith('$') && !p.endsWith('\\$')) p = p.slice(0, -1)
+  return p
+}
+
+/** The grammar of a raw string value that follows `s` (a string schema as the policy left it). */
+function rawString(s: unknown, root: Schema, tool: string, param: string): StructuralTagFormat {
+  if (s === true || (typeof s === 'object' && s !== null && Object.keys(s).every(k => k === 'description' || k === 'title'))) return {type: 'regex', pattern: RAW_TEXT}
+  if (typeof s !== 'object' || s === null) return refuse(tool, param, 'its schema admits nothing')
+  const schema = s as Schema
+  if (typeof schema.$ref === 'string') return rawString(resolvePointer(root, schema.$ref), root, tool, param)
+  const values = Array.isArray(schema.enum) ? schema.enum : 'const' in schema ? [schema.const] : undefined
+  if (values) {
+    if (!values.every(v => typeof v === 'string')) refuse(tool, param, 'its values mix strings with other types')
+    const options = [...new Set(values as string[])].map(constant)
+    return options.length === 1 ? options[0]! : {type: 'or', elements: options}
+  }
+  const branches = (schema.anyOf ?? schema.oneOf) as unknown[] | undefined
+  if (branches) return {type: 'or', elements: branches.map(b => rawString(b, root, tool, param))}
+  const types = typeof schema.type === 'string' ? [schema.type] : Array.isArray(schema.type) ? schema.type : ['string']
+  if (types.length !== 1 || types[0] !== 'string') refuse(tool, param, 'it mixes strings with other types')
+  if (typeof schema.pattern === 'string') return {type: 'regex', pattern: fullMatch(schema.pattern)}
+  if (schema.format === 'uuid') return {type: 'regex', pattern: UUID}
+  if (schema.format !== undefined) refuse(tool, param, `format "${String(schema.format)}" has no raw-text form here`)
+  return {type: 'regex', pattern: RAW_TEXT}
+}
+
+/** A string-or-null schema without its null part. */
+function withoutNull(s: Schema): Schema {
+  const out: Schema = {...s}
+  if (Array.isArray(s.type)) out.type = s.type.filter(t => t !== 'null')
+  if (Array.isArray(s.enum)) out.enum = s.enum.filter(v => v !== null)
+  for (const k of ['anyOf', 'oneOf'] as const) {
+    if (!Array.isArray(s[k])) continue
+    const rest = (s[k] as Schema[]).filter(b => !(b && (b.type === 'null' || b.const === null)))
+    delete out[k]
+    if (rest.length === 1) Object.assign(out, rest[0])
+    else out[k] = rest
+  }
+  return out
+}
+
+/** The grammar of one parameter's VALUE, as the XML parser will read it. */
+function xmlValue(prop: unknown, root: Schema, tool: string, param: string): StructuralTagFormat {
+  const types = schemaTypes(prop as JsonSchema, root as JsonSchema)
+  if (isPlainString(types)) return rawString(prop, root, tool, param)
+  // string or null: the parser reads a bare `null` as null and anything else as the string
+  if (types.length === 2 && types.includes('string') && types.includes('null')) {
+    return {type: 'or', elements: [rawString(withoutNull(prop as Schema), root, tool, param), constant('null')]}
+  }
+  if (types.includes('string')) refuse(tool, param, 'it mixes strings with other types')
+  const defs = Object.fromEntries((['$defs', 'definitions'] as const).filter(k => root[k] !== undefined).map(k => [k, root[k]]))
+  const text = JSON.stringify(prop)
+  if (text.includes('"$ref":"#"') || text.includes('"$ref":"#/properties')) refuse(tool, param, 'it refers to the root schema')
+  return {type: 'json_schema', json_schema: typeof prop === 'object' ? {...(prop as Schema), ...defs} : (prop as boolean)}
+}
+
+function xmlArguments(tool: ToolGrammarTool): StructuralTagFormat {
+  const root: Schema = tool.schema === true || tool.schema === false ? {} : tool.schema
+  if (root.anyOf || root.oneOf || root.$ref) refuse(tool.name, '*', 'the parameters schema must be one object schema')
+  const props = (root.properties ?? {}) as Schema
+  const required = new Set(Array.isArray(root.required) ? (root.required as string[]) : [])
+  for (const name of required) if (!(name in props)) refuse(tool.name, name, 'it is required but has no schema in properties')
+  if (typeof root.minProperties === 'number' && root.minProperties > required.size) refuse(tool.name, '*', 'minProperties above the required parameters')
+  if (typeof root.maxProperties === 'number' && root.maxProperties < Object.keys(props).length) refuse(tool.name, '*', 'maxProperties below the number of parameters')
+  const params = Object.entries(props).map(([name, prop]) => {
+    const block = sequence([constant(`<parameter=${name}>\n`), xmlValue(prop, root, tool.name, name), constant('\n</parameter>\n')])
+    return required.has(name) ? block : ({type: 'or', elements: [block, EMPTY]} as StructuralTagFormat)
+  })
+  return sequence(params.length > 0 ? params : [EMPTY])
+}
+
+function tag(format: ToolCallFormat, tool: ToolGrammarTool): TagFormat {
+  if (format === 'xml') {
+    return {type: 'tag', begin: `${TRIGGER}\n<function=${tool.name}>\n`, content: xmlArguments(tool), end: '</function>\n</tool_call>'}
+  }
+  return {
+    type: 'tag',
+    begin: `${TRIGGER}\n{"name": ${JSON.stringify(tool.name)}, "arguments": `,
+    content: {type: 'json_schema', json_schema: tool.schema === true ? {type: 'object'} : tool.schema},
+    end: '}\n</tool_call>',
+  }
+}
+
+export function toolCallGrammar(format: ToolCallFormat, tools: ToolGrammarTool[], mode: ToolGrammarMode): StructuralTagFormat {
+  const tags = tools.map(t => tag(format, t))
+  if (mode.type === 'triggered') return {type: 'triggered_tags', triggers: [TRIGGER], tags, at_least_one: false, stop_after_first: false}
+  if (tags.length === 1 && mode.stopAfterFirst) return tags[0]!
+  return {type: 'tags_with_separator', tags, separator: '\n', at_least_one: true, stop_after_first: mode.stopAfterFirst}
+}

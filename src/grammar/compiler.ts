@@ -1,0 +1,111 @@
+// Compiles what a request constrains its output to (a JSON Schema, any JSON object, or a structural tag
+// such as a family's tool-call form) into XGrammar grammars for one model's vocabulary, and makes a
+// matcher per sequence. The tokenizer info is built on first use; compiled grammars are kept in an LRU
+// keyed by their source text, so a client that repeats its schema pays the compile once.
+import type {CompiledGrammar, GrammarCompiler, StructuralTagFormat} from '@mlc-ai/web-xgrammar'
+import {errors} from '../errors.js'
+import {Lru} from './lru.js'
+import {GrammarMatcherState} from './matcher.js'
+import {enforceableSchema} from './schema-policy.js'
+import {readVocab} from './vocab.js'
+import {xgrammar} from './xgrammar.js'
+
+export type {StructuralTagFormat}
+
+/** What a request's output must follow. */
+export type GrammarSpec =
+  | {type: 'json_schema'; schema: unknown; param: string}
+  | {type: 'json_object'}
+  /** A structural tag whose JSON schemas were already checked (see checkSchema). */
+  | {type: 'structural'; format: StructuralTagFormat}
+
+export interface GrammarSource {
+  /** tokenizer.json of the package. */
+  tokenizerPath: string
+  /** Logits row length (the model's vocab_size). */
+  vocabSize: number
+  /** Ids that end generation; the grammar allows them only once its output is complete. */
+  stopTokenIds: readonly number[]
+}
+
+/** Whitespace in generated JSON: none beyond ", " and ": " (fewer tokens, nothing to wander in). */
+const SEPARATORS: [string, string] = [', ', ': ']
+
+export class Grammars {
+  private compiler: Promise<GrammarCompiler> | undefined
+  private readonly cache = new Lru<string, Promise<CompiledGrammar>>(64, p => void p.then(g => g.dispose(), () => {}))
+
+  constructor(private readonly source: GrammarSource) {}
+
+  /** Checks a JSON Schema for keywords that cannot be enforced (400 naming the first) and returns the form to compile. */
+  checkSchema(schema: unknown, param: string): Record<string, unknown> | boolean {
+    return enforceableSchema(schema, param)
+  }
+
+  /** A matcher for one sequence following `spec`. Throws a 400 SplashError when the spec cannot be enforced. */
+  async matcher(spec: GrammarSpec): Promise<GrammarMatcherState> {
+    const compiled = await this.compile(spec)
+    const xg = xgrammar()
+    const m = await xg.GrammarMatcher.createGrammarMatcher(compiled, [...this.source.stopTokenIds], false)
+    return new GrammarMatcherState(m, this.source.stopTokenIds)
+  }
+
+  private compile(spec: GrammarSpec): Promise<CompiledGrammar> {
+    const key =
+      spec.type === 'json_schema'
+        ? `s:${JSON.stringify(this.checkSchema(spec.schema, spec.param))}`
+        : spec.type === 'json_object'
+          ? 'o'
+          : `t:${JSON.stringify(spec.format)}`
+    const hit = this.cache.get(key)
+    if (hit) return hit
+    const job = this.build(spec, key)
+    this.cache.set(key, job)
+    job.catch(() => {}) // a failure stays cached too (same input, same 400); callers see it through their own await
+    return job
+  }
+
+  private async build(spec: GrammarSpec, key: string): Promise<CompiledGrammar> {
+    const compiler = await this.getCompiler()
+    try {
+      if (spec.type === 'json_object') return await compiler.compileJSONSchema('{"type": "object"}', false, -1, SEPARATORS, true)
+      if (spec.type === 'json_schema') return await compiler.compileJSONSchema(key.slice(2), false, -1, SEPARATORS, true)
+      return await compiler.compileStructuralTag({type: 'structural_tag', format: await compactJson(spec.format)})
+    } catch (e) {
+      const param = spec.type === 'json_schema' ? spec.param : undefined
+      throw errors.invalidRequest(`The grammar engine could not compile this ${spec.type === 'structural' ? 'tool schema' : 'JSON Schema'} (${String((e as Error).message ?? e).slice(0, 200)})`, param, 'unsupported_schema')
+    }
+  }
+
+  private getCompiler(): Promise<GrammarCompiler> {
+    this.compiler ??= (async () => {
+      const xg = xgrammar()
+      const vocab = await readVocab(this.source.tokenizerPath, this.source.vocabSize)
+      const info = await xg.TokenizerInfo.createTokenizerInfo(vocab, 'byte_level', false, this.source.vocabSize, [...this.source.stopTokenIds])
+      return xg.GrammarCompiler.createGrammarCompiler(info, true)
+    })()
+    return this.compiler
+  }
+}
+
+/**
+ * Structural tags compile their json_schema elements with free whitespace (a random or confused model
+ * can wander in it for ever); each is replaced by a grammar element with the same separators as
+ * response formats.
+ */
+async function compactJson(format: StructuralTagFormat): Promise<StructuralTagFormat> {
+  const xg = xgrammar()
+  const visit = async (node: unknown): Promise<unknown> => {
+    if (Array.isArray(node)) return Promise.all(node.map(visit))
+    if (typeof node !== 'object' || node === null) return node
+    const o = node as Record<string, unknown>
+    if (o.type === 'json_schema' && 'json_schema' in o) {
+      const grammar = await xg.Testings._jsonSchemaToEBNF(JSON.stringify(o.json_schema), false, -1, SEPARATORS, true)
+      return {type: 'grammar', grammar}
+    }
+    const out: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(o)) out[k] = await visit(v)
+    return out
+  }
+  return (await visit(format)) as StructuralTagFormat
+}

@@ -1,0 +1,32 @@
+// A small least-recently-used map (compiled grammars by their source text).
+export class Lru<K, V> {
+  private readonly map = new Map<K, V>()
+
+  constructor(
+    private readonly capacity: number,
+    private readonly onEvict?: (value: V) => void,
+  ) {}
+
+  get(key: K): V | undefined {
+    const v = this.map.get(key)
+    if (v !== undefined) {
+      this.map.delete(key)
+      this.map.set(key, v)
+    }
+    return v
+  }
+
+  set(key: K, value: V): void {
+    this.map.delete(key)
+    this.map.set(key, value)
+    while (this.map.size > this.capacity) {
+      const [oldest, v] = this.map.entries().next().value as [K, V]
+      this.map.delete(oldest)
+      this.onEvict?.(v)
+    }
+  }
+
+  get size(): number {
+    return this.map.size
+  }
+}

@@ -1,0 +1,71 @@
+// One sequence's position in its grammar: accepts the tokens the sequence commits, rolls back with it,
+// and gives the mask of tokens allowed next (ceil(vocab/32) words, bit (id & 31) of word (id >> 5) set =
+// allowed; the layout the sampler takes). The mask is computed once per position and kept until the
+// next accept or rollback, so the engine can compute it while a step runs.
+import type {GrammarMatcher} from '@mlc-ai/web-xgrammar'
+
+export class GrammarMatcherState {
+  private mask: Int32Array | undefined
+  private pending: Promise<Int32Array> | undefined
+  private disposed = false
+
+  constructor(
+    private readonly matcher: GrammarMatcher,
+    readonly stopTokenIds: readonly number[],
+  ) {}
+
+  /** The mask for the next token if it was computed since the last accept / rollback. */
+  get ready(): Int32Array | undefined {
+    return this.mask
+  }
+
+  /** Computes (once) the mask for the next token. */
+  nextMask(): Promise<Int32Array> {
+    if (this.mask) return Promise.resolve(this.mask)
+    if (this.pending) return this.pending
+    const p = this.matcher.getNextTokenBitmask().then(m => {
+      if (this.pending === p) {
+        this.mask = m
+        this.pending = undefined
+      }
+      return m
+    })
+    this.pending = p
+    return p
+  }
+
+  /** Advances by one token; false when the grammar does not allow it (the state is unchanged then). */
+  accept(token: number): boolean {
+    const ok = this.matcher.acceptToken(token)
+    if (ok) this.invalidate()
+    return ok
+  }
+
+  /** Undoes the last `n` accepted tokens. */
+  rollBack(n: number): void {
+    if (n <= 0) return
+    this.matcher.rollBack(n)
+    this.invalidate()
+  }
+
+  /** True once the grammar is complete and a stop token was accepted. */
+  get terminated(): boolean {
+    return this.matcher.isTerminated()
+  }
+
+  dispose(): void {
+    if (this.disposed) return
+    this.disposed = true
+    this.matcher.dispose()
+  }
+
+  private invalidate(): void {
+    this.mask = undefined
+    this.pending = undefined
+  }
+}
+
+/** True when `token` is allowed by `mask`. */
+export function allows(mask: Int32Array, token: number): boolean {
+  return (mask[token >> 5]! & (1 << (token & 31))) !== 0
+}

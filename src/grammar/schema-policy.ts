@@ -1,0 +1,269 @@
+// Which JSON Schema keywords constrained decoding enforces, checked before anything is compiled. XGrammar
+// (0.1.27) accepts many keywords it does not enforce, or enforces wrongly; each rule below comes from
+// random walks over its token masks validated with ajv (DEVELOPMENT.md, "Structured output"). A schema
+// using anything else is refused with a 400 naming the keyword and where it is: output is never
+// silently less constrained than asked. Some keywords are rewritten into forms XGrammar does enforce
+// (integer bounds made two-sided, string lengths and some formats into patterns over a safe alphabet).
+import {errors} from '../errors.js'
+
+type Schema = Record<string, unknown>
+
+/** Keywords that only annotate; they constrain nothing, so ignoring them is exact. */
+const ANNOTATIONS = new Set([
+  'title', 'description', 'default', 'examples', '$comment', '$schema', '$id', '$anchor', 'deprecated', 'readOnly', 'writeOnly', 'nullable',
+  'contentMediaType', 'strict', 'name',
+])
+
+/** Keywords enforced as they are. */
+const ENFORCED = new Set([
+  'type', 'enum', 'const', 'anyOf', 'oneOf', '$ref', '$defs', 'definitions', 'properties', 'required', 'additionalProperties',
+  'patternProperties', 'minProperties', 'maxProperties', 'items', 'prefixItems', 'minItems', 'maxItems', 'pattern', 'format',
+  'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'minLength', 'maxLength',
+])
+
+/** Formats XGrammar enforces exactly (ajv-formats agrees on every output). */
+const NATIVE_FORMATS = new Set(['email', 'uuid', 'ipv6', 'uri', 'uri-reference', 'duration'])
+
+const DAY = '(0[1-9]|1[0-9]|2[0-8])'
+const DATE = `[0-9]{4}-((0[1-9]|1[0-2])-${DAY}|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)`
+const TIME = '([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])'
+const OCTET = '(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])'
+
+/**
+ * Formats XGrammar gets wrong (31 November, minute 60, octets with leading zeros) enforced instead as
+ * patterns that accept a subset of the valid values: 29 February is never produced, nor leap seconds.
+ */
+const FORMAT_PATTERNS: Record<string, string> = {
+  date: `^${DATE}$`,
+  time: `^${TIME}$`,
+  'date-time': `^${DATE}T${TIME}$`,
+  ipv4: `^(${OCTET}\\.){3}${OCTET}$`,
+}
+
+/** Printable ASCII except `"` and `\`: one byte, one character, never escaped (bounded strings use it). */
+const SAFE_CHAR = '[ !#-\\[\\]-~]'
+
+const MAX_SAFE = Number.MAX_SAFE_INTEGER
+
+function refuse(keyword: string, path: string, why: string): never {
+  throw errors.invalidRequest(`JSON Schema keyword "${keyword}" at ${path || '/'} cannot be enforced: ${why}`, keyword, 'unsupported_schema')
+}
+
+function isSchema(v: unknown): v is Schema {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+function typesOf(s: Schema): string[] {
+  if (typeof s.type === 'string') return [s.type]
+  if (Array.isArray(s.type)) return s.type.filter((t): t is string => typeof t === 'string')
+  return []
+}
+
+/**
+ * Checks a schema and returns the form to compile (a copy; the input is not changed). Throws a 400
+ * SplashError naming the first keyword that cannot be enforced.
+ */
+export function enforceableSchema(schema: unknown, param: string): Schema | boolean {
+  if (typeof schema === 'boolean') return schema
+  if (!isSchema(schema)) throw errors.invalidRequest('The JSON Schema must be an object', param)
+  return walk(schema, '', schema)
+}
+
+function walk(s: Schema, path: string, root: Schema): Schema {
+  const out: Schema = {}
+  const types = typesOf(s)
+  for (const [key, value] of Object.entries(s)) {
+    const at = `${path}/${key}`
+    if (ANNOTATIONS.has(key)) {
+      if (key !== '$id' || path === '') out[key] = value
+      else refuse(key, at, 'only the root schema may set $id')
+      continue
+    }
+    if (!ENFORCED.has(key)) refuse(key, path, whyUnsupported(key))
+    out[key] = value
+  }
+  for (const key of ['properties', 'patternProperties', '$defs', 'definitions'] as const) {
+    if (s[key] === undefined) continue
+    if (!isSchema(s[key])) refuse(key, path, 'it must be an object of schemas')
+    out[key] = Object.fromEntries(Object.entries(s[key] as Schema).map(([name, sub]) => [name, child(sub, `${path}/${key}/${name}`, key, root)]))
+  }
+  for (const key of ['additionalProperties', 'items'] as const) {
+    if (s[key] !== undefined && typeof s[key] !== 'boolean') out[key] = child(s[key], `${path}/${key}`, key, root)
+  }
+  for (const key of ['anyOf', 'oneOf', 'prefixItems'] as const) {
+    if (s[key] === undefined) continue
+    if (!Array.isArray(s[key]) || (s[key] as unknown[]).length === 0) refuse(key, path, 'it must be a non-empty array of schemas')
+    out[key] = (s[key] as unknown[]).map((sub, i) => child(sub, `${path}/${key}/${i}`, key, root))
+  }
+  if (s.oneOf !== undefined && !branchesDisjoint(s.oneOf as unknown[], root)) {
+    refuse('oneOf', path, 'its branches may overlap (only anyOf semantics can be enforced; use anyOf, or branches that differ by type or by a required const/enum property)')
+  }
+  if (s.$ref !== undefined && (typeof s.$ref !== 'string' || !(s.$ref === '#' || s.$ref.startsWith('#/')))) {
+    refuse('$ref', path, 'only references inside the schema ("#" or "#/...") are supported')
+  }
+  if (s.$ref !== undefined && typeof s.$ref === 'string' && resolvePointer(root, s.$ref) === undefined) {
+    refuse('$ref', path, `"${s.$ref}" does not resolve`)
+  }
+  numbers(s, out, path, types)
+  strings(s, out, path)
+  return out
+}
+
+function child(sub: unknown, path: string, key: string, root: Schema): Schema | boolean {
+  if (typeof sub === 'boolean') return sub
+  if (!isSchema(sub)) refuse(key, path, 'it must hold schemas')
+  return walk(sub, path, root)
+}
+
+function whyUnsupported(key: string): string {
+  switch (key) {
+    case 'multipleOf':
+      return 'the grammar engine ignores it'
+    case 'uniqueItems':
+    case 'contains':
+    case 'minContains':
+    case 'maxContains':
+      return 'array element relations are not expressible in the grammar'
+    case 'allOf':
+    case 'not':
+    case 'if':
+    case 'then':
+    case 'else':
+      return 'schema intersection and negation are not supported by the grammar engine'
+    case 'dependentRequired':
+    case 'dependentSchemas':
+    case 'dependencies':
+    case 'propertyNames':
+    case 'unevaluatedProperties':
+    case 'unevaluatedItems':
+      return 'the grammar engine does not enforce it'
+    default:
+      return 'it is not a keyword the grammar engine supports'
+  }
+}
+
+/**
+ * Integer bounds are enforced only when both sides are given (a lone lower bound lets smaller values
+ * through), so exclusive bounds become inclusive and a missing side becomes ±2^53−1. Bounds on
+ * non-integer numbers are not enforced at all.
+ */
+function numbers(s: Schema, out: Schema, path: string, types: string[]): void {
+  const keys = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].filter(k => s[k] !== undefined)
+  if (keys.length === 0) return
+  for (const k of keys) if (typeof s[k] !== 'number' || !Number.isFinite(s[k])) refuse(k, path, 'it must be a finite number')
+  const numeric = types.filter(t => t !== 'null')
+  if (numeric.length !== 1 || numeric[0] !== 'integer') {
+    refuse(keys[0]!, path, 'numeric ranges are enforced only on "type": "integer" (the grammar engine does not bound other numbers)')
+  }
+  let lo = -MAX_SAFE
+  let hi = MAX_SAFE
+  if (typeof s.minimum === 'number') lo = Math.max(lo, Math.ceil(s.minimum))
+  if (typeof s.exclusiveMinimum === 'number') lo = Math.max(lo, Math.floor(s.exclusiveMinimum) + 1)
+  if (typeof s.maximum === 'number') hi = Math.min(hi, Math.floor(s.maximum))
+  if (typeof s.exclusiveMaximum === 'number') hi = Math.min(hi, Math.ceil(s.exclusiveMaximum) - 1)
+  if (lo > hi) refuse(keys[0]!, path, 'no integer satisfies the bounds')
+  delete out.exclusiveMinimum
+  delete out.exclusiveMaximum
+  out.minimum = lo
+  out.maximum = hi
+}
+
+/**
+ * Strings: patterns as given (a bounded repetition of "any character" can split a UTF-8 character, so
+ * it is refused); formats natively or as patterns; minLength / maxLength as a pattern over SAFE_CHAR
+ * (the engine's own length bound lets raw control characters and half characters through).
+ */
+function strings(s: Schema, out: Schema, path: string): void {
+  let pattern = typeof s.pattern === 'string' ? s.pattern : undefined
+  if (s.pattern !== undefined && pattern === undefined) refuse('pattern', path, 'it must be a string')
+  if (pattern !== undefined) {
+    if (/\(\?[=!<]/.test(pattern)) refuse('pattern', path, 'lookaround is not supported by the grammar engine')
+    if (/\\[bB]/.test(pattern)) refuse('pattern', path, 'word boundaries are not supported by the grammar engine')
+    if (/\{\d/.test(pattern) && /(^|[^\\])\.|\[\^|\\[SWD]/.test(pattern)) {
+      refuse('pattern', path, 'a bounded repetition of "." or of a negated class can split multi-byte characters')
+    }
+  }
+  if (s.format !== undefined) {
+    if (typeof s.format !== 'string') refuse('format', path, 'it must be a string')
+    const f = s.format as string
+    if (FORMAT_PATTERNS[f]) {
+      if (pattern !== undefined) refuse('format', path, `"${f}" together with "pattern" is not supported`)
+      pattern = FORMAT_PATTERNS[f]
+      delete out.format
+    } else if (!NATIVE_FORMATS.has(f)) {
+      refuse('format', path, `format "${f}" is not enforced (supported: ${[...NATIVE_FORMATS, ...Object.keys(FORMAT_PATTERNS)].join(', ')})`)
+    }
+  }
+  const min = s.minLength
+  const max = s.maxLength
+  if (min !== undefined || max !== undefined) {
+    for (const [k, v] of [['minLength', min], ['maxLength', max]] as const) {
+      if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) refuse(k, path, 'it must be a non-negative integer')
+    }
+    const key = min !== undefined ? 'minLength' : 'maxLength'
+    if (pattern !== undefined || out.format !== undefined) refuse(key, path, 'string lengths together with "pattern" or "format" are not supported')
+    if (typeof min === 'number' && typeof max === 'number' && min > max) refuse(key, path, 'minLength is above maxLength')
+    pattern = `^${SAFE_CHAR}{${min ?? 0},${max ?? ''}}$`
+    delete out.minLength
+    delete out.maxLength
+  }
+  if (pattern !== undefined) out.pattern = pattern
+}
+
+/** A JSON pointer inside the root schema ("#/$defs/x"), or undefined. */
+export function resolvePointer(root: Schema, ref: string): unknown {
+  if (ref === '#') return root
+  let node: unknown = root
+  for (const raw of ref.slice(2).split('/')) {
+    const part = decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~')
+    if (!isSchema(node) && !Array.isArray(node)) return undefined
+    node = (node as Record<string, unknown>)[part]
+    if (node === undefined) return undefined
+  }
+  return node
+}
+
+/**
+ * True when no JSON value can match two oneOf branches: every pair differs in its (declared) types, or
+ * both require a property whose const / enum values do not meet.
+ */
+function branchesDisjoint(branches: unknown[], root: Schema): boolean {
+  const resolved = branches.map(b => (isSchema(b) && typeof b.$ref === 'string' ? resolvePointer(root, b.$ref) : b))
+  for (let i = 0; i < resolved.length; i++) {
+    for (let j = i + 1; j < resolved.length; j++) {
+      if (!pairDisjoint(resolved[i], resolved[j])) return false
+    }
+  }
+  return true
+}
+
+function valueTypes(s: Schema): Set<string> | undefined {
+  const values = Array.isArray(s.enum) ? s.enum : 'const' in s ? [s.const] : undefined
+  if (values) return new Set(values.map(v => (v === null ? 'null' : Array.isArray(v) ? 'array' : Number.isInteger(v) ? 'integer' : typeof v === 'number' ? 'number' : typeof v)))
+  const t = typesOf(s)
+  if (t.length === 0) return undefined
+  const set = new Set(t)
+  if (set.has('number')) set.add('integer') // an integer is a number
+  if (set.has('integer')) set.add('number')
+  return set
+}
+
+function pairDisjoint(a: unknown, b: unknown): boolean {
+  if (!isSchema(a) || !isSchema(b)) return false
+  const ta = valueTypes(a)
+  const tb = valueTypes(b)
+  if (ta && tb && ![...ta].some(t => tb.has(t))) return true
+  const valuesA = Array.isArray(a.enum) ? a.enum : 'const' in a ? [a.const] : undefined
+  const valuesB = Array.isArray(b.enum) ? b.enum : 'const' in b ? [b.const] : undefined
+  if (valuesA && valuesB) return !valuesA.some(x => valuesB.some(y => JSON.stringify(x) === JSON.stringify(y)))
+  const req = (s: Schema) => new Set(Array.isArray(s.required) ? (s.required as string[]) : [])
+  const ra = req(a)
+  const rb = req(b)
+  const pa = isSchema(a.properties) ? a.properties : {}
+  const pb = isSchema(b.properties) ? b.properties : {}
+  for (const name of ra) {
+    if (!rb.has(name)) continue
+    if (pairDisjoint(pa[name], pb[name])) return true
+  }
+  return false
+}

@@ -1,0 +1,40 @@
+// What a chat request's output is constrained to, decided once per request: a forced tool call (its
+// arguments following the tool's schema), the response format (a JSON Schema or any JSON object), or
+// free text in which strict tools can only be called with valid arguments. Constrained answers are
+// generated with thinking off (see DEVELOPMENT.md, "Structured output"); strict tools under
+// tool_choice auto keep thinking, since the grammar leaves text outside calls free.
+import type {GrammarSpec} from '../grammar/compiler.js'
+import type {ChatFamily, ChatRequest, ChatTool, ToolChoice} from './chat.js'
+import {errors} from '../errors.js'
+
+export type ResponseFormat = {type: 'json_schema'; schema: unknown; name?: string} | {type: 'json_object'}
+
+export interface ConstraintPlan {
+  spec: GrammarSpec
+  /** The answer starts right away (thinking off). */
+  answerOnly: boolean
+}
+
+export function planConstraint(family: ChatFamily, req: ChatRequest, tools: ChatTool[] | undefined, choice: ToolChoice): ConstraintPlan | undefined {
+  const forced = choice === 'required' || typeof choice === 'object'
+  const wantsStrict = !forced && !req.responseFormat && (tools ?? []).some(t => t.function.strict === true)
+  if (!forced && !req.responseFormat && !wantsStrict) return undefined
+  const grammars = family.grammars
+  if (!grammars || !family.toolCallGrammar) throw errors.invalidRequest('Structured output is not available for this model family', req.responseFormat ? 'response_format' : 'tools')
+  if (forced) {
+    const chosen = typeof choice === 'object' ? tools!.filter(t => t.function.name === choice.name) : tools!
+    const schemas = chosen.map(t => ({name: t.function.name, schema: grammars.checkSchema(t.function.parameters ?? true, 'tools')}))
+    const stopAfterFirst = typeof choice === 'object' || req.parallelToolCalls === false
+    return {spec: {type: 'structural', format: family.toolCallGrammar(schemas, {type: 'calls', stopAfterFirst})}, answerOnly: true}
+  }
+  if (req.responseFormat) {
+    const f = req.responseFormat
+    return {spec: f.type === 'json_object' ? {type: 'json_object'} : {type: 'json_schema', schema: f.schema, param: 'response_format'}, answerOnly: true}
+  }
+  // strict tools are held to their schemas (a schema that cannot be enforced is a 400); the others to any object
+  const schemas = tools!.map(t => ({
+    name: t.function.name,
+    schema: t.function.strict === true ? grammars.checkSchema(t.function.parameters ?? true, 'tools') : true,
+  }))
+  return {spec: {type: 'structural', format: family.toolCallGrammar(schemas, {type: 'triggered'})}, answerOnly: false}
+}

@@ -1,0 +1,67 @@
+// The fail-closed policy: every keyword the grammar engine cannot enforce is a 400 that names it; the
+// rewrites (integer bounds, string lengths, formats as patterns) keep the schema's meaning or narrow it.
+import t from 'tap'
+import {enforceableSchema} from '../../src/grammar/schema-policy.js'
+import {SplashError} from '../../src/errors.js'
+import {SCHEMAS, UNSUPPORTED} from '../helpers/schemas.js'
+
+t.test('unsupported keywords are refused with a 400 naming them', async t => {
+  for (const {schema, keyword} of UNSUPPORTED) {
+    try {
+      enforceableSchema(schema, 'response_format')
+      t.fail(`${JSON.stringify(schema)} was accepted`)
+    } catch (e) {
+      t.ok(e instanceof SplashError, keyword)
+      const err = e as SplashError
+      t.equal(err.status, 400)
+      t.equal(err.code, 'unsupported_schema')
+      t.match(err.message, `"${keyword}"`, `${JSON.stringify(schema)} names ${keyword}`)
+    }
+  }
+})
+
+t.test('nested unsupported keywords are found with their path', async t => {
+  t.throws(() => enforceableSchema({type: 'object', properties: {a: {type: 'array', items: {type: 'integer', multipleOf: 2}}}}, 'x'), {
+    message: /"multipleOf" at \/properties\/a\/items/,
+  })
+  t.throws(() => enforceableSchema({$defs: {d: {not: {}}}, $ref: '#/$defs/d'}, 'x'), {message: /"not" at \/\$defs\/d/})
+  t.throws(() => enforceableSchema({anyOf: [{type: 'string'}, {type: 'number', maximum: 3}]}, 'x'), {message: /"maximum" at \/anyOf\/1/})
+})
+
+t.test('every test schema is accepted', async t => {
+  for (const c of SCHEMAS) t.doesNotThrow(() => enforceableSchema(c.schema, 'x'), c.name)
+  t.throws(() => enforceableSchema('object', 'x'), {status: 400})
+  t.equal(enforceableSchema(true, 'x'), true)
+})
+
+t.test('rewrites', async t => {
+  t.same(enforceableSchema({type: 'integer', exclusiveMinimum: 0, exclusiveMaximum: 10}, 'x'), {type: 'integer', minimum: 1, maximum: 9})
+  t.same(enforceableSchema({type: 'integer', minimum: 5}, 'x'), {type: 'integer', minimum: 5, maximum: Number.MAX_SAFE_INTEGER})
+  t.same(enforceableSchema({type: 'integer', maximum: 2.5}, 'x'), {type: 'integer', minimum: -Number.MAX_SAFE_INTEGER, maximum: 2})
+  t.same(enforceableSchema({type: 'string', minLength: 1, maxLength: 4}, 'x'), {type: 'string', pattern: '^[ !#-\\[\\]-~]{1,4}$'})
+  const date = enforceableSchema({type: 'string', format: 'date'}, 'x') as {pattern: string; format?: string}
+  t.equal(date.format, undefined)
+  const re = new RegExp(date.pattern)
+  for (const ok of ['2024-01-31', '2023-04-30', '1999-12-28', '2000-02-28']) t.match(ok, re)
+  for (const bad of ['2024-11-31', '2024-02-30', '2024-13-01', '2024-00-10', '24-01-01']) t.notMatch(bad, re)
+  const time = new RegExp((enforceableSchema({type: 'string', format: 'time'}, 'x') as {pattern: string}).pattern)
+  for (const ok of ['23:59:59Z', '00:00:00.5+01:00']) t.match(ok, time)
+  for (const bad of ['24:00:00Z', '12:60:00Z', '12:00:00']) t.notMatch(bad, time)
+  const ip = new RegExp((enforceableSchema({type: 'string', format: 'ipv4'}, 'x') as {pattern: string}).pattern)
+  t.match('192.168.0.255', ip)
+  for (const bad of ['256.1.1.1', '01.2.3.4', '1.2.3']) t.notMatch(bad, ip)
+  // the input is not changed
+  const input = {type: 'integer', exclusiveMinimum: 1}
+  enforceableSchema(input, 'x')
+  t.same(input, {type: 'integer', exclusiveMinimum: 1})
+})
+
+t.test('oneOf is accepted only when its branches cannot overlap', async t => {
+  t.doesNotThrow(() => enforceableSchema({oneOf: [{type: 'string'}, {type: 'boolean'}]}, 'x'))
+  t.doesNotThrow(() => enforceableSchema({oneOf: [{const: 'a'}, {const: 'b'}]}, 'x'))
+  t.doesNotThrow(() =>
+    enforceableSchema({oneOf: [{type: 'object', properties: {k: {const: 1}}, required: ['k']}, {type: 'object', properties: {k: {const: 2}}, required: ['k']}]}, 'x'),
+  )
+  t.throws(() => enforceableSchema({oneOf: [{type: 'object'}, {type: 'object', required: ['a']}]}, 'x'), {message: /"oneOf"/})
+  t.throws(() => enforceableSchema({oneOf: [{enum: ['a', 'b']}, {enum: ['b', 'c']}]}, 'x'), {message: /"oneOf"/})
+})

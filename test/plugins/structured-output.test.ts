@@ -1,0 +1,166 @@
+// Structured output end to end: the real server on the random synthetic package (whatever the weights
+// say, the grammar alone must make the output valid) with the official SDKs, through Chat Completions,
+// Responses and Messages, streaming and not: every bounded schema's answer ends and validates with
+// ajv; forced tool calls give schema-valid arguments in all three APIs; unsupported keywords get 400
+// in each API's own error shape.
+import t from 'tap'
+import OpenAI from 'openai'
+import Anthropic from '@anthropic-ai/sdk'
+import {startServe, type ServerProcess} from '../helpers/cli.js'
+import {synthFixture} from '../helpers/packages.js'
+import {invalidity} from '../helpers/ajv.js'
+import {SCHEMAS, UNSUPPORTED} from '../helpers/schemas.js'
+import {ask, clientsFor, type Api, type Clients} from '../helpers/structured-clients.js'
+
+let server: ServerProcess
+let c: Clients
+
+t.before(async () => {
+  server = await startServe(['--model', await synthFixture('tiny-hybrid', 'q4')])
+  const model = ((await (await fetch(`${server.url}/v1/models`)).json()) as {data: Array<{id: string}>}).data[0]!.id
+  c = clientsFor(server.url, model)
+})
+t.teardown(async () => {
+  server.child.kill('SIGTERM')
+  await server.exited
+})
+
+const APIS: Api[] = ['chat', 'responses', 'messages']
+const bounded = SCHEMAS.filter(s => s.bounded)
+
+t.test(`${bounded.length} bounded schemas × 3 APIs × streaming and not: every answer ends and validates`, async t => {
+  t.ok(bounded.length >= 45)
+  let n = 0
+  for (const [i, s] of bounded.entries()) {
+    for (const api of APIS) {
+      for (const stream of [false, true]) {
+        const a = await ask(c, api, {prompt: `Give me ${s.name} as JSON`, schema: s.schema, stream, maxTokens: 160, temperature: 1, seed: i})
+        n++
+        if (!a.ended) t.fail(`${api} ${stream ? 'stream' : 'plain'} ${s.name}: cut off: ${a.text}`)
+        const bad = invalidity(s.schema, a.text)
+        if (bad) t.fail(`${api} ${stream ? 'stream' : 'plain'} ${s.name}: ${bad}`)
+      }
+    }
+  }
+  t.equal(n, bounded.length * 6)
+})
+
+t.test('json_object (chat and responses) gives a JSON object', async t => {
+  for (const api of ['chat', 'responses'] as const) {
+    for (const stream of [false, true]) {
+      // free keys and values: the random model may run out of tokens; what it ended must be an object
+      const a = await ask(c, api, {prompt: 'json please', stream, maxTokens: 200, temperature: 1, seed: 3})
+      if (a.ended) t.notOk(invalidity({type: 'object'}, a.text), `${api} ${stream}`)
+      else t.match(a.text, /^\{/, `${api} ${stream}: an object is under way`)
+    }
+  }
+})
+
+const toolSchema = SCHEMAS.find(s => s.name === 'nested objects')!.schema
+const tupleTool = SCHEMAS.find(s => s.name === 'object with array field')!.schema
+
+t.test('forced tool calls give schema-valid arguments (chat required / named, responses required, messages any / tool)', async t => {
+  const openaiTools = [
+    {type: 'function' as const, function: {name: 'save_user', parameters: toolSchema}},
+    {type: 'function' as const, function: {name: 'tag', parameters: tupleTool}},
+  ]
+  const schemaOf = (name: string) => (name === 'save_user' ? toolSchema : tupleTool)
+  for (const choice of ['required', {type: 'function' as const, function: {name: 'tag'}}] as const) {
+    for (const stream of [false, true]) {
+      // one call: with parallel calls allowed a random model goes on calling until the token limit
+      const body = {model: c.model, messages: [{role: 'user' as const, content: 'do it'}], tools: openaiTools, tool_choice: choice, parallel_tool_calls: false, max_tokens: 200, temperature: 1, seed: 5}
+      let calls: Array<{name: string; arguments: string}> = []
+      let finish: string | null = null
+      if (stream) {
+        const acc = new Map<number, {name: string; arguments: string}>()
+        for await (const ch of await c.openai.chat.completions.create({...body, stream: true})) {
+          for (const d of ch.choices[0]?.delta.tool_calls ?? []) {
+            const cur = acc.get(d.index) ?? {name: '', arguments: ''}
+            cur.name += d.function?.name ?? ''
+            cur.arguments += d.function?.arguments ?? ''
+            acc.set(d.index, cur)
+          }
+          finish = ch.choices[0]?.finish_reason ?? finish
+        }
+        calls = [...acc.values()]
+      } else {
+        const r = await c.openai.chat.completions.create(body)
+        finish = r.choices[0]!.finish_reason
+        calls = (r.choices[0]!.message.tool_calls ?? []).map(x => (x.type === 'function' ? x.function : {name: '', arguments: ''}))
+      }
+      t.equal(finish, 'tool_calls', `chat ${JSON.stringify(choice)} ${stream}`)
+      t.ok(calls.length >= 1)
+      if (typeof choice === 'object') t.equal(calls[0]!.name, 'tag')
+      for (const call of calls) t.notOk(invalidity(schemaOf(call.name), call.arguments), `chat ${call.name}: ${call.arguments}`)
+    }
+  }
+
+  const r = await c.openai.responses.create({
+    model: c.model,
+    input: 'do it',
+    tools: [{type: 'function', name: 'save_user', parameters: toolSchema, strict: true}],
+    tool_choice: 'required',
+    parallel_tool_calls: false,
+    max_output_tokens: 200,
+  })
+  const call = r.output.find(i => i.type === 'function_call')
+  t.ok(call, 'responses: a function_call item')
+  if (call?.type === 'function_call') t.notOk(invalidity(toolSchema, call.arguments), `responses: ${call.arguments}`)
+
+  for (const choice of [{type: 'any' as const, disable_parallel_tool_use: true}, {type: 'tool' as const, name: 'tag'}]) {
+    const m = await c.anthropic.messages
+      .stream({
+        model: c.model,
+        max_tokens: 200,
+        messages: [{role: 'user', content: 'do it'}],
+        tools: [
+          {name: 'save_user', input_schema: toolSchema as Anthropic.Tool.InputSchema},
+          {name: 'tag', input_schema: tupleTool as Anthropic.Tool.InputSchema},
+        ],
+        tool_choice: choice,
+      })
+      .finalMessage()
+    t.equal(m.stop_reason, 'tool_use', `messages ${choice.type}`)
+    const uses = m.content.filter(b => b.type === 'tool_use')
+    t.ok(uses.length >= 1)
+    for (const u of uses) if (u.type === 'tool_use') t.notOk(invalidity(schemaOf(u.name), JSON.stringify(u.input)), `messages ${u.name}: ${JSON.stringify(u.input)}`)
+  }
+})
+
+t.test('unsupported schema keywords: 400 naming the keyword, in each API', async t => {
+  for (const {schema, keyword} of UNSUPPORTED.slice(0, 6)) {
+    for (const api of APIS) {
+      try {
+        await ask(c, api, {prompt: 'x', schema, stream: false, maxTokens: 5, temperature: 0})
+        t.fail(`${api} accepted ${JSON.stringify(schema)}`)
+      } catch (e) {
+        const err = e as OpenAI.APIError | Anthropic.APIError
+        t.equal(err.status, 400, `${api} ${keyword}`)
+        t.match(err.message, keyword)
+      }
+    }
+  }
+  // a strict tool and a forced tool are held to their schema too
+  await t.rejects(
+    c.openai.chat.completions.create({
+      model: c.model,
+      messages: [{role: 'user', content: 'x'}],
+      tools: [{type: 'function', function: {name: 'f', strict: true, parameters: {type: 'object', properties: {a: {type: 'array', uniqueItems: true}}}}}],
+      max_tokens: 5,
+    }),
+    {status: 400, message: /uniqueItems/},
+  )
+  await t.rejects(
+    c.anthropic.messages.create({
+      model: c.model,
+      max_tokens: 5,
+      messages: [{role: 'user', content: 'x'}],
+      tools: [{name: 'f', input_schema: {type: 'object', properties: {n: {type: 'integer', multipleOf: 2}}}}],
+      tool_choice: {type: 'any'},
+    }),
+    {status: 400, message: /multipleOf/},
+  )
+  // the server is still serving
+  const a = await ask(c, 'chat', {prompt: 'x', schema: {type: 'boolean'}, stream: false, maxTokens: 5, temperature: 0})
+  t.match(a.text, /^(true|false)$/)
+})
