@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/loader.h"
 #include "model/vision.h"
 #include "runtime/package.h"
 #include "splash/backend.h"
@@ -81,13 +82,16 @@ struct Sequence {
   int32_t len = 0;
   bool busy = false;    // part of an in-flight step
   bool broken = false;  // a step failed midway; state is undefined
-  float* gdn = nullptr;  // conv + recurrent states of all linear layers: one memcpy-able block
+  // All state lives in backend buffers (device memory on a GPU backend).
+  float* gdn = nullptr;  // conv + recurrent states of all linear layers: one copyable block
   float* kv = nullptr;   // [full layers][K|V][max_len][nkv*hd]
   // speculative decoding
   float* dkv = nullptr;         // draft KV [draft layers][K|V][max_len + B][nkv*hd] (context rows, then block scratch)
   int32_t draft_len = 0;        // positions whose context K/V are in dkv
-  std::vector<float> feat;      // tapped target features of positions [draft_len, len), [rows][taps·H]
-  std::vector<float> slots;     // GDN states after each verified position: slot i = state at length spec_base + i
+  float* feat = nullptr;        // tapped target features of positions [draft_len, len), [rows][taps·H]
+  int64_t feat_rows = 0, feat_cap = 0;
+  float* slots = nullptr;       // GDN states after each verified position: slot i = state at length spec_base + i
+  int32_t slots_cap = 0;
   int32_t spec_base = -1, spec_n = 0;  // slots valid for lengths [spec_base, spec_base + spec_n)
 };
 
@@ -113,8 +117,9 @@ struct DraftItem {
 class Model {
  public:
   // act_levels: q4/q8 activations, 0 fp32, 1 int8, 2 int8x2 (see backend.h)
+  // backend: "cpu", "cuda" or "" (auto: $SPLASH_BACKEND, else CUDA when a device is present, else CPU)
   static std::unique_ptr<Model> open(const std::string& dir, int threads, const char* isa, int act_levels,
-                                     bool load_draft = true);  // throws
+                                     bool load_draft = true, const std::string& backend = "");  // throws
   ~Model();
 
   const ModelConfig& config() const { return cfg_; }
@@ -174,15 +179,30 @@ class Model {
   void full_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y);
   void mlp(const Layer& l, const float* x, int N, float* y);
   void matmul(const splash_weight& w, const float* x, int n, float* y) const;
+  void upload_weights();  // device copies of every weight and norm (backends without host memory)
+  // Step activations: one growable backend buffer per use, kept across steps.
+  enum Buf { kH, kX, kY, kQKV, kZ, kB, kA, kConv, kO, kQG, kK, kV, kQ, kG, kU, kSh, kGate, kRouter, kTaps, kSel,
+             kLogits, kDFeat, kDCtx, kDH, kDX, kDY, kDCk, kDCv, kDQ, kDBk, kDBv, kDO, kDI1, kDI2, kNumBufs };
+  float* buf(Buf b, size_t floats);
+  void* alloc_state(size_t bytes, bool zero);  // sequence state (KV is not zeroed on host memory)
+  void free_state(void* p);
+  void ensure_feat(Sequence* s, int64_t rows);
+  void ensure_slots(Sequence* s, int32_t n);
 
   std::unique_ptr<Package> pkg_;
   splash_backend* be_ = nullptr;
+  BackendHandle bh_;
+  BackendHandle vision_bh_;  // the vision encoder's CPU backend when bh_ is a device backend
   ModelConfig cfg_;
   std::vector<Layer> layers_;
   splash_weight embed_{}, lm_head_{};
   const float* norm_ = nullptr;
   std::vector<std::vector<float>> owned_;  // norms converted from BF16, if any
   std::unique_ptr<VisionEncoder> vision_;
+  std::vector<void*> device_;              // uploaded weights (freed with the backend)
+  std::vector<std::pair<float*, size_t>> bufs_;  // step activations (pointer, capacity in floats)
+  std::vector<float> logits_host_;
+  bool host_memory_ = true;
   DraftConfig dcfg_;
   std::vector<DraftLayer> dlayers_;
   splash_weight dfc_{};

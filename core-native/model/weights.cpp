@@ -1,4 +1,5 @@
 // Model loading: normalised config from splash.json, weights bound in place, sequence table.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -299,18 +300,27 @@ uint64_t Model::draft_bytes(int64_t max_len) const {
   return uint64_t(d.L) * 2 * uint64_t(max_len + d.B) * d.nkv * d.hd * 4;
 }
 
-std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, int act_levels, bool load_draft) {
+std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, int act_levels, bool load_draft,
+                                   const std::string& backend) {
   std::unique_ptr<Model> m(new Model());
   m->pkg_ = Package::open(dir, [&](const Json& manifest) { m->cfg_ = parse_config(manifest); });
   if (load_draft) m->load_draft_files(dir);
   m->bind_weights();
-  m->be_ = splash_backend_cpu_create(threads, isa, act_levels);
+  m->bh_ = backend_open(backend, threads, isa, act_levels);
+  m->be_ = m->bh_.backend;
   m->act_levels_ = act_levels;
-  if (!m->be_) throw Error("unsupported", std::string("this CPU cannot run ISA '") + (isa ? isa : "") + "'");
   m->threads_ = threads > 0 ? threads : 0;
+  m->host_memory_ = m->be_->iface->host_memory != 0;
+  if (!m->host_memory_) m->upload_weights();
   if (const Json* v = m->pkg_->manifest().find("vision"); v && v->kind == Json::Object)
   {
-    m->vision_ = VisionEncoder::bind(*v, *m->pkg_, m->be_, threads);
+    // the encoder runs its fp32 linears on host memory: on a device backend it gets a CPU backend of its own
+    splash_backend* vb = m->be_;
+    if (!m->host_memory_) {
+      m->vision_bh_ = backend_open("cpu", threads, isa, act_levels);
+      vb = m->vision_bh_.backend;
+    }
+    m->vision_ = VisionEncoder::bind(*v, *m->pkg_, vb, threads);
     if (m->vision_->config().out_H != m->cfg_.H) bad("vision.config.out_hidden_size differs from the text hidden size");
   }
   return m;
@@ -322,15 +332,119 @@ std::vector<float> Model::encode_image(const float* pixels, int t, int h, int w)
   return vision_->encode(pixels, t, h, w);
 }
 
+void Model::upload_weights() {
+  const auto* be = be_->iface;
+  std::unordered_map<const void*, void*> done;  // host pointer → device copy (tied embeddings share one)
+  auto up = [&](const void* src, size_t bytes) -> void* {
+    if (!src) return nullptr;
+    if (auto it = done.find(src); it != done.end()) return it->second;
+    void* d = be->buffer_alloc(be_->ctx, bytes);
+    if (!d) throw Error("out_of_memory", "cannot allocate " + std::to_string(bytes) + " bytes of device memory for weights");
+    device_.push_back(d);
+    be->copy_to_device(be_->ctx, d, src, bytes);
+    done.emplace(src, d);
+    return d;
+  };
+  auto vec = [&](const float*& p, int64_t n) { p = static_cast<const float*>(up(p, size_t(n) * 4)); };
+  auto w = [&](splash_weight& sw, int64_t E = 1) {
+    if (!sw.data) return;
+    const int64_t C = sw.cols, R = sw.rows * E, G = C / 64;
+    const size_t row = sw.dtype == SPLASH_F32 ? C * 4 : sw.dtype == SPLASH_BF16 ? C * 2 : sw.dtype == SPLASH_Q8 ? C : C / 2;
+    sw.data = up(sw.data, size_t(R) * row);
+    if (sw.scales) {
+      sw.scales = static_cast<const uint16_t*>(up(sw.scales, size_t(R) * G * 2));
+      sw.biases = static_cast<const uint16_t*>(up(sw.biases, size_t(R) * G * 2));
+    }
+  };
+  const ModelConfig& c = cfg_;
+  w(embed_);
+  w(lm_head_);
+  vec(norm_, c.H);
+  for (Layer& l : layers_) {
+    vec(l.in_norm, c.H);
+    vec(l.post_norm, c.H);
+    if (l.linear) {
+      for (splash_weight* p : {&l.qkv, &l.z, &l.b, &l.a, &l.out}) w(*p);
+      vec(l.conv, c.conv_ch() * int64_t(c.conv_k));
+      vec(l.A_log, c.nv);
+      vec(l.dt_bias, c.nv);
+      vec(l.gnorm, c.dv);
+    } else {
+      for (splash_weight* p : {&l.q, &l.k, &l.v, &l.o}) w(*p);
+      vec(l.q_norm, c.hd);
+      vec(l.k_norm, c.hd);
+    }
+    for (splash_weight* p : {&l.gate, &l.up, &l.down, &l.router, &l.sgate, &l.sg, &l.su, &l.sd}) w(*p);
+    if (l.moe) {
+      w(l.eg.base, l.eg.E);
+      w(l.eu.base, l.eu.E);
+      w(l.ed.base, l.ed.E);
+    }
+  }
+  if (has_draft()) {
+    const DraftConfig& d = dcfg_;
+    w(dfc_);
+    vec(dhnorm_, d.H);
+    vec(dnorm_, d.H);
+    for (DraftLayer& l : dlayers_) {
+      vec(l.in_norm, d.H);
+      vec(l.post_norm, d.H);
+      vec(l.q_norm, d.hd);
+      vec(l.k_norm, d.hd);
+      for (splash_weight* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) w(*p);
+    }
+  }
+  be->synchronize(be_->ctx);
+}
+
 Model::~Model() {
   vision_.reset();
+  backend_close(vision_bh_);
+  if (!be_) return;
   for (auto& [id, s] : seqs_) {
-    std::free(s.gdn);
-    std::free(s.kv);
-    std::free(s.dkv);
+    free_state(s.gdn);
+    free_state(s.kv);
+    free_state(s.dkv);
+    free_state(s.feat);
+    free_state(s.slots);
   }
-  for (float* p : gdn_pool_) std::free(p);
-  splash_backend_cpu_free(be_);
+  for (float* p : gdn_pool_) free_state(p);
+  for (auto& [p, cap] : bufs_) be_->iface->buffer_free(be_->ctx, p);
+  for (void* p : device_) be_->iface->buffer_free(be_->ctx, p);
+  backend_close(bh_);
+}
+
+void* Model::alloc_state(size_t bytes, bool zero) {
+  if (host_memory_ && !zero) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  return be_->iface->buffer_alloc(be_->ctx, bytes);
+}
+
+void Model::free_state(void* p) {
+  if (!p) return;
+  if (host_memory_) std::free(p);  // the CPU backend's buffers are aligned_alloc'd too
+  else be_->iface->buffer_free(be_->ctx, p);
+}
+
+void Model::ensure_feat(Sequence* s, int64_t rows) {
+  if (rows <= s->feat_cap) return;
+  const size_t row = dcfg_.taps.size() * size_t(cfg_.H);
+  const int64_t cap = std::max<int64_t>(rows, s->feat_cap * 2);
+  float* p = static_cast<float*>(alloc_state(size_t(cap) * row * 4, false));
+  if (!p) throw Error("out_of_memory", "cannot allocate draft features");
+  if (s->feat_rows > 0) be_->iface->copy2d(be_->ctx, p, 0, s->feat, 0, size_t(s->feat_rows) * row * 4, 1);
+  free_state(s->feat);
+  s->feat = p;
+  s->feat_cap = cap;
+}
+
+void Model::ensure_slots(Sequence* s, int32_t n) {
+  if (n <= s->slots_cap) return;
+  free_state(s->slots);
+  s->slots = nullptr;
+  s->slots_cap = 0;
+  s->slots = static_cast<float*>(alloc_state(size_t(n) * gdn_floats_ * 4, false));
+  if (!s->slots) throw Error("out_of_memory", "cannot allocate verification states");
+  s->slots_cap = n;
 }
 
 int32_t Model::create_sequence(int32_t max_len) {
@@ -346,16 +460,16 @@ int32_t Model::create_sequence(int32_t max_len) {
     if (!gdn_pool_.empty()) {
       s.gdn = gdn_pool_.back();
       gdn_pool_.pop_back();
-      std::memset(s.gdn, 0, gb);
+      be_->iface->memset_zero(be_->ctx, s.gdn, gb);
     } else {
-      s.gdn = static_cast<float*>(be_->iface->buffer_alloc(be_->ctx, gb));
+      s.gdn = static_cast<float*>(alloc_state(gb, true));
     }
     if (!s.gdn) throw Error("out_of_memory", "cannot allocate sequence state");
   }
   const size_t kb = size_t(kv_floats_per_token_) * 4 * size_t(max_len);
   if (kb) {
     // KV is not zeroed: rows are written before they are read.
-    s.kv = static_cast<float*>(std::aligned_alloc(64, (kb + 63) / 64 * 64));
+    s.kv = static_cast<float*>(alloc_state(kb, false));
     if (!s.kv) {
       if (s.gdn) gdn_pool_.push_back(s.gdn);
       throw Error("out_of_memory", "cannot allocate a KV cache of " + std::to_string(kb) + " bytes");
@@ -363,10 +477,10 @@ int32_t Model::create_sequence(int32_t max_len) {
   }
   if (has_draft()) {
     const size_t db = draft_bytes(max_len);
-    s.dkv = static_cast<float*>(std::aligned_alloc(64, (db + 63) / 64 * 64));
+    s.dkv = static_cast<float*>(alloc_state(db, false));
     if (!s.dkv) {
       if (s.gdn) gdn_pool_.push_back(s.gdn);
-      std::free(s.kv);
+      free_state(s.kv);
       throw Error("out_of_memory", "cannot allocate a draft KV cache");
     }
   }
@@ -386,8 +500,10 @@ void Model::free_sequence(int32_t id) {
   if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
   if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
   if (s->gdn) gdn_pool_.push_back(s->gdn);
-  std::free(s->kv);
-  std::free(s->dkv);
+  free_state(s->kv);
+  free_state(s->dkv);
+  free_state(s->feat);
+  free_state(s->slots);
   seqs_.erase(id);
 }
 
@@ -403,19 +519,18 @@ void Model::truncate_sequence(int32_t id, int32_t len) {
   auto cut_draft = [&] {
     if (!has_draft()) return;
     if (s->draft_len < 0) {  // the draft context had a gap; only a reset repairs it
-      if (len == 0) s->draft_len = 0, s->feat.clear();
+      if (len == 0) s->draft_len = 0, s->feat_rows = 0;
       return;
     }
-    const size_t row = dcfg_.taps.size() * size_t(cfg_.H);
     if (len < s->draft_len) {
       s->draft_len = len;
-      s->feat.clear();
+      s->feat_rows = 0;
     } else {
-      s->feat.resize(size_t(len - s->draft_len) * row);
+      s->feat_rows = len - s->draft_len;
     }
   };
   if (len == 0) {
-    if (s->gdn) std::memset(s->gdn, 0, size_t(gdn_floats_) * 4);
+    if (s->gdn) be_->iface->memset_zero(be_->ctx, s->gdn, size_t(gdn_floats_) * 4);
     s->len = 0;
     s->broken = false;
     s->spec_n = 0;
@@ -428,7 +543,8 @@ void Model::truncate_sequence(int32_t id, int32_t len) {
       throw Error("state_not_truncatable",
                   "linear-attention state cannot be rolled back to " + std::to_string(len) +
                       "; truncate to 0, to the current length, or within the last verify step");
-    std::memcpy(s->gdn, s->slots.data() + size_t(len - s->spec_base) * gdn_floats_, size_t(gdn_floats_) * 4);
+    be_->iface->copy2d(be_->ctx, s->gdn, 0, s->slots + size_t(len - s->spec_base) * gdn_floats_, 0,
+                       size_t(gdn_floats_) * 4, 1);
   }
   s->len = len;
   s->spec_n = 0;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "backend/cpu/cpu_graph.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/isa.h"
 #include "runtime/thread_pool.h"
@@ -199,6 +200,8 @@ void conv1d_silu(void*, const float* x, int32_t nt, int32_t C, int32_t K, const 
   conv1d_silu_ref(x, nt, C, K, w, state, y);
 }
 
+void moe(void* ctx, const splash_moe_args* a) { moe_grouped(ctx, a, matmul, swiglu); }
+
 const splash_backend_i kIface = {
     /* .abi_version      = */ SPLASH_BACKEND_ABI,
     /* .name             = */ "cpu",
@@ -219,6 +222,18 @@ const splash_backend_i kIface = {
     /* .graph_begin      = */ nullptr,
     /* .graph_end        = */ nullptr,
     /* .get_proc_address = */ nullptr,
+    /* .host_memory      = */ 1,
+    /* .copy_to_device   = */ copy_to_device,
+    /* .copy_to_host     = */ copy_to_host,
+    /* .copy2d           = */ copy2d,
+    /* .memset_zero      = */ memset_zero,
+    /* .embed            = */ embed,
+    /* .add              = */ add,
+    /* .gdn_gates        = */ gdn_gates,
+    /* .sigmoid_gate     = */ sigmoid_gate,
+    /* .gated_add        = */ gated_add,
+    /* .rope_seq         = */ rope_seq,
+    /* .moe              = */ moe,
 };
 
 struct CpuBackend {

@@ -4,8 +4,12 @@
 // falls back or refuses (see `splash_backend_supports`). Extras go through `get_proc_address`
 // instead of growing the table.
 //
-// Conventions: activations are row-major fp32 on CPU ([tokens, features]); weights are read in place
-// from the package mapping (`splash_weight`). A backend context pointer `ctx` comes first in every slot.
+// Conventions: activations are row-major fp32 ([tokens, features]) in buffers from `buffer_alloc`
+// (host memory on CPU, device memory on CUDA); every pointer a slot takes is such a buffer unless its
+// comment says "host". Weights are read in place from the package mapping on a backend whose
+// `host_memory` is 1, and uploaded once (buffer_alloc + copy_to_device) on one whose `host_memory` is 0.
+// A backend context pointer `ctx` comes first in every slot. Slots run in order on one queue: a slot that
+// returns data to the host (copy_to_host) waits for the work before it.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -14,7 +18,7 @@
 extern "C" {
 #endif
 
-#define SPLASH_BACKEND_ABI 1
+#define SPLASH_BACKEND_ABI 2
 
 typedef enum splash_dtype {
   SPLASH_F32 = 0,
@@ -62,6 +66,32 @@ typedef struct splash_attn_args {
   float scale;
 } splash_attn_args;
 
+// Routed experts of one MoE layer for T tokens: softmax over the router logits, top-k (ties to the lower
+// expert index), weights renormalised over the k when `renorm`, then out[t] = Σ_k w·down(silu(gate x)·up x).
+typedef struct splash_moe_args {
+  int32_t n_tokens, n_experts, top_k, renorm;
+  const float* x;        // [T, gate->cols]
+  float* logits;         // [T, E] router logits (the backend may overwrite them)
+  const splash_weight* gate;  // stacked bases [E, rows, cols]: expert e = splash_weight_expert(base, e)
+  const splash_weight* up;
+  const splash_weight* down;
+  float* out;            // [T, down->rows], overwritten
+} splash_moe_args;
+
+// Expert `e` of a stacked [E, rows, cols] weight whose base describes expert 0.
+static inline splash_weight splash_weight_expert(const splash_weight* base, int64_t e) {
+  splash_weight w = *base;
+  const int64_t C = base->cols, R = base->rows, G = C / 64;
+  const int64_t row_bytes = base->dtype == SPLASH_F32 ? C * 4 : base->dtype == SPLASH_BF16 ? C * 2
+                            : base->dtype == SPLASH_Q8 ? C : C / 2;
+  w.data = (const uint8_t*)base->data + e * R * row_bytes;
+  if (base->scales) {
+    w.scales = base->scales + e * R * G;
+    w.biases = base->biases + e * R * G;
+  }
+  return w;
+}
+
 typedef struct splash_backend_i {
   uint32_t abi_version;  // SPLASH_BACKEND_ABI
   const char* name;      // "cpu", "cuda", "metal"
@@ -103,6 +133,29 @@ typedef struct splash_backend_i {
   void (*graph_end)(void* ctx);    // (optional) NULL on CPU
 
   void* (*get_proc_address)(void* ctx, const char* name);  // (optional) backend-specific extras
+
+  // ---- (ABI 2) memory movement and the model graph's elementwise pieces
+  int32_t host_memory;  // 1: buffers are host memory (weights bound in place); 0: device memory
+  void (*copy_to_device)(void* ctx, void* dst, const void* src_host, size_t bytes);
+  void (*copy_to_host)(void* ctx, void* dst_host, const void* src, size_t bytes);  // waits for queued work
+  // `height` rows of `width` bytes, buffer to buffer, with row pitches in bytes.
+  void (*copy2d)(void* ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height);
+  void (*memset_zero)(void* ctx, void* dst, size_t bytes);
+  // out[i, :] = dequantised row tokens[i] of w, for i < n (tokens: host).
+  void (*embed)(void* ctx, const splash_weight* w, const int32_t* tokens, int32_t n, float* out);
+  void (*add)(void* ctx, float* y, const float* x, int64_t n);  // y += x
+  // GDN gates over [n, nv]: beta = sigmoid(b), g = −exp(A_log[h])·softplus(a + dt_bias[h]) (in place).
+  void (*gdn_gates)(void* ctx, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv);
+  // x[r·xp + c] *= sigmoid(g[r·gp + c]) for r < rows, c < width (pitches in floats).
+  void (*sigmoid_gate)(void* ctx, float* x, int64_t x_pitch, const float* g, int64_t g_pitch, int32_t rows,
+                       int32_t width);
+  // y[r, :] += sigmoid(gate[r]) · x[r, :] over rows of `dim` (shared-expert gate).
+  void (*gated_add)(void* ctx, float* y, const float* x, const float* gate, int32_t n, int32_t dim);
+  // RoPE (as `rope`) on n tokens at rows x + t·row_stride, token t at text position start + t (all three
+  // M-RoPE axes equal); `section`: host, NULL for 1-D RoPE.
+  void (*rope_seq)(void* ctx, float* x, int32_t n_tokens, int64_t row_stride, int32_t n_heads, int64_t head_stride,
+                   int32_t head_dim, int32_t rot_dim, int32_t start, const int32_t* section, float theta);
+  void (*moe)(void* ctx, const splash_moe_args* a);  // routed experts (the shared expert is the graph's)
 } splash_backend_i;
 
 typedef struct splash_backend {
@@ -116,6 +169,11 @@ typedef struct splash_backend {
 // Returns NULL when the ISA is not supported by this CPU.
 splash_backend* splash_backend_cpu_create(int threads, const char* isa, int int8_activations);
 void splash_backend_cpu_free(splash_backend* b);
+
+// CUDA backend (a separate module, libsplash_cuda.so, exporting these two; see backend/loader.h):
+// NULL when no usable device is present.
+typedef splash_backend* (*splash_backend_cuda_create_fn)(int device);
+typedef void (*splash_backend_cuda_free_fn)(splash_backend* b);
 
 #ifdef __cplusplus
 }

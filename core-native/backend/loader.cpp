@@ -1,0 +1,91 @@
+#include "backend/loader.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "runtime/error.h"
+
+namespace splash {
+namespace {
+
+std::string g_note;
+
+// The directory of the binary this code is linked into (the addon or a test executable).
+std::string own_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&own_dir), &info) && info.dli_fname) {
+    std::string p = info.dli_fname;
+    const size_t slash = p.rfind('/');
+    if (slash != std::string::npos) return p.substr(0, slash);
+  }
+  return ".";
+}
+
+bool open_cuda(BackendHandle& h) {
+  const char* env = std::getenv("SPLASH_CUDA_MODULE");
+  const std::string path = env && *env ? env : own_dir() + "/libsplash_cuda.so";
+  void* mod = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!mod) {
+    const char* e = dlerror();
+    g_note = "cannot load " + path + ": " + (e ? e : "unknown error");
+    return false;
+  }
+  auto create = reinterpret_cast<splash_backend_cuda_create_fn>(dlsym(mod, "splash_backend_cuda_create"));
+  auto destroy = reinterpret_cast<splash_backend_cuda_free_fn>(dlsym(mod, "splash_backend_cuda_free"));
+  if (!create || !destroy) {
+    g_note = path + " does not export the CUDA backend";
+    dlclose(mod);
+    return false;
+  }
+  const char* dev = std::getenv("SPLASH_CUDA_DEVICE");
+  splash_backend* b = create(dev ? std::atoi(dev) : 0);
+  if (!b) {
+    g_note = "no usable CUDA device";
+    dlclose(mod);
+    return false;
+  }
+  if (b->iface->abi_version != SPLASH_BACKEND_ABI) {
+    g_note = "CUDA module ABI " + std::to_string(b->iface->abi_version) + " != " + std::to_string(SPLASH_BACKEND_ABI);
+    destroy(b);
+    dlclose(mod);
+    return false;
+  }
+  h.backend = b;
+  h.destroy = destroy;
+  h.module = mod;
+  g_note.clear();
+  return true;
+}
+
+}  // namespace
+
+const std::string& backend_cuda_note() { return g_note; }
+
+BackendHandle backend_open(const std::string& name_in, int threads, const char* isa, int act_levels) {
+  std::string name = name_in;
+  if (name.empty() || name == "auto") {
+    const char* env = std::getenv("SPLASH_BACKEND");
+    name = env && *env ? env : "auto";
+  }
+  if (name != "cpu" && name != "cuda" && name != "auto")
+    throw Error("invalid_argument", "unknown backend '" + name + "' (cpu, cuda or auto)");
+  BackendHandle h;
+  if (name == "cuda" || name == "auto") {
+    if (open_cuda(h)) return h;
+    if (name == "cuda") throw Error("unsupported", "CUDA backend unavailable: " + g_note);
+  }
+  h.backend = splash_backend_cpu_create(threads, isa, act_levels);
+  if (!h.backend) throw Error("unsupported", std::string("this CPU cannot run ISA '") + (isa ? isa : "") + "'");
+  h.destroy = splash_backend_cpu_free;
+  return h;
+}
+
+void backend_close(BackendHandle& h) {
+  if (h.backend && h.destroy) h.destroy(h.backend);
+  if (h.module) dlclose(h.module);
+  h = BackendHandle{};
+}
+
+}  // namespace splash
