@@ -132,6 +132,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   be->matmul(bc, &lm_head_, sel, R, logits, c.V);
   logits_host_.resize(size_t(R) * c.V);
   be->copy_to_host(bc, logits_host_.data(), logits, logits_host_.size() * 4);
+  check_backend();
   out.assign(items.size(), {});
   std::lock_guard<std::mutex> l2(seq_mu_);
   for (size_t i = 0; i < items.size(); ++i) {

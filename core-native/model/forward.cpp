@@ -36,6 +36,14 @@ void Model::step(std::vector<StepItem>& items, std::vector<std::vector<float>>& 
   forward(items, out);
 }
 
+void Model::check_backend() {
+  auto* gpa = be_->iface->get_proc_address;
+  if (!gpa) return;
+  auto last = reinterpret_cast<const char* (*)(void*)>(gpa(be_->ctx, "splash_last_error"));
+  if (!last) return;
+  if (const char* e = last(be_->ctx)) throw Error("backend_error", std::string(be_->iface->name) + " backend: " + e);
+}
+
 void Model::linear_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y) {
   const ModelConfig& c = cfg_;
   const auto* be = be_->iface;
@@ -274,6 +282,7 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   } else {
     be->synchronize(bc);
   }
+  check_backend();
   {
     std::lock_guard<std::mutex> lock(seq_mu_);  // lengths are read from the JS thread
     int off = 0;

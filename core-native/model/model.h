@@ -179,7 +179,8 @@ class Model {
   void full_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y);
   void mlp(const Layer& l, const float* x, int N, float* y);
   void matmul(const splash_weight& w, const float* x, int n, float* y) const;
-  void upload_weights();  // device copies of every weight and norm (backends without host memory)
+  void upload_weights();
+  void check_backend();  // throws Error("backend_error") when the backend recorded a failure  // device copies of every weight and norm (backends without host memory)
   // Step activations: one growable backend buffer per use, kept across steps.
   enum Buf { kH, kX, kY, kQKV, kZ, kB, kA, kConv, kO, kQG, kK, kV, kQ, kG, kU, kSh, kGate, kRouter, kTaps, kSel,
              kLogits, kDFeat, kDCtx, kDH, kDX, kDY, kDCk, kDCv, kDQ, kDBk, kDBv, kDO, kDI1, kDI2, kNumBufs };

@@ -1,0 +1,209 @@
+// Gated DeltaNet on the GPU: the causal depthwise conv (+ SiLU) with its rolling state (every (token,
+// channel) output in parallel, then the state), and the recurrence over T tokens. State columns are
+// independent given the token's k̂, q̂: a prep kernel normalises q and k of every token once; then one warp
+// per (head, 32 columns) keeps its [dk × 32] slice of S in registers for the whole call (no block
+// barriers), per token one read pass (u = Sᵀk̂, w = Sᵀq̂) and one update, as the CPU form:
+//   u = e^g·Sᵀk̂,  δ = (v − u)·β,  o = e^g·Sᵀq̂ + (k̂·q̂)·δ,  S ← e^g·S + k̂ ⊗ δ
+// (dk of 32, 64 or 128; other sizes use a block form with the slice split over warps).
+#include "backend/cuda/cuda_common.cuh"
+
+namespace splash::cuda {
+namespace {
+
+constexpr int kMaxConv = 8, kMaxDkWarps = 8;  // conv kernel ≤ 8, dk ≤ 256
+
+// y[t, c] = silu(Σ_j w[c, j]·buf[t + j, c]) with buf = [state (K−1 rows); x (T rows)].
+__global__ void k_conv1d_silu(const float* x, int32_t nt, int32_t C, int32_t K, const float* w, const float* state,
+                              float* y) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= int64_t(nt) * C) return;
+  const int32_t t = int32_t(i / C), c = int32_t(i % C);
+  float s = 0.f;
+  for (int j = 0; j < K; ++j) {
+    const int32_t r = t + j;  // row of buf
+    const float b = r < K - 1 ? state[int64_t(r) * C + c] : x[int64_t(r - (K - 1)) * C + c];
+    s += w[int64_t(c) * K + j] * b;
+  }
+  y[i] = siluf_(s);
+}
+
+// state ← last K−1 rows of buf (a separate launch: the conv above reads the old state).
+__global__ void k_conv_state(const float* x, int32_t nt, int32_t C, int32_t K, float* state) {
+  const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float keep[kMaxConv];
+#pragma unroll
+  for (int j = 0; j < kMaxConv; ++j) {
+    if (j >= K - 1) break;
+    const int32_t r = nt + j;  // buf row nt + j, j < K − 1
+    keep[j] = r < K - 1 ? state[int64_t(r) * C + c] : x[int64_t(r - (K - 1)) * C + c];
+  }
+#pragma unroll
+  for (int j = 0; j < kMaxConv; ++j) {
+    if (j >= K - 1) break;
+    state[int64_t(j) * C + c] = keep[j];
+  }
+}
+
+// Normalised q̂ (scaled by 1/√dk), k̂ and k̂·q̂ for every (token, key head): [T][nk][2·dk + 4] (16-byte rows).
+__global__ void k_gdn_prep(splash_gdn_args a, float* prep) {
+  __shared__ float sh[32];
+  const int32_t t = blockIdx.x / a.nk, kh = blockIdx.x % a.nk, dk = a.dk, i = threadIdx.x;
+  const float* q = a.q + t * a.qk_stride + int64_t(kh) * dk;
+  const float* k = a.k + t * a.qk_stride + int64_t(kh) * dk;
+  const float qi = i < dk ? q[i] : 0.f, ki = i < dk ? k[i] : 0.f;
+  const float sq = block_sum(qi * qi, sh), sk = block_sum(ki * ki, sh), sqk = block_sum(qi * ki, sh);
+  const float iq = (1.f / sqrtf(float(dk))) / sqrtf(sq + 1e-6f), ik = 1.f / sqrtf(sk + 1e-6f);
+  float* o = prep + int64_t(blockIdx.x) * (2 * dk + 4);
+  if (i < dk) o[i] = qi * iq, o[dk + i] = ki * ik;
+  if (i == 0) o[2 * dk] = sqk * iq * ik;
+}
+
+template <int DK>
+__global__ void __launch_bounds__(32) k_gdn_warp(splash_gdn_args a, const float* prep) {
+  const int lane = threadIdx.x;
+  const int32_t h = blockIdx.x, col = blockIdx.y * 32 + lane, dv = a.dv, kh = h / (a.nv / a.nk);
+  const bool colok = col < dv;
+  float* S = a.state + int64_t(h) * DK * dv;
+  float s[DK];
+#pragma unroll
+  for (int i = 0; i < DK; ++i) s[i] = colok ? S[int64_t(i) * dv + col] : 0.f;
+  for (int32_t t = 0; t < a.n_tokens; ++t) {
+    const float* p = prep + (int64_t(t) * a.nk + kh) * (2 * DK + 4);
+    const float4* q4 = reinterpret_cast<const float4*>(p);
+    const float4* k4 = reinterpret_cast<const float4*>(p + DK);
+    float u = 0.f, wq = 0.f;
+#pragma unroll
+    for (int i = 0; i < DK / 4; ++i) {
+      const float4 kk = k4[i], qq = q4[i];
+      u += s[4 * i] * kk.x + s[4 * i + 1] * kk.y + s[4 * i + 2] * kk.z + s[4 * i + 3] * kk.w;
+      wq += s[4 * i] * qq.x + s[4 * i + 1] * qq.y + s[4 * i + 2] * qq.z + s[4 * i + 3] * qq.w;
+    }
+    const float kq = p[2 * DK];
+    const float decay = expf(a.g[int64_t(t) * a.nv + h]), beta = a.beta[int64_t(t) * a.nv + h];
+    const float v = colok ? a.v[t * a.v_stride + int64_t(h) * dv + col] : 0.f;
+    const float d = (v - decay * u) * beta;
+    if (colok) a.out[int64_t(t) * a.nv * dv + int64_t(h) * dv + col] = decay * wq + kq * d;
+    asm volatile("" ::: "memory");  // reload k̂ below rather than keep 128 values live across the two passes
+#pragma unroll
+    for (int i = 0; i < DK / 4; ++i) {
+      const float4 kk = k4[i];
+      s[4 * i] = decay * s[4 * i] + kk.x * d;
+      s[4 * i + 1] = decay * s[4 * i + 1] + kk.y * d;
+      s[4 * i + 2] = decay * s[4 * i + 2] + kk.z * d;
+      s[4 * i + 3] = decay * s[4 * i + 3] + kk.w * d;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < DK; ++i)
+    if (colok) S[int64_t(i) * dv + col] = s[i];
+}
+
+__global__ void k_gdn(splash_gdn_args a) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int32_t h = blockIdx.x, col = blockIdx.y * 32 + lane;
+  const int32_t dk = a.dk, dv = a.dv, kh = h / (a.nv / a.nk);
+  const bool colok = col < dv;
+  float* S = a.state + int64_t(h) * dk * dv;
+  __shared__ float qn[32 * kMaxDkWarps], kn[32 * kMaxDkWarps];
+  __shared__ float pu[kMaxDkWarps][32], pw[kMaxDkWarps][32], delta[32], red[3][32];
+  float s[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int row = warp * 32 + i;
+    s[i] = (colok && row < dk) ? S[int64_t(row) * dv + col] : 0.f;
+  }
+  const float qscale = 1.f / sqrtf(float(dk));
+  for (int32_t t = 0; t < a.n_tokens; ++t) {
+    const float* q = a.q + t * a.qk_stride + int64_t(kh) * dk;
+    const float* k = a.k + t * a.qk_stride + int64_t(kh) * dk;
+    const int i = threadIdx.x;
+    const float qi = i < dk ? q[i] : 0.f, ki = i < dk ? k[i] : 0.f;
+    // three block sums: |q|², |k|², q·k
+    float v0 = warp_sum(qi * qi), v1 = warp_sum(ki * ki), v2 = warp_sum(qi * ki);
+    if (lane == 0) red[0][warp] = v0, red[1][warp] = v1, red[2][warp] = v2;
+    __syncthreads();
+    float sq = 0.f, sk = 0.f, sqk = 0.f;
+    for (int w = 0; w < nw; ++w) sq += red[0][w], sk += red[1][w], sqk += red[2][w];
+    const float iq = qscale / sqrtf(sq + 1e-6f), ik = 1.f / sqrtf(sk + 1e-6f);
+    if (i < dk) qn[i] = qi * iq, kn[i] = ki * ik;
+    const float kq = sqk * iq * ik;
+    __syncthreads();
+    float u = 0.f, wq = 0.f;
+#pragma unroll
+    for (int r = 0; r < 32; ++r) {
+      const int row = warp * 32 + r;
+      const float kr = row < dk ? kn[row] : 0.f, qr = row < dk ? qn[row] : 0.f;
+      u += s[r] * kr;
+      wq += s[r] * qr;
+    }
+    pu[warp][lane] = u;
+    pw[warp][lane] = wq;
+    __syncthreads();
+    const float decay = expf(a.g[int64_t(t) * a.nv + h]);
+    if (warp == 0) {
+      float U = 0.f, W = 0.f;
+      for (int w = 0; w < nw; ++w) U += pu[w][lane], W += pw[w][lane];
+      const float beta = a.beta[int64_t(t) * a.nv + h];
+      const float v = colok ? a.v[t * a.v_stride + int64_t(h) * dv + col] : 0.f;
+      const float d = (v - decay * U) * beta;
+      delta[lane] = d;
+      if (colok) a.out[int64_t(t) * a.nv * dv + int64_t(h) * dv + col] = decay * W + kq * d;
+    }
+    __syncthreads();
+    const float d = delta[lane];
+#pragma unroll
+    for (int r = 0; r < 32; ++r) {
+      const int row = warp * 32 + r;
+      const float kr = row < dk ? kn[row] : 0.f;
+      s[r] = decay * s[r] + kr * d;
+    }
+    __syncthreads();  // qn/kn/red are rewritten by the next token
+  }
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int row = warp * 32 + i;
+    if (colok && row < dk) S[int64_t(row) * dv + col] = s[i];
+  }
+}
+
+}  // namespace
+
+void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state, float* y) {
+  Ctx* c = static_cast<Ctx*>(ctx);
+  if (K < 1 || K > kMaxConv) {
+    if (c->error.empty()) c->error = "conv1d: kernel size > 8 is not supported by the CUDA backend";
+    return;
+  }
+  if (nt <= 0) return;
+  k_conv1d_silu<<<blocks_for(int64_t(nt) * C, 256), 256, 0, c->stream>>>(x, nt, C, K, w, state, y);
+  SPLASH_LAUNCHED(c, "conv1d_silu");
+  k_conv_state<<<blocks_for(C, 128), 128, 0, c->stream>>>(x, nt, C, K, state);
+  SPLASH_LAUNCHED(c, "conv_state");
+}
+
+void gdn_recurrent(void* ctx, const splash_gdn_args* a) {
+  Ctx* c = static_cast<Ctx*>(ctx);
+  if (a->dk > 32 * kMaxDkWarps) {
+    if (c->error.empty()) c->error = "gdn: key head dim > 256 is not supported by the CUDA backend";
+    return;
+  }
+  if (a->n_tokens <= 0) return;
+  dim3 grid(unsigned(a->nv), unsigned((a->dv + 31) / 32));
+  if (a->dk == 32 || a->dk == 64 || a->dk == 128) {
+    auto* prep = static_cast<float*>(scratch(c, kGdn, size_t(a->n_tokens) * a->nk * (2 * a->dk + 4) * 4));
+    if (!prep) return;
+    k_gdn_prep<<<unsigned(a->n_tokens * a->nk), a->dk, 0, c->stream>>>(*a, prep);
+    SPLASH_LAUNCHED(c, "gdn_prep");
+    if (a->dk == 32) k_gdn_warp<32><<<grid, 32, 0, c->stream>>>(*a, prep);
+    else if (a->dk == 64) k_gdn_warp<64><<<grid, 32, 0, c->stream>>>(*a, prep);
+    else k_gdn_warp<128><<<grid, 32, 0, c->stream>>>(*a, prep);
+    SPLASH_LAUNCHED(c, "gdn");
+    return;
+  }
+  const int warps = (a->dk + 31) / 32;
+  k_gdn<<<grid, warps * 32, 0, c->stream>>>(*a);
+  SPLASH_LAUNCHED(c, "gdn");
+}
+
+}  // namespace splash::cuda
