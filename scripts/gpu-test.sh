@@ -21,8 +21,12 @@ echo "build: $(( $(date +%s) - t0 )) s"
 export SPLASH_CUDA_MODULE=/tmp/splash-gpu-build/libsplash_cuda.so
 T=/tmp/splash-gpu-build/splash_gpu_test
 $T ops 2>&1 | tee "$out/ops.txt" || fail=1
-if [[ -d fixtures ]]; then
-  $T model fixtures/* 2>&1 | tee "$out/model.txt" || fail=1
+# the fixtures, and the repository's default package (q4, with a DFlash draft) when it is next to this folder
+models=()
+[[ -d fixtures ]] && models+=(fixtures/*)
+for d in packages/default ../packages/default; do [[ -f $d/splash.json ]] && models+=("$d") && break; done
+if (( ${#models[@]} )); then
+  $T model "${models[@]}" 2>&1 | tee "$out/model.txt" || fail=1
 fi
 if [[ $bench == 1 ]]; then
   $T bench-base 2>&1 | tee "$out/bench.txt"

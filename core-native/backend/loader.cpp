@@ -34,22 +34,20 @@ bool open_cuda(BackendHandle& h) {
   }
   auto create = reinterpret_cast<splash_backend_cuda_create_fn>(dlsym(mod, "splash_backend_cuda_create"));
   auto destroy = reinterpret_cast<splash_backend_cuda_free_fn>(dlsym(mod, "splash_backend_cuda_free"));
+  // The module stays loaded for the life of the process (its static CUDA runtime keeps process-wide state).
   if (!create || !destroy) {
     g_note = path + " does not export the CUDA backend";
-    dlclose(mod);
     return false;
   }
   const char* dev = std::getenv("SPLASH_CUDA_DEVICE");
   splash_backend* b = create(dev ? std::atoi(dev) : 0);
   if (!b) {
     g_note = "no usable CUDA device";
-    dlclose(mod);
     return false;
   }
   if (b->iface->abi_version != SPLASH_BACKEND_ABI) {
     g_note = "CUDA module ABI " + std::to_string(b->iface->abi_version) + " != " + std::to_string(SPLASH_BACKEND_ABI);
     destroy(b);
-    dlclose(mod);
     return false;
   }
   h.backend = b;
@@ -84,8 +82,7 @@ BackendHandle backend_open(const std::string& name_in, int threads, const char* 
 
 void backend_close(BackendHandle& h) {
   if (h.backend && h.destroy) h.destroy(h.backend);
-  if (h.module) dlclose(h.module);
-  h = BackendHandle{};
+  h = BackendHandle{};  // the module itself stays loaded (see open_cuda)
 }
 
 }  // namespace splash

@@ -323,10 +323,42 @@ void test_model(const std::string& dir, bool precise) {
     all.push_back(out[0]);
     m.free_sequence(id);
   };
+  // with a draft: capture the context, draft a block, one more captured step, draft again
+  auto run_draft = [&](Model& m, std::vector<std::vector<float>>& all) {
+    int32_t id = m.create_sequence(64);
+    std::vector<StepItem> items(1);
+    {
+      std::lock_guard<std::mutex> l(m.seq_mutex());
+      items[0].seq = m.find(id);
+    }
+    std::vector<std::vector<float>> out;
+    items[0].tokens = prompt;
+    items[0].logits = 0;
+    items[0].capture = true;
+    m.step(items, out);
+    std::vector<DraftItem> d(1);
+    d[0].seq = items[0].seq;
+    d[0].anchor = 5 % V;
+    d[0].n = m.draft_config().B - 1;
+    m.draft(d, out);
+    all.push_back(out[0]);
+    items[0].tokens = {5 % V};
+    m.step(items, out);
+    d[0].anchor = 7 % V;
+    d[0].n = 3;
+    m.draft(d, out);
+    all.push_back(out[0]);
+    m.free_sequence(id);
+  };
   std::vector<std::vector<float>> a, b;
   run(*cpu, a);
   run(*gpu, b);
-  const char* what[] = {"prefill 23 tokens", "decode 1", "decode 2", "decode 3", "decode 4", "verify 3", "after rollback"};
+  if (cpu->has_draft()) {
+    run_draft(*cpu, a);
+    run_draft(*gpu, b);
+  }
+  const char* what[] = {"prefill 23 tokens", "decode 1", "decode 2",        "decode 3",
+                        "decode 4",          "verify 3", "after rollback", "draft block", "draft after a step"};
   for (size_t i = 0; i < a.size(); ++i) {
     // default mode: the prefill GEMMs round activations to bf16, and these random-weight fixtures amplify
     // that through the layers (the per-op bounds above are the tight ones)
@@ -366,9 +398,11 @@ void bench_base(Be& g) {
   }
 }
 
-// Decode GEMVs alone at the 27B / 35B-A3B shapes (q4, one token), for each rows-per-warp choice.
+// Decode GEMVs alone at the 27B / 35B-A3B shapes (q4, one token), for each rows-per-warp and unroll choice;
+// every variant's output must equal the default's (same arithmetic, other schedule).
 void bench_gemv(Be& g) {
   auto set_rows = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_rows"));
+  auto set_unroll = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_unroll"));
   const int64_t shapes[][2] = {{10240, 5120}, {17408, 5120}, {5120, 17408}, {5120, 6144}, {248320, 5120}, {8192, 2048}, {2048, 4096}};
   for (auto& sh : shapes) {
     const double bytes = double(sh[0]) * sh[1] / 2 * 1.125;
@@ -378,20 +412,32 @@ void bench_gemv(Be& g) {
     auto x = randv(size_t(sh[1]));
     float* dx = g.up(x);
     float* dy = static_cast<float*>(g.alloc(size_t(sh[0]) * 4));
+    set_rows(g.c, 2);
+    set_unroll(g.c, 2);
+    g.i->matmul(g.c, &ws[0].d, dx, 1, dy, sh[0]);
+    const std::vector<float> ref = g.down(dy, size_t(sh[0]));
     std::printf("gemv q4 %6lldx%-6lld", (long long)sh[0], (long long)sh[1]);
-    for (int rows : {1, 2, 4}) {
-      set_rows(g.c, rows);
-      for (int i = 0; i < 5; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, 1, dy, sh[0]);
-      g.i->synchronize(g.c);
-      const int reps = 200;
-      const double t0 = now();
-      for (int i = 0; i < reps; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, 1, dy, sh[0]);
-      g.i->synchronize(g.c);
-      const double t = (now() - t0) / reps;
-      std::printf("  rows=%d %7.1f us %5.0f GB/s", rows, t * 1e6, bytes / t / 1e9);
-    }
+    for (int unroll : {2, 4})
+      for (int rows : {1, 2, 4}) {
+        set_rows(g.c, rows);
+        set_unroll(g.c, unroll);
+        g.i->matmul(g.c, &ws[0].d, dx, 1, dy, sh[0]);
+        const std::vector<float> got = g.down(dy, size_t(sh[0]));
+        double err = 0, mx = 0;
+        for (size_t k = 0; k < ref.size(); ++k) err = std::max(err, double(std::fabs(got[k] - ref[k]))), mx = std::max(mx, double(std::fabs(ref[k])));
+        if (err > 1e-5 * mx) std::printf(" [rows=%d unroll=%d differs: FAIL]", rows, unroll), ++g_fail;
+        for (int i = 0; i < 5; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, 1, dy, sh[0]);
+        g.i->synchronize(g.c);
+        const int reps = 200;
+        const double t0 = now();
+        for (int i = 0; i < reps; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, 1, dy, sh[0]);
+        g.i->synchronize(g.c);
+        const double t = (now() - t0) / reps;
+        std::printf(" r%d/u%d %6.1f us %4.0f GB/s", rows, unroll, t * 1e6, bytes / t / 1e9);
+      }
     std::printf("\n");
     set_rows(g.c, 2);
+    set_unroll(g.c, 2);
   }
 }
 

@@ -257,12 +257,14 @@ const char* last_error(void* ctx) {
 void set_cublas(void* ctx, int on) { C(ctx)->use_cublas = on != 0; }
 void set_precise(void* ctx, int on) { C(ctx)->precise = on != 0; }
 void set_gemv_rows(void* ctx, int rows) { C(ctx)->gemv_rows = rows; }
+void set_gemv_unroll(void* ctx, int u) { C(ctx)->gemv_unroll = u; }
 
 void* get_proc_address(void*, const char* name) {
   if (std::strcmp(name, "splash_last_error") == 0) return reinterpret_cast<void*>(&last_error);
   if (std::strcmp(name, "splash_cuda_set_cublas") == 0) return reinterpret_cast<void*>(&set_cublas);
   if (std::strcmp(name, "splash_cuda_set_precise") == 0) return reinterpret_cast<void*>(&set_precise);
   if (std::strcmp(name, "splash_cuda_set_gemv_rows") == 0) return reinterpret_cast<void*>(&set_gemv_rows);
+  if (std::strcmp(name, "splash_cuda_set_gemv_unroll") == 0) return reinterpret_cast<void*>(&set_gemv_unroll);
   return nullptr;
 }
 
@@ -316,6 +318,7 @@ extern "C" __attribute__((visibility("default"))) splash_backend* splash_backend
   }
   cublas_open(&cb->ctx);
   if (const char* r = getenv("SPLASH_GEMV_ROWS")) cb->ctx.gemv_rows = atoi(r);
+  if (const char* u = getenv("SPLASH_GEMV_UNROLL")) cb->ctx.gemv_unroll = atoi(u);
   cb->b.iface = &cb->iface;
   cb->b.ctx = &cb->ctx;
   return &cb->b;

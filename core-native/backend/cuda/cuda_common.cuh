@@ -26,7 +26,8 @@ struct Ctx {
                  void*, int, int, int, int) = nullptr;
   bool use_cublas = true;
   bool precise = false;
-  int gemv_rows = 2;  // fp32 activations in every matmul (no int8 levels, no bf16 GEMM): parity checks
+  int gemv_rows = 2;    // rows per warp of the int8x2 GEMV ($SPLASH_GEMV_ROWS)
+  int gemv_unroll = 2;  // column-loop unroll of the one-token GEMV ($SPLASH_GEMV_UNROLL)  // fp32 activations in every matmul (no int8 levels, no bf16 GEMM): parity checks
 };
 
 // Records the first CUDA failure; later slots keep running but the model reads the error after the step.

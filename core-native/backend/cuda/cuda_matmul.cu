@@ -54,7 +54,7 @@ __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
 // Warp per ROWS rows; lane handles 32 columns (one activation group) per iteration.
 // With `eidx` (stacked experts): blockIdx.y = pair p uses expert eidx[p], activation row p / xdiv, output
 // row p (one token per pair).
-template <int BITS, int NT, int ROWS>
+template <int BITS, int NT, int ROWS, int UNROLL = 2>
 __global__ void __launch_bounds__(128) k_gemv_q(splash_weight w, const int8_t* xq, const float* xs, const float* xsum,
                                                 int32_t nt, float* y, int64_t ys, const int32_t* eidx, int32_t xdiv) {
   const int lane = threadIdx.x & 31;
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(128) k_gemv_q(splash_weight w, const int8_t* x
     for (int t = 0; t < NT; ++t) acc[i][t] = 0.f;
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
   const int64_t row_bytes = C * BITS / 8;
-#pragma unroll 2
+#pragma unroll UNROLL
   for (int64_t ch = lane; ch < nch; ch += 32) {
     uint4 wv[ROWS][BITS / 4];
     float s[ROWS], b[ROWS];
@@ -332,7 +332,10 @@ template <int BITS, int NT, int ROWS>
 void launch_rows(Ctx* c, const splash_weight& w, const int8_t* xq, const float* xs, const float* xsum, int32_t nt,
                  float* y, int64_t ys, const int32_t* eidx, int32_t pairs, int32_t xdiv) {
   dim3 grid(blocks_for(w.rows, 4 * ROWS), unsigned(eidx ? pairs : 1));
-  k_gemv_q<BITS, NT, ROWS><<<grid, 128, 0, c->stream>>>(w, xq, xs, xsum, nt, y, ys, eidx, xdiv);
+  if (NT == 1 && c->gemv_unroll == 4)  // deeper unroll (more loads in flight), single token only: measured variant
+    k_gemv_q<BITS, NT, ROWS, 4><<<grid, 128, 0, c->stream>>>(w, xq, xs, xsum, nt, y, ys, eidx, xdiv);
+  else
+    k_gemv_q<BITS, NT, ROWS><<<grid, 128, 0, c->stream>>>(w, xq, xs, xsum, nt, y, ys, eidx, xdiv);
 }
 
 template <int BITS, int NT>
