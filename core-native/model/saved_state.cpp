@@ -17,6 +17,9 @@ int64_t draft_plane(const DraftConfig& d, const Sequence& s) { return int64_t(s.
 }  // namespace
 
 int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
+  // device memory: copies go through the backend's queue, which a running step also uses
+  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
+  if (!host_memory_) device.lock();
   std::lock_guard<std::mutex> lock(seq_mu_);
   Sequence* s = find(id);
   if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
@@ -33,13 +36,13 @@ int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
   r.data.resize(size_t(2 * n_full_ * w + (r.draft ? 2 * dcfg_.L * dw : 0)) * size_t(n));
   float* out = r.data.data();
   for (int64_t p = 0; p < 2 * n_full_; ++p) {
-    std::memcpy(out, s->kv + (p * s->max_len + start) * w, size_t(n) * w * 4);
+    be_->iface->copy_to_host(be_->ctx, out, s->kv + (p * s->max_len + start) * w, size_t(n) * w * 4);
     out += size_t(n) * w;
   }
   if (r.draft) {
     const int64_t plane = draft_plane(dcfg_, *s);
     for (int64_t p = 0; p < 2 * dcfg_.L; ++p) {
-      std::memcpy(out, s->dkv + p * plane + int64_t(start) * dw, size_t(n) * dw * 4);
+      be_->iface->copy_to_host(be_->ctx, out, s->dkv + p * plane + int64_t(start) * dw, size_t(n) * dw * 4);
       out += size_t(n) * dw;
     }
   }
@@ -49,6 +52,9 @@ int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
 }
 
 int64_t Model::save_state(int32_t id) {
+  // device memory: copies go through the backend's queue, which a running step also uses
+  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
+  if (!host_memory_) device.lock();
   std::lock_guard<std::mutex> lock(seq_mu_);
   Sequence* s = find(id);
   if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
@@ -56,7 +62,8 @@ int64_t Model::save_state(int32_t id) {
   if (s->broken) throw Error("sequence_broken", "sequence " + std::to_string(id) + " failed earlier");
   SavedState st;
   st.len = s->len;
-  st.gdn.assign(s->gdn, s->gdn + gdn_floats_);
+  st.gdn.resize(size_t(gdn_floats_));
+  if (gdn_floats_ > 0) be_->iface->copy_to_host(be_->ctx, st.gdn.data(), s->gdn, size_t(gdn_floats_) * 4);
   // the draft context travels with the state only when the draft has consumed every position
   st.draft = has_draft() && s->draft_len == s->len;
   const int64_t key = next_saved_++;
@@ -65,6 +72,9 @@ int64_t Model::save_state(int32_t id) {
 }
 
 bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state) {
+  // device memory: copies go through the backend's queue, which a running step also uses
+  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
+  if (!host_memory_) device.lock();
   std::lock_guard<std::mutex> lock(seq_mu_);
   Sequence* s = find(id);
   if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
@@ -94,23 +104,23 @@ bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state)
   for (const SavedRows* r : parts) {
     const float* in = r->data.data();
     for (int64_t p = 0; p < 2 * n_full_; ++p) {
-      std::memcpy(s->kv + (p * s->max_len + at) * w, in, size_t(r->n) * w * 4);
+      be_->iface->copy_to_device(be_->ctx, s->kv + (p * s->max_len + at) * w, in, size_t(r->n) * w * 4);
       in += size_t(r->n) * w;
     }
     if (draft) {
       const int64_t plane = draft_plane(dcfg_, *s);
       for (int64_t p = 0; p < 2 * dcfg_.L; ++p) {
-        std::memcpy(s->dkv + p * plane + at * dw, in, size_t(r->n) * dw * 4);
+        be_->iface->copy_to_device(be_->ctx, s->dkv + p * plane + at * dw, in, size_t(r->n) * dw * 4);
         in += size_t(r->n) * dw;
       }
     }
     at += r->n;
   }
-  if (gdn_floats_ > 0) std::memcpy(s->gdn, st->second.gdn.data(), size_t(gdn_floats_) * 4);
+  if (gdn_floats_ > 0) be_->iface->copy_to_device(be_->ctx, s->gdn, st->second.gdn.data(), size_t(gdn_floats_) * 4);
   s->len = len;
   s->broken = false;
   s->spec_n = 0;
-  s->feat.clear();
+  s->feat_rows = 0;
   // without the draft's context for every position the draft cannot run on this sequence
   s->draft_len = has_draft() ? (draft ? len : -1) : 0;
   return draft;

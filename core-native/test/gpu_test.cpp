@@ -350,6 +350,34 @@ void test_model(const std::string& dir, bool precise) {
     all.push_back(out[0]);
     m.free_sequence(id);
   };
+  // prefix cache: rows and state saved from one sequence and restored into another continue identically
+  if (precise) {
+    Model& m = *gpu;
+    int32_t ida = m.create_sequence(64), idb = m.create_sequence(64);
+    std::vector<StepItem> items(1);
+    std::vector<std::vector<float>> out, oa, ob;
+    {
+      std::lock_guard<std::mutex> l(m.seq_mutex());
+      items[0].seq = m.find(ida);
+    }
+    items[0].tokens = prompt;
+    m.step(items, out);
+    const int64_t rows = m.save_rows(ida, 0, int32_t(prompt.size())), st = m.save_state(ida);
+    m.restore(idb, {rows}, st);
+    items[0].tokens = {5 % V};
+    items[0].logits = 1;
+    m.step(items, oa);
+    {
+      std::lock_guard<std::mutex> l(m.seq_mutex());
+      items[0].seq = m.find(idb);
+    }
+    m.step(items, ob);
+    report((dir.substr(dir.rfind('/') + 1) + ": restored prefix continues as the original").c_str(), oa[0], ob[0], 0);
+    m.free_saved(rows);
+    m.free_saved(st);
+    m.free_sequence(ida);
+    m.free_sequence(idb);
+  }
   std::vector<std::vector<float>> a, b;
   run(*cpu, a);
   run(*gpu, b);
