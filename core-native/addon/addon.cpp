@@ -539,7 +539,7 @@ Napi::Value Draft(const Napi::CallbackInfo& info) {
       (*items)[i].seq = s;
       (*items)[i].anchor = int_arg(o.Get("token"), (where + ".token").c_str(), 0, V - 1);
       const int B = m->draft_config().B;
-      (*items)[i].n = o.Get("n").IsUndefined() ? B - 1 : int_arg(o.Get("n"), (where + ".n").c_str(), 1, B - 1);
+      (*items)[i].n = o.Get("n").IsUndefined() ? B - 1 : int_arg(o.Get("n"), (where + ".n").c_str(), 0, B - 1);
     }
     for (auto& it : *items) it.seq->busy = true;
     auto out = std::make_shared<std::vector<std::vector<float>>>();

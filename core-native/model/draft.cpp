@@ -32,7 +32,12 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
     Nc += n;
   }
   coff[items.size()] = Nc;
-  const int Nb = int(items.size()) * B;
+  // items with n = 0 only take in their pending context (the prefix cache saves rows that carry it)
+  bool any = false, all = true;
+  for (const DraftItem& it : items) any |= it.n > 0, all &= it.n > 0;
+  if (any && !all) throw Error("invalid_argument", "draft: context-only items (n = 0) cannot share a call with drafting ones");
+  const bool block = all;
+  const int Nb = block ? int(items.size()) * B : 0;
   float* feats = buf(kDFeat, size_t(Nc) * frow);
   float* ctx = buf(kDCtx, size_t(Nc) * H);
   for (size_t i = 0; i < items.size(); ++i)
@@ -45,7 +50,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   float* h = buf(kDH, size_t(Nb) * H);
   float* x = buf(kDX, size_t(Nb) * H);
   float* y = buf(kDY, size_t(Nb) * H);
-  {
+  if (block) {
     std::vector<int32_t> toks;
     for (size_t i = 0; i < items.size(); ++i)
       for (int j = 0; j < B; ++j) toks.push_back(j == 0 ? items[i].anchor : d.mask);
@@ -68,12 +73,6 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
       be->matmul(bc, &l.v, ctx, Nc, cv, kvw);
       be->rmsnorm(bc, ck, l.k_norm, Nc * d.nkv, d.hd, d.eps, ck);
     }
-    be->rmsnorm(bc, h, l.in_norm, Nb, H, d.eps, x);
-    be->matmul(bc, &l.q, x, Nb, q, qw);
-    be->matmul(bc, &l.k, x, Nb, bk, kvw);
-    be->matmul(bc, &l.v, x, Nb, bv, kvw);
-    be->rmsnorm(bc, q, l.q_norm, Nb * d.nh, d.hd, d.eps, q);
-    be->rmsnorm(bc, bk, l.k_norm, Nb * d.nkv, d.hd, d.eps, bk);
     for (size_t i = 0; i < items.size(); ++i) {
       Sequence* s = items[i].seq;
       const size_t plane = size_t(s->max_len + B) * kvw;
@@ -86,6 +85,19 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
         be->copy2d(bc, kc + size_t(s->draft_len) * kvw, 0, kr, 0, size_t(nc) * kvw * 4, 1);
         be->copy2d(bc, vc + size_t(s->draft_len) * kvw, 0, cv + size_t(coff[i]) * kvw, 0, size_t(nc) * kvw * 4, 1);
       }
+    }
+    if (!block) continue;
+    be->rmsnorm(bc, h, l.in_norm, Nb, H, d.eps, x);
+    be->matmul(bc, &l.q, x, Nb, q, qw);
+    be->matmul(bc, &l.k, x, Nb, bk, kvw);
+    be->matmul(bc, &l.v, x, Nb, bv, kvw);
+    be->rmsnorm(bc, q, l.q_norm, Nb * d.nh, d.hd, d.eps, q);
+    be->rmsnorm(bc, bk, l.k_norm, Nb * d.nkv, d.hd, d.eps, bk);
+    for (size_t i = 0; i < items.size(); ++i) {
+      Sequence* s = items[i].seq;
+      const size_t plane = size_t(s->max_len + B) * kvw;
+      float* kc = s->dkv + size_t(li) * 2 * plane;
+      float* vc = kc + plane;
       float* qr = q + i * B * size_t(qw);
       float* kr = bk + i * B * size_t(kvw);
       be->rope_seq(bc, qr, B, qw, d.nh, d.hd, d.hd, d.hd, s->len, nullptr, d.theta);
@@ -118,6 +130,13 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
     be->swiglu(bc, I1, I2, int64_t(Nb) * d.I, I1);
     be->matmul(bc, &l.down, I1, Nb, y, H);
     be->add(bc, h, y, NbH);
+  }
+  if (!block) {
+    check_backend();
+    out.assign(items.size(), {});
+    std::lock_guard<std::mutex> l2(seq_mu_);
+    for (DraftItem& it : items) it.seq->draft_len = it.seq->len, it.seq->feat_rows = 0;
+    return;
   }
   // rows 1..n of every block → final norm → the target's head (the whole block still runs: it attends
   // bidirectionally, as in training)

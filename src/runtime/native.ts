@@ -89,7 +89,7 @@ export interface DraftItem {
   seq: SequenceId
   /** The anchor: the last committed token, not yet processed by the target (it sits at sequenceLength). */
   token: number
-  /** Drafted positions wanted, 1..B−1 (default B−1): the logits returned are [n·V]. */
+  /** Drafted positions wanted, 1..B−1 (default B−1): the logits returned are [n·V]. 0: only take in the pending context (no block, empty logits; every item of the call must then be 0). */
   n?: number
 }
 

@@ -214,7 +214,7 @@ export class Scheduler {
     const computed = seq.numComputed
     if (computed < 1) return
     if (seq.status === 'finished') this.model.truncate?.(seq.slot, computed) // a stop inside a verify pass
-    if (seq.useDraft && this.model.draft) await this.model.draft([{seq: seq.slot, token: seq.request.prompt[0], n: 1}])
+    if (seq.useDraft && this.model.draft) await this.model.draft([{seq: seq.slot, token: seq.request.prompt[0], n: 0}])
     const p = cacheKeyOf(seq.request) // image pads keyed by the image's hash
     let tokens: Int32Array
     if (computed <= p.length) tokens = p.subarray(0, computed)

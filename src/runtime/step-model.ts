@@ -20,7 +20,7 @@ export interface DraftRequest {
   seq: number
   /** The last committed token (not yet processed by the target). */
   token: number
-  /** Drafted tokens wanted (1..B−1). */
+  /** Drafted tokens wanted (1..B−1); 0 only takes in the pending context (all items of the call alike). */
   n: number
 }
 
