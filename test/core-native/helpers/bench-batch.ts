@@ -2,7 +2,7 @@
 // decode together, one token each per step, in one native.step call; prints tokens/s summed over the batch
 // (median over the timed steps) for each N, and its ratio to N = 1; also the process CPU time per step (all threads:
 // on a shared machine it moves less than wall time; with one thread it is the compute alone).
-// npx tsx test/core-native/helpers/bench-batch.ts <package-dir | preset> [threads] [batches, e.g. 1,4,8] [steps]
+// npx tsx test/core-native/helpers/bench-batch.ts <package-dir | preset> [threads] [batches, e.g. 1,4,8] [steps] [int8x2|int8|f32]
 // A preset name (qwen3.5-0.8b, …) is synthesised once as a q4 package in the bench cache, as `splash bench` does.
 import {existsSync} from 'node:fs'
 import {presetPackage} from '../../../src/bench/common.ts'
@@ -18,7 +18,8 @@ const dir = !existsSync(arg) && arg in PRESETS ? await presetPackage(arg, undefi
 const threads = Number(process.argv[3] ?? 2)
 const batches = (process.argv[4] ?? '1,4,8').split(',').map(Number)
 const steps = Number(process.argv[5] ?? 12)
-const h = await native.openModel(dir, {threads})
+const activations = (process.argv[6] ?? 'int8x2') as 'int8x2' | 'int8' | 'f32'
+const h = await native.openModel(dir, {threads, activations})
 const info = native.modelInfo(h)
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 let single = 0
@@ -38,7 +39,7 @@ for (const n of batches) {
   for (const seq of seqs) native.freeSequence(h, seq)
   const tps = n / median(times)
   if (n === 1) single = tps
-  console.log(`${info.isa} threads=${threads} batch ${n}: ${(median(times) * 1e3).toFixed(1)} ms/step, aggregate ${tps.toFixed(2)} tok/s` +
+  console.log(`${info.isa} ${activations} threads=${threads} batch ${n}: ${(median(times) * 1e3).toFixed(1)} ms/step, aggregate ${tps.toFixed(2)} tok/s` +
     (single ? ` (${(tps / single).toFixed(2)}× one sequence)` : '') + `; cpu ${(median(cpu) * 1e3).toFixed(1)} ms/step`)
 }
 native.closeModel(h)
