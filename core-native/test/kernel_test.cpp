@@ -1,4 +1,5 @@
-// Standalone kernel self-test and matvec benchmark: `splash_kernel_test [bench rows cols dtype threads]`.
+// Standalone kernel self-test and matmul benchmark:
+// `splash_kernel_test [bench rows cols dtype threads [isa|-] [tokens]]`.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -15,9 +16,17 @@ int main(int argc, char** argv) {
     int64_t rows = argc > 2 ? std::atoll(argv[2]) : 8192, cols = argc > 3 ? std::atoll(argv[3]) : 8192;
     std::string dtype = argc > 4 ? argv[4] : "q4";
     int threads = argc > 5 ? std::atoi(argv[5]) : 0;
-    const char* isa = argc > 6 ? argv[6] : nullptr;
+    const char* isa = argc > 6 && std::string(argv[6]) != "-" ? argv[6] : nullptr;
+    const int nt = argc > 7 ? std::atoi(argv[7]) : 1;
     for (int i8 : {1, 2, 0}) {
-      BenchResult r = bench_matmul(rows, cols, dtype, threads, i8, 50, isa);
+      BenchResult r = bench_matmul(rows, cols, dtype, threads, i8, nt > 1 ? 10 : 50, isa, nt);
+      if (nt > 1) {
+        const double s = r.seconds_per_matvec;
+        std::printf("%s %lldx%lld %s int8=%d threads=%d nt=%d: %.3f ms per call, %.3f ms per token, %.1f GMAC/s\n",
+                    r.isa.c_str(), (long long)rows, (long long)cols, dtype.c_str(), int(i8), r.threads, nt, s * 1e3,
+                    s * 1e3 / nt, double(rows) * double(cols) * nt / s / 1e9);
+        continue;
+      }
       std::printf("%s %lldx%lld %s int8=%d threads=%d: %.3f ms, %.2f GB/s (read %.2f GB/s, memcpy %.2f GB/s)\n",
                   r.isa.c_str(), (long long)rows, (long long)cols, dtype.c_str(), int(i8), r.threads,
                   r.seconds_per_matvec * 1e3, r.matvec_gbps, r.read_gbps, r.memcpy_gbps);

@@ -106,3 +106,31 @@ t.test('runMatmul: every ISA and path against TypeScript', async (t) => {
   t.throws(() => native.runMatmul({dtype: 'f32', rows: 2, cols: 4, weight: new Float32Array(7), x: new Float32Array(4), nt: 1}),
     {code: 'invalid_argument'})
 })
+
+// Batch invariance through the addon: an n-token matmul gives every token exactly the bits of a one-token
+// matmul of that token (odd row and token counts; the tile kernels take up to four tokens at a time).
+t.test('runMatmul: n tokens equal n one-token calls bit for bit, every ISA and mode', async (t) => {
+  const r = rng(33)
+  for (const [rows, cols, nt] of [[37, 320, 7], [6, 128, 5], [130, 64, 16]]) {
+    const w32 = Float32Array.from({length: rows * cols}, () => r.normal() / 8)
+    const x = Float32Array.from({length: nt * cols}, () => r.normal())
+    for (const bits of [4, 8] as const) {
+      const q = quantize(w32, rows, cols, bits)
+      const dtype = bits === 4 ? 'q4' as const : 'q8' as const
+      for (const isa of native.isaList()) {
+        for (const levels of [0, 1, 2]) {
+          const opts = {dtype, rows, cols, weight: q.weight, scales: q.scales, biases: q.biases, int8: levels > 0, int8x2: levels === 2, isa}
+          const all = native.runMatmul({...opts, x, nt})
+          let bad = 0
+          for (let tk = 0; tk < nt; tk++) {
+            const one = native.runMatmul({...opts, x: x.slice(tk * cols, (tk + 1) * cols), nt: 1})
+            const a = new Uint32Array(all.buffer, all.byteOffset + tk * rows * 4, rows)
+            const b = new Uint32Array(one.buffer, one.byteOffset, rows)
+            for (let i = 0; i < rows; i++) if (a[i] !== b[i]) bad++
+          }
+          t.equal(bad, 0, `${dtype} ${rows}x${cols} nt=${nt} ${isa} levels=${levels}: identical bits`)
+        }
+      }
+    }
+  }
+})

@@ -6,12 +6,25 @@
 #include <cstring>
 #include <memory>
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
 #include "backend/cpu/cpu_graph.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/isa.h"
 #include "runtime/thread_pool.h"
 
 namespace splash::cpu {
+
+namespace {
+// Round to nearest, ties to even (nearbyint in the default rounding mode) for |v| < 2^22, without a libm
+// call: adding 1.5·2^23 leaves no fraction bits (strict IEEE arithmetic, no -ffast-math here).
+inline int round_even(float v) {
+  const float magic = 12582912.f;
+  return int((v + magic) - magic);
+}
+}  // namespace
 
 void prepare_act(const splash_weight* w, const float* x, int32_t nt, int levels, ActBuf& buf, Act& a) {
   const int64_t C = w->cols;
@@ -58,36 +71,43 @@ void prepare_act(const splash_weight* w, const float* x, int32_t nt, int levels,
     buf.xs2.resize(size_t(nt) * G);
     buf.xqsum2.resize(size_t(nt) * G);
   }
+  const bool q4 = w->dtype == SPLASH_Q4;
+  int8_t q[64];
   for (int64_t t = 0; t < nt; ++t)
     for (int64_t g = 0; g < G; ++g) {
       const float* s = a.xf + t * C + g * 64;
-      int8_t* q = buf.xq.data() + t * C + g * 64;
+      // destination halves: q4 pairs groups (isa.h), q8 keeps the natural order
+      const int64_t d0 = t * C + (q4 ? q4_even_at(g) : g * 64), d1 = t * C + (q4 ? q4_odd_at(g, G) : g * 64 + 32);
       float amax = 0.f;
       for (int j = 0; j < 64; ++j) amax = std::max(amax, std::fabs(s[j]));
       const float sc = amax / 127.f;
       const float inv = amax > 0.f ? 127.f / amax : 0.f;
       int32_t qs = 0;
       for (int j = 0; j < 64; ++j) {
-        int v = int(std::nearbyint(s[j] * inv));
+        int v = round_even(s[j] * inv);
         v = std::min(127, std::max(-127, v));
         q[j] = int8_t(v);
         qs += v;
       }
+      std::memcpy(buf.xq.data() + d0, q, 32);
+      std::memcpy(buf.xq.data() + d1, q + 32, 32);
       buf.xs[t * G + g] = sc;
       buf.xqsum[t * G + g] = qs;
       if (two) {
         // residual level: |x − sc·q| ≤ sc/2, quantised with step sc/256 (a power of two, so the kernels can
         // fold both levels into one integer sum: 256·Σq·xq + Σq·xq2, times scale·sc2)
-        int8_t* q2 = buf.xq2.data() + t * C + g * 64;
+        int8_t q2[64];
         const float sc2 = sc / 256.f;
         const float inv2 = sc2 > 0.f ? 1.f / sc2 : 0.f;
         int32_t qs2 = 0;
         for (int j = 0; j < 64; ++j) {
-          int v = int(std::nearbyint((s[j] - sc * float(q[j])) * inv2));
+          int v = round_even((s[j] - sc * float(q[j])) * inv2);
           v = std::min(127, std::max(-127, v));
           q2[j] = int8_t(v);
           qs2 += v;
         }
+        std::memcpy(buf.xq2.data() + d0, q2, 32);
+        std::memcpy(buf.xq2.data() + d1, q2 + 32, 32);
         buf.xs2[t * G + g] = sc2;
         buf.xqsum2[t * G + g] = qs2;
       }
@@ -102,6 +122,18 @@ void prepare_act(const splash_weight* w, const float* x, int32_t nt, int levels,
   }
 }
 
+#if defined(__aarch64__)
+static bool cpu_has_dotprod() {
+#if defined(__APPLE__)
+  return true;  // every Apple silicon core has FEAT_DotProd
+#elif defined(__linux__)
+  return (getauxval(AT_HWCAP) & (1UL << 20)) != 0;  // HWCAP_ASIMDDP
+#else
+  return false;
+#endif
+}
+#endif
+
 std::vector<const IsaKernels*> isa_available() {
   std::vector<const IsaKernels*> out{isa_scalar()};
 #if defined(__x86_64__) || defined(_M_X64)
@@ -110,6 +142,9 @@ std::vector<const IsaKernels*> isa_available() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     out.push_back(isa_avx512());
+#endif
+#if defined(__aarch64__)
+  if (cpu_has_dotprod()) out.push_back(isa_neon_dotprod());
 #endif
   return out;
 }

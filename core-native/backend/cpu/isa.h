@@ -3,6 +3,9 @@
 //  - q4 weights: within each 64-group, activations are reordered [even 32 | odd 32] so the low and
 //    high nibbles of the 32 packed bytes line up with contiguous activations (no shuffles);
 //  - other weights: natural order.
+// The int8 activations of q4 weights go one step further: groups are stored in pairs,
+// [g even 32 | g+1 even 32 | g odd 32 | g+1 odd 32], so one 512-bit load feeds a nibble plane of two
+// groups (an unpaired last group is [even 32 | odd 32]); q4_even_at / q4_odd_at give the offsets.
 // Two arithmetic paths exist for q4/q8: "f32" (fp32 activations, exact up to rounding) and "i8"
 // (activations quantised to int8 per 64-group, integer dot products, then
 //  dot_g = scale_g·sx_g·Σ q·xq + bias_g·Σ x_g), optionally with a second int8 level for the residual
@@ -52,10 +55,17 @@ const IsaKernels* isa_scalar();
 const IsaKernels* isa_avx2();
 const IsaKernels* isa_avx512();
 #endif
-// Best ISA this CPU supports, or the named one ("scalar" | "avx2" | "avx512"); nullptr if unsupported.
+#if defined(__aarch64__)
+const IsaKernels* isa_neon_dotprod();  // q4 int8 tiles with sdot; other paths fall back to scalar
+#endif
+// Best ISA this CPU supports, or the named one ("scalar" | "avx2" | "avx512" | "neon-dotprod"); nullptr if
+// unsupported.
 const IsaKernels* isa_select(const char* name);
 // Names of the ISAs this CPU can run, best last.
 std::vector<const IsaKernels*> isa_available();
+
+inline int64_t q4_even_at(int64_t g) { return (g & 1) ? (g - 1) * 64 + 32 : g * 64; }
+inline int64_t q4_odd_at(int64_t g, int64_t G) { return (g & 1) || g + 1 < G ? q4_even_at(g) + 64 : g * 64 + 32; }
 
 inline float bf16_to_f32(uint16_t v) {
   union { uint32_t u; float f; } c{uint32_t(v) << 16};

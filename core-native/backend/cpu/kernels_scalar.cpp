@@ -11,6 +11,22 @@ inline float ldw(const splash_weight* w, int64_t r, int64_t c) {
   return bf16_to_f32(static_cast<const uint16_t*>(w->data)[r * w->cols + c]);
 }
 
+// Σ q·x over group g (integer, exact); x: the token's int8 activations in kernel layout (isa.h).
+inline int32_t idot(const uint8_t* row, const int8_t* x, int64_t g, int64_t G, bool q4) {
+  int32_t d = 0;
+  if (q4) {
+    const uint8_t* b = row + g * 32;
+    const int8_t* xe = x + q4_even_at(g);
+    const int8_t* xo = x + q4_odd_at(g, G);
+    for (int j = 0; j < 32; ++j) d += int32_t(b[j] & 15) * xe[j] + int32_t(b[j] >> 4) * xo[j];
+  } else {
+    const uint8_t* b = row + g * 64;
+    for (int j = 0; j < 64; ++j) d += int32_t(b[j]) * x[g * 64 + j];
+  }
+  return d;
+}
+
+// Each (row, token) is computed on its own: the result cannot depend on the batch or the row split.
 void rows_scalar(const splash_weight* w, const Act& a, int64_t r0, int64_t r1, float* y, int64_t ys) {
   const int64_t C = w->cols;
   const int64_t G = C / 64;
@@ -28,28 +44,8 @@ void rows_scalar(const splash_weight* w, const Act& a, int64_t r0, int64_t r1, f
           const float bi = bf16_to_f32(w->biases[r * G + g]);
           const int64_t tg = t * G + g;
           if (a.i8) {
-            const int8_t* xq = a.xq + t * C + g * 64;
-            int32_t d = 0;
-            if (q4) {
-              const uint8_t* b = row + g * 32;
-              for (int j = 0; j < 32; ++j) d += int32_t(b[j] & 15) * xq[j] + int32_t(b[j] >> 4) * xq[32 + j];
-            } else {
-              const uint8_t* b = row + g * 64;
-              for (int j = 0; j < 64; ++j) d += int32_t(b[j]) * xq[j];
-            }
-            acc += s * a.xs[tg] * float(d) + bi * a.xsum[tg];
-            if (a.xq2) {
-              const int8_t* x2 = a.xq2 + t * C + g * 64;
-              int32_t d2 = 0;
-              if (q4) {
-                const uint8_t* b = row + g * 32;
-                for (int j = 0; j < 32; ++j) d2 += int32_t(b[j] & 15) * x2[j] + int32_t(b[j] >> 4) * x2[32 + j];
-              } else {
-                const uint8_t* b = row + g * 64;
-                for (int j = 0; j < 64; ++j) d2 += int32_t(b[j]) * x2[j];
-              }
-              acc += s * a.xs2[tg] * float(d2);
-            }
+            acc += s * a.xs[tg] * float(idot(row, a.xq + t * C, g, G, q4)) + bi * a.xsum[tg];
+            if (a.xq2) acc += s * a.xs2[tg] * float(idot(row, a.xq2 + t * C, g, G, q4));
           } else {
             const float* x = a.xf + t * C + g * 64;
             float d = 0.f;

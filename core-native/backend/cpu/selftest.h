@@ -23,13 +23,15 @@ struct BenchResult {
   int64_t rows, cols;
   std::string dtype;
   int int8;  // activation levels: 0 fp32, 1 int8, 2 int8x2
+  int nt;    // tokens per call
   double weight_bytes;
   double seconds_per_matvec;
   double matvec_gbps;   // weight bytes (incl. scales/biases) / time
   double read_gbps;     // plain parallel read (sum) of a buffer of the same size, same threads
   double memcpy_gbps;   // single-thread memcpy, (read+write bytes) / time
 };
+// nt > 1: a matmul of nt tokens (seconds_per_matvec is then the fastest call; matvec_gbps counts the weights once).
 BenchResult bench_matmul(int64_t rows, int64_t cols, const std::string& dtype, int threads, int int8, int iters,
-                         const char* isa);
+                         const char* isa, int nt = 1);
 
 }  // namespace splash::cpu

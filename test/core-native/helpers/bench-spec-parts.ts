@@ -13,8 +13,11 @@ let L = 100
 const time = async (label: string, f: () => Promise<unknown>, n = 40) => {
   for (let i = 0; i < 3; i++) await f()
   const t0 = performance.now()
+  const c0 = process.cpuUsage()
   for (let i = 0; i < n; i++) await f()
-  console.log(label.padEnd(28), ((performance.now() - t0) / n).toFixed(2), 'ms')
+  const c = process.cpuUsage(c0)
+  // cpu: process CPU time (all threads) per call; on a shared machine it moves less than wall time
+  console.log(label.padEnd(28), ((performance.now() - t0) / n).toFixed(2), 'ms', `(cpu ${((c.user + c.system) / 1e3 / n).toFixed(2)} ms)`)
 }
 const dec = (logits: 'none' | 'last') => async () => {
   await native.step(h, [{seq: s, tokens: Int32Array.of(5), logits, capture: true}])
