@@ -2,6 +2,7 @@
 // under qemu-user. The self-test checks every kernel this build has (scalar, and NEON dot-product where the
 // emulated CPU has it) against the fp64 reference and the batch-invariance rule (n tokens == 1 token, bit for bit).
 // scripts/setup-system.sh installs both tools on x86-64 Debian; the build directory is kept between runs.
+import {createHash} from 'node:crypto'
 import t from 'tap'
 import {spawnSync} from 'node:child_process'
 import {existsSync, mkdirSync, openSync, readSync, closeSync} from 'node:fs'
@@ -25,7 +26,8 @@ t.test('cross-built aarch64 kernel self-test passes under qemu', {skip: hostOk ?
   t.ok(has('aarch64-linux-gnu-g++'), 'aarch64-linux-gnu-g++ is installed (scripts/setup-system.sh)')
   t.ok(has('qemu-aarch64'), 'qemu-aarch64 is installed (scripts/setup-system.sh)')
   if (!has('aarch64-linux-gnu-g++') || !has('qemu-aarch64')) return
-  const build = path.join(tmpdir(), 'splash-arm64-build')
+  // one build folder per checkout: CMake refuses a cache made from another source folder
+  const build = path.join(tmpdir(), `splash-arm64-build-${createHash('sha256').update(root).digest('hex').slice(0, 12)}`)
   mkdirSync(build, {recursive: true})
   const gen = has('ninja') ? ['-G', 'Ninja'] : []
   const conf = run('cmake', ['-S', path.join(root, 'core-native'), '-B', build, ...gen, '-DCMAKE_BUILD_TYPE=Release',
