@@ -1,13 +1,14 @@
 // Grammar mask cost per token against the decode step (a report, not a test). For each schema, one greedy
 // constrained generation through the real engine (draft off) with the matcher timed: the time to compute
-// each mask (XGrammar, on the JS thread while the native step runs), to accept each token, and to apply
-// the mask to the logits row (the TypeScript sampler's maskLogits); then the same prompts unconstrained
+// each mask (XGrammar, on the JS thread while the native step runs), to accept each token, and to sample
+// the logits row under the mask (native.sampleLogits, on the JS thread after the step); then the same prompts unconstrained
 // for the decode step time.
 //   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens]
 import {join} from 'node:path'
 import {NativeModel} from '../src/runtime/native-model.ts'
 import {Engine} from '../src/runtime/engine.ts'
-import {GREEDY, maskLogits} from '../src/runtime/sampling.ts'
+import {GREEDY} from '../src/runtime/sampling.ts'
+import {native} from '../src/runtime/native.ts'
 import type {TokenConstraint} from '../src/runtime/request.ts'
 import {readManifest} from '../src/package/manifest.ts'
 import {Grammars} from '../src/grammar/compiler.ts'
@@ -31,7 +32,7 @@ const logits = Float32Array.from({length: vocab}, () => Math.random())
 
 class Timed implements TokenConstraint {
   maskMs: number[] = []
-  /** maskLogits on each mask, best of 5 (the machine is shared: the minimum is the cost, the rest is noise). */
+  /** a masked native sample of one row per mask, best of 5 (the machine is shared: the minimum is the cost, the rest is noise). */
   applyMs: number[] = []
   acceptMs = 0
   accepted = 0
@@ -47,7 +48,7 @@ class Timed implements TokenConstraint {
     let best = Infinity
     for (let i = 0; i < 5; i++) {
       const a0 = performance.now()
-      maskLogits(logits, m)
+      native.sampleLogits(logits, vocab, {params: GREEDY, rows: [{allowed: m}]})
       best = Math.min(best, performance.now() - a0)
     }
     this.applyMs.push(best)

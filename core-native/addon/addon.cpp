@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 
+#include "addon/sample_args.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/selftest.h"
 #include "model/model.h"
@@ -440,7 +441,24 @@ Napi::Value EncodeImage(const Napi::CallbackInfo& info) {
   });
 }
 
-// step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all'}]) → Promise<(Float32Array|null)[]>
+// One item's result: {logits: Float32Array (moved, no copy) | null, sampled: [...] | null}.
+Napi::Object item_result(Napi::Env env, std::vector<float>* logits, const splash::sampler::Request* sample,
+                         const std::vector<splash::sampler::Sampled>& sampled) {
+  Napi::Object r = Napi::Object::New(env);
+  if (logits) {
+    auto* vec = new std::vector<float>(std::move(*logits));
+    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
+        env, vec->data(), vec->size() * sizeof(float), [](Napi::Env, void*, std::vector<float>* p) { delete p; }, vec);
+    r.Set("logits", Napi::Float32Array::New(env, vec->size(), ab, 0));
+  } else {
+    r.Set("logits", env.Null());
+  }
+  r.Set("sampled", sample ? Napi::Value(splash::addon::sampled_to_js(env, sampled, sample->n_top >= 0)) : env.Null());
+  return r;
+}
+
+// step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all', capture?, verify?, sample?}])
+//   → Promise<{logits: Float32Array|null, sampled: [...]|null}[]>
 Napi::Value Step(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     auto m = model_arg(info);
@@ -480,6 +498,8 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
       it.capture = o.Get("capture").ToBoolean().Value();
       it.verify = o.Get("verify").ToBoolean().Value();
       multimodal_fields(*m, o, where, it);
+      if (!o.Get("sample").IsUndefined())
+        it.sample = splash::addon::parse_sample(o.Get("sample"), where + ".sample", V, int(it.tokens.size()));
     }
     for (auto& it : *items) it.seq->busy = true;
     auto out = std::make_shared<std::vector<std::vector<float>>>();
@@ -493,15 +513,8 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
         [=](Napi::Env env) -> Napi::Value {
           Napi::Array res = Napi::Array::New(env, items->size());
           for (size_t i = 0; i < items->size(); ++i) {
-            if ((*items)[i].logits == 0) {
-              res.Set(uint32_t(i), env.Null());
-              continue;
-            }
-            auto* vec = new std::vector<float>(std::move((*out)[i]));
-            Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
-                env, vec->data(), vec->size() * sizeof(float),
-                [](Napi::Env, void*, std::vector<float>* p) { delete p; }, vec);
-            res.Set(uint32_t(i), Napi::Float32Array::New(env, vec->size(), ab, 0));
+            const auto& it = (*items)[i];
+            res.Set(uint32_t(i), item_result(env, it.logits == 0 ? nullptr : &(*out)[i], it.sample.get(), it.sampled));
           }
           return res;
         },
@@ -518,8 +531,9 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
   });
 }
 
-// draft(handle, [{seq, token, n?}]) → Promise<Float32Array[]>: per item the draft's logits for block rows 1..n
-// ([n·V], n ≤ B−1, default B−1); `token` is the anchor (the last committed token, at position sequenceLength).
+// draft(handle, [{seq, token, n?, sample?, logits?}]) → Promise<{logits, sampled}[]>: per item the draft's logits
+// for block rows 1..n ([n·V], n ≤ B−1, default B−1; with `sample` only when logits: true) and its sampled rows;
+// `token` is the anchor (the last committed token, at position sequenceLength).
 Napi::Value Draft(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     auto m = model_arg(info);
@@ -540,6 +554,11 @@ Napi::Value Draft(const Napi::CallbackInfo& info) {
       (*items)[i].anchor = int_arg(o.Get("token"), (where + ".token").c_str(), 0, V - 1);
       const int B = m->draft_config().B;
       (*items)[i].n = o.Get("n").IsUndefined() ? B - 1 : int_arg(o.Get("n"), (where + ".n").c_str(), 0, B - 1);
+      if (!o.Get("sample").IsUndefined())
+        (*items)[i].sample = splash::addon::parse_sample(o.Get("sample"), where + ".sample", V, (*items)[i].n);
+      Napi::Value lv = o.Get("logits");
+      if (!lv.IsUndefined() && !lv.IsBoolean()) fail("invalid_argument", where + ".logits must be a boolean");
+      (*items)[i].logits = lv.IsUndefined() ? !(*items)[i].sample : lv.As<Napi::Boolean>().Value();
     }
     for (auto& it : *items) it.seq->busy = true;
     auto out = std::make_shared<std::vector<std::vector<float>>>();
@@ -548,11 +567,8 @@ Napi::Value Draft(const Napi::CallbackInfo& info) {
         [=](Napi::Env env) -> Napi::Value {
           Napi::Array res = Napi::Array::New(env, items->size());
           for (size_t i = 0; i < items->size(); ++i) {
-            auto* vec = new std::vector<float>(std::move((*out)[i]));
-            Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
-                env, vec->data(), vec->size() * sizeof(float),
-                [](Napi::Env, void*, std::vector<float>* p) { delete p; }, vec);
-            res.Set(uint32_t(i), Napi::Float32Array::New(env, vec->size(), ab, 0));
+            const auto& it = (*items)[i];
+            res.Set(uint32_t(i), item_result(env, it.logits ? &(*out)[i] : nullptr, it.sample.get(), it.sampled));
           }
           return res;
         },
@@ -709,6 +725,9 @@ Napi::Value RunMatmul(const Napi::CallbackInfo& info) {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("runMatmul", Napi::Function::New(env, RunMatmul));
+  exports.Set("sampleLogits", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+                return guard(info, [&] { return splash::addon::SampleLogits(info); });
+              }));
   exports.Set("abiVersion", Napi::Number::New(env, SPLASH_BACKEND_ABI));
   exports.Set("openModel", Napi::Function::New(env, OpenModel));
   exports.Set("modelInfo", Napi::Function::New(env, ModelInfo));

@@ -153,12 +153,17 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   be->copy_to_host(bc, logits_host_.data(), logits, logits_host_.size() * 4);
   check_backend();
   out.assign(items.size(), {});
-  std::lock_guard<std::mutex> l2(seq_mu_);
+  {
+    std::lock_guard<std::mutex> l2(seq_mu_);
+    for (size_t i = 0; i < items.size(); ++i) {
+      Sequence* s = items[i].seq;
+      s->draft_len = s->len;
+      s->feat_rows = 0;
+    }
+  }
   for (size_t i = 0; i < items.size(); ++i) {
-    Sequence* s = items[i].seq;
-    s->draft_len = s->len;
-    s->feat_rows = 0;
-    out[i].assign(logits_host_.begin() + roff[i] * c.V, logits_host_.begin() + roff[i + 1] * c.V);
+    auto& it = items[i];
+    take_rows(logits_host_.data() + roff[i] * c.V, it.n, c.V, it.logits ? it.n : 0, it.sample.get(), out[i], it.sampled);
   }
 }
 

@@ -261,8 +261,8 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
     int off = 0;
     for (auto& it : items) {
       const int n = int(it.tokens.size());
-      if (it.logits == 1) runs.push_back({off + n - 1, 1}), R += 1;
-      else if (it.logits == 2) runs.push_back({off, n}), R += n;
+      const int h = it.head_rows();
+      if (h > 0) runs.push_back({off + n - h, h}), R += h;
       off += n;
     }
   }
@@ -310,10 +310,9 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   size_t r = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
-    if (it.logits == 0) continue;
-    const size_t n = it.logits == 1 ? 1 : it.tokens.size();
-    out[i].assign(logits_host_.begin() + r * c.V, logits_host_.begin() + (r + n) * c.V);
-    r += n;
+    const int n = it.head_rows();
+    take_rows(logits_host_.data() + r * c.V, n, c.V, it.logit_rows(), it.sample.get(), out[i], it.sampled);
+    r += size_t(n);
   }
 }
 

@@ -1,6 +1,7 @@
 // The Qwen hybrid model family (qwen3_5, qwen3_5_moe, qwen3_next, qwen3): config, weights bound in
 // place from the package, per-sequence state, and the batched forward step.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "backend/loader.h"
 #include "model/vision.h"
 #include "runtime/package.h"
+#include "sampler/sampler.h"
 #include "splash/backend.h"
 
 namespace splash {
@@ -106,13 +108,26 @@ struct StepItem {
   std::vector<int32_t> embed_at;
   std::vector<float> embeds;
   std::vector<int32_t> positions;
+  std::shared_ptr<const sampler::Request> sample;  // sample (or score) the trailing rows inside the step
+  std::vector<sampler::Sampled> sampled;           // filled by step(): one per sample->rows
+  int logit_rows() const { return logits == 0 ? 0 : logits == 1 ? 1 : int(tokens.size()); }
+  // trailing rows that go through the LM head: those returned as logits and those sampled
+  int head_rows() const { return std::max(logit_rows(), sample ? int(sample->rows.size()) : 0); }
 };
 
 struct DraftItem {
   Sequence* seq = nullptr;
   int32_t anchor = 0;  // last committed token, at position seq->len (not yet processed by the target)
   int32_t n = 0;       // drafted positions wanted (1..B−1): logits rows 1..n of the block
+  bool logits = true;  // return the n logits rows (with `sample`, only when asked for)
+  std::shared_ptr<const sampler::Request> sample;  // sample the n rows (sample->rows.size() == n)
+  std::vector<sampler::Sampled> sampled;
 };
+
+// What an item gets back from its computed trailing rows [nrows × V]: the last `keep` rows as logits and the
+// sampled rows (model/item_rows.cpp).
+void take_rows(const float* rows, int nrows, int V, int keep, const sampler::Request* sample, std::vector<float>& logits,
+               std::vector<sampler::Sampled>& sampled);
 
 class Model {
  public:
@@ -144,7 +159,8 @@ class Model {
   Sequence* find(int32_t id);  // nullptr if unknown; caller holds seq_mu_
   std::mutex& seq_mutex() { return seq_mu_; }
 
-  // One batched step; out[i] gets logits per item (empty for 'none'). Serialised by compute_mu_.
+  // One batched step; out[i] gets logits per item (empty for 'none'), items[i].sampled the sampled rows.
+  // Serialised by compute_mu_.
   void step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out);
 
   // Prefix cache (saved_state.cpp): KV rows [start, start+n) (target, and the draft's context when it has
@@ -167,7 +183,8 @@ class Model {
   bool has_draft() const { return dcfg_.B > 0; }
   const DraftConfig& draft_config() const { return dcfg_; }
   uint64_t draft_bytes(int64_t max_len) const;
-  // One draft forward per item: consumes the pending features, out[i] = logits of block rows 1..n [n·V].
+  // One draft forward per item: consumes the pending features, out[i] = logits of block rows 1..n [n·V]
+  // (empty when the item samples and does not ask for logits), items[i].sampled the sampled rows.
   void draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>& out);
 
  private:

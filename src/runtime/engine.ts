@@ -1,6 +1,6 @@
 // The engine facade: accepts generation requests, runs the step loop (one model step at a time, the
 // compute on native threads), and streams events back. No HTTP here.
-import type {StepModel} from './step-model.js'
+import type {StepModel, StepResult} from './step-model.js'
 import type {GenerationEvent, GenerationRequest} from './request.js'
 import {Scheduler, type SchedulerLimits} from './scheduler.js'
 import type {Metrics} from './metrics.js'
@@ -137,7 +137,7 @@ export class Engine {
         if (this.scheduler.numRunning === 0 && this.scheduler.numWaiting === 0) break
         continue
       }
-      let results: Array<Float32Array | null>
+      let results: StepResult[]
       const t0 = performance.now()
       try {
         if (batch.drafting.length > 0) {

@@ -1,6 +1,7 @@
 // The native engine as the scheduler's StepModel: one loaded package, its sequences and its step.
 import {native, type ModelHandle, type ModelInfo, type OpenModelOptions} from './native.js'
-import type {DraftRequest, StateStore, StepItem, StepModel} from './step-model.js'
+import type {SampleRequest, SampledToken} from './sampling.js'
+import type {DraftRequest, StateStore, StepItem, StepModel, StepResult} from './step-model.js'
 
 /** SPLASH_DRAFT=off (or 0/false/no) disables speculative decoding: diagnosis and tests only. */
 export function draftDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -55,17 +56,21 @@ export class NativeModel implements StepModel {
     if (!this.closed) native.freeSequence(this.handle, seq)
   }
 
-  step(items: StepItem[]): Promise<Array<Float32Array | null>> {
+  step(items: StepItem[]): Promise<StepResult[]> {
     return native.step(this.handle, items)
   }
 
-  draft(items: DraftRequest[]): Promise<Float32Array[]> {
+  draft(items: DraftRequest[]): Promise<StepResult[]> {
     return native.draft(this.handle, items)
   }
 
   get encodeImage(): StepModel['encodeImage'] {
     if (!this.info.vision) return undefined
     return (pixels, grid) => native.encodeImage(this.handle, {pixels, grid})
+  }
+
+  sampleRows(logits: Float32Array, sample: SampleRequest): SampledToken[] {
+    return native.sampleLogits(logits, this.vocabSize, sample)
   }
 
   truncate(seq: number, length: number): void {

@@ -6,6 +6,7 @@ import {existsSync} from 'node:fs'
 import {fileURLToPath} from 'node:url'
 import path from 'node:path'
 import {SplashError, type ErrorKind} from '../errors.js'
+import type {SampleRequest, SampledToken} from './sampling.js'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const fromBuild = import.meta.url.endsWith('.js') && here.split(path.sep).includes('dist')
@@ -91,6 +92,18 @@ export interface DraftItem {
   token: number
   /** Drafted positions wanted, 1..B−1 (default B−1): the logits returned are [n·V]. 0: only take in the pending context (no block, empty logits; every item of the call must then be 0). */
   n?: number
+  /** Sample the drafted rows inside the pass (rows.length ≤ n: the trailing rows). */
+  sample?: SampleRequest
+  /** Return the logits rows too (default: true without `sample`, false with it). */
+  logits?: boolean
+}
+
+/** What one step or draft item gets back. */
+export interface StepResult {
+  /** The logits rows asked for ([rows × V]), or null. */
+  logits: Float32Array | null
+  /** The sampled rows (one per `sample.rows` entry), or null without `sample`. */
+  sampled: SampledToken[] | null
 }
 
 export type MatmulActivations = 'f32' | 'int8' | 'int8x2'
@@ -160,6 +173,12 @@ export interface StepItem {
   embeds?: Float32Array
   /** M-RoPE ids (T, H, W) of every token of this item, 3 per token; default: all three = the position. */
   positions?: Int32Array
+  /**
+   * Sample (or score) the item's trailing `sample.rows.length` rows inside the step: the tokens (and
+   * log-probabilities) come back in `sampled`, and no logits row is copied out for them. Independent of
+   * `logits`: the rows computed are the union of both (an item may return its logits and sample its last row).
+   */
+  sample?: SampleRequest
 }
 
 /** What a model holds (leak checks): live sequences, saved KV row ranges and states, and their bytes. */
@@ -233,8 +252,8 @@ interface Binding {
   freeSequence(h: ModelHandle, seq: SequenceId): void
   truncateSequence(h: ModelHandle, seq: SequenceId, length: number): void
   sequenceLength(h: ModelHandle, seq: SequenceId): number
-  step(h: ModelHandle, items: StepItem[]): Promise<(Float32Array | null)[]>
-  draft(h: ModelHandle, items: DraftItem[]): Promise<Float32Array[]>
+  step(h: ModelHandle, items: StepItem[]): Promise<StepResult[]>
+  draft(h: ModelHandle, items: DraftItem[]): Promise<StepResult[]>
   saveRows(h: ModelHandle, seq: SequenceId, start: number, n: number): number
   saveState(h: ModelHandle, seq: SequenceId): number
   restoreSequence(h: ModelHandle, seq: SequenceId, rows: number[], state: number): boolean
@@ -246,6 +265,7 @@ interface Binding {
   kernelSelfTest(seed?: number): Promise<KernelCheck[]>
   benchMatmul(opts: BenchOptions): Promise<BenchResult>
   runMatmul(opts: RunMatmulOptions): Float32Array
+  sampleLogits(logits: Float32Array, vocab: number, sample: SampleRequest): SampledToken[]
 }
 
 let binding: Binding | undefined
@@ -301,9 +321,9 @@ export const native = {
    */
   truncateSequence: (h: ModelHandle, seq: SequenceId, length: number) => sync(() => load().truncateSequence(h, seq, length)),
   sequenceLength: (h: ModelHandle, seq: SequenceId) => sync(() => load().sequenceLength(h, seq)),
-  /** One batched step over several sequences; logits per item (null for 'none'). */
+  /** One batched step over several sequences; per item its logits (null for 'none') and sampled rows. */
   step: (h: ModelHandle, items: StepItem[]) => async(() => load().step(h, items)),
-  /** One DFlash draft pass per item: logits of the B−1 drafted positions, [(B−1)·V] each. */
+  /** One DFlash draft pass per item: logits of the n drafted positions ([n·V]) and/or their sampled tokens. */
   draft: (h: ModelHandle, items: DraftItem[]) => async(() => load().draft(h, items)),
   /** Prefix cache: copies KV rows [start, start+n) of a sequence (target, and draft context when complete); returns an id. */
   saveRows: (h: ModelHandle, seq: SequenceId, start: number, n: number) => sync(() => load().saveRows(h, seq, start, n)),
@@ -324,4 +344,9 @@ export const native = {
   benchMatmul: (opts: BenchOptions) => async(() => load().benchMatmul(opts)),
   /** Test-only: one matmul y[nt, rows] = x · Wᵀ through the CPU backend (single thread, small inputs). */
   runMatmul: (opts: RunMatmulOptions) => sync(() => load().runMatmul(opts)),
+  /**
+   * The native sampler on given logits ([rows·vocab]; the trailing sample.rows.length rows), synchronously on
+   * the calling thread: rows whose grammar mask is ready only after their step, tests and benchmarks.
+   */
+  sampleLogits: (logits: Float32Array, vocab: number, sample: SampleRequest) => sync(() => load().sampleLogits(logits, vocab, sample)),
 }

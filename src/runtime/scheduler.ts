@@ -1,19 +1,10 @@
 // Continuous batching: which sequences run in the next step and with how many tokens, and what happens
 // after the step (sampling, stop conditions, freeing). schedule() → model.step() → postprocess().
 import {cacheKeyOf, mediaFields} from './media.js'
-import type {StepItem, StepModel} from './step-model.js'
+import type {DraftRequest, StepItem, StepModel, StepResult} from './step-model.js'
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Sequence} from './sequence.js'
-import {
-  sampleToken,
-  logSoftmax,
-  topLogprobs,
-  argmax,
-  sampleWithUniform,
-  draftCompatible,
-  maskLogits,
-  type SampledToken,
-} from './sampling.js'
+import {draftCompatible, type SampledToken, type SampleRequest, type SampleRow} from './sampling.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from './prefix-cache.js'
 
@@ -111,9 +102,9 @@ export class Scheduler {
       seq.slot = this.model.createSequence(seq.maxLength)
       seq.status = 'running'
       const r = seq.request
-      // Penalties depend on every token before; logprobs are reported per sampled token: plain decode serves those.
-      // (an image prompt too: the draft has no M-RoPE positions)
-      seq.useDraft = this.blockSize > 1 && draftCompatible(r.sampling) && r.logprobs === undefined && !r.media
+      // Penalties depend on every token before: plain decode serves those (and an image prompt: the draft has
+      // no M-RoPE positions).
+      seq.useDraft = this.blockSize > 1 && draftCompatible(r.sampling) && !r.media
       seq.specK = this.blockSize - 1
       this.resume(seq)
       this.running.push(seq)
@@ -137,7 +128,15 @@ export class Scheduler {
         budget--
       }
       seqs.push(seq)
-      items.push({seq: seq.slot, tokens: Int32Array.of(seq.lastToken), logits: 'last', capture: seq.useDraft, ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, 1)})
+      items.push({
+        seq: seq.slot,
+        tokens: Int32Array.of(seq.lastToken),
+        // with a grammar the logits row comes back too: its mask is computed while the step runs (prepareMasks)
+        logits: seq.request.constraint ? 'last' : 'none',
+        capture: seq.useDraft,
+        sample: this.sampleRequest(seq, [this.nextRow(seq, 0)]),
+        ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, 1),
+      })
     }
     // Then prefill chunks, oldest first, under what is left of the budget.
     for (const seq of this.running) {
@@ -146,10 +145,10 @@ export class Scheduler {
       const stop = seq.anchors.find(a => a > seq.numComputed) ?? seq.promptLength
       const n = Math.min(budget, stop - seq.numComputed)
       const tokens = seq.request.prompt.subarray(seq.numComputed, seq.numComputed + n)
-      const last = seq.numComputed + n === seq.promptLength
-      const wantRows = seq.request.promptLogprobs !== undefined ? 'all' : last && seq.request.maxTokens > 0 ? 'last' : 'none'
       seqs.push(seq)
-      items.push({seq: seq.slot, tokens, logits: wantRows, capture: seq.useDraft, ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, n)})
+      const last = seq.numComputed + n === seq.promptLength
+      const logits = seq.request.constraint && last ? 'last' : 'none'
+      items.push({seq: seq.slot, tokens, logits, capture: seq.useDraft, sample: this.prefillSample(seq, n), ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, n)})
       budget -= n
     }
     for (const seq of seqs) seq.inFlight = true
@@ -227,6 +226,34 @@ export class Scheduler {
   }
 
   /**
+   * What a prefill chunk of n tokens samples: with prompt logprobs, every row (row r scores the prompt token
+   * after it; the prompt's last row samples the first output token); else only the prompt's last row.
+   */
+  private prefillSample(seq: Sequence, n: number): SampleRequest | undefined {
+    const r = seq.request
+    const start = seq.numComputed
+    const last = start + n === seq.promptLength
+    if (r.promptLogprobs === undefined) return last && r.maxTokens > 0 ? this.sampleRequest(seq, [this.nextRow(seq, 0)]) : undefined
+    const rows: SampleRow[] = []
+    for (let i = 0; i < n; i++) {
+      const pos = start + i + 1
+      rows.push(pos < seq.promptLength ? {token: r.prompt[pos]} : this.nextRow(seq, 0))
+    }
+    return {...this.sampleRequest(seq, rows), logprobs: Math.max(r.promptLogprobs, r.logprobs ?? 0)}
+  }
+
+  /** The sampled row for the r-th token from now: its uniform (r-th of the stream, not consumed) or a forced token. */
+  private nextRow(seq: Sequence, r: number): SampleRow {
+    if (r === 0 && seq.forced.length > 0) return {token: seq.forced[0]}
+    return seq.request.sampling.temperature > 0 ? {uniform: seq.rng.peek(r)} : {}
+  }
+
+  private sampleRequest(seq: Sequence, rows: SampleRow[]): SampleRequest {
+    const r = seq.request
+    return {params: r.sampling, rows, logprobs: r.logprobs, penalties: seq.penalties?.get()}
+  }
+
+  /**
    * Greedy sequences: speculation only while a committed token costs less through draft + verify than
    * through a plain decode (both measured by the engine, see observeStep); every 16th decode step probes
    * the other way so both costs stay current. The output is identical either way (at T > 0 too: see verify).
@@ -248,7 +275,7 @@ export class Scheduler {
     let prefill = false
     for (let i = 0; i < batch.items.length; i++) {
       if (batch.items[i].verify) continue
-      if (batch.items[i].tokens.length > 1 || batch.items[i].logits !== 'last') prefill = true
+      if (batch.items[i].tokens.length > 1 || !batch.items[i].sample) prefill = true
       plain++
     }
     if (prefill) return
@@ -257,9 +284,18 @@ export class Scheduler {
     else if (plain === 0 && batch.committed > 0) this.specCost = ema(this.specCost, seconds / batch.committed)
   }
 
-  /** The draft requests of a batch (one per speculative item: its anchor). */
-  draftRequests(batch: Batch): Array<{seq: number; token: number; n: number}> {
-    return batch.drafting.map(i => ({seq: batch.seqs[i].slot, token: batch.seqs[i].lastToken, n: batch.seqs[i].drafts.length}))
+  /**
+   * The draft requests of a batch (one per speculative item: its anchor). The draft samples its position r
+   * natively with the uniform the target will use there (rng.peek: not consumed; argmax at T = 0).
+   */
+  draftRequests(batch: Batch): DraftRequest[] {
+    return batch.drafting.map(i => {
+      const seq = batch.seqs[i]
+      const n = seq.drafts.length
+      const rows = Array.from({length: n}, (_, r) => this.nextRow(seq, r))
+      // with a grammar, draft r's mask depends on drafts 1..r−1: the logits come back and fillDrafts samples
+      return seq.request.constraint ? {seq: seq.slot, token: seq.lastToken, n} : {seq: seq.slot, token: seq.lastToken, n, sample: {params: seq.request.sampling, rows}}
+    })
   }
 
   /**
@@ -276,75 +312,76 @@ export class Scheduler {
   }
 
   /**
-   * Turns the draft's logits into drafted tokens (argmax at T = 0, else sampled from the filtered draft
-   * distribution q, kept for verification) and makes each speculative item a verify pass [anchor, drafts].
-   * With a grammar, drafting walks it: draft r is chosen among the tokens allowed after the anchor and
-   * drafts 1..r−1, the mask of every verify row is kept (seq.verifyMasks), and the drafts stop before a
-   * stop token; the matcher is then rolled back to the anchor (verify() advances it by what it commits).
+   * Takes the drafted tokens and makes each speculative item a verify pass [anchor, drafts], every row sampled
+   * natively with its uniform. With a grammar, drafting walks it: the draft pass returned logits, and draft r is
+   * sampled (natively, sampleRows) among the tokens allowed after the anchor and drafts 1..r−1; every verify row
+   * carries its mask (SampleRow.allowed), the drafts stop before a stop token, and the matcher is rolled back to
+   * the anchor (verify() advances it by what it commits).
    */
-  async fillDrafts(batch: Batch, draftLogits: Float32Array[]): Promise<void> {
+  async fillDrafts(batch: Batch, drafted: StepResult[]): Promise<void> {
     const vocab = this.model.vocabSize
     for (let j = 0; j < batch.drafting.length; j++) {
       const i = batch.drafting[j]!
       const seq = batch.seqs[i]!
-      let k = seq.drafts.length
-      const rows = draftLogits[j]!
-      const s = seq.request.sampling
       const c = seq.request.constraint
-      const masks: Int32Array[] = []
-      for (let r = 0; r < k; r++) {
-        let row = rows.subarray(r * vocab, (r + 1) * vocab)
-        if (c) {
+      let masks: Int32Array[] | undefined
+      if (c) {
+        const logits = drafted[j]!.logits
+        if (!logits) throw new Error('the draft returned no logits')
+        masks = []
+        let k = seq.drafts.length
+        for (let r = 0; r < k; r++) {
           const mask = await c.nextMask()
           masks.push(mask)
-          row = maskLogits(row, mask)
+          const row = {...this.nextRow(seq, r), allowed: mask}
+          const d = this.model.sampleRows(logits.subarray(r * vocab, (r + 1) * vocab), {params: seq.request.sampling, rows: [row]})[0]!.token
+          if (seq.request.stopTokenIds.includes(d) || !c.accept(d)) {
+            k = r
+            break
+          }
+          seq.drafts[r] = d
         }
-        // the draft samples position r with the uniform the target will use there (rng.peek: not consumed)
-        const d = s.temperature === 0 ? argmax(row) : sampleWithUniform(row, s, seq.rng.peek(r))
-        if (c && (seq.request.stopTokenIds.includes(d) || !c.accept(d))) {
-          k = r
-          break
-        }
-        seq.drafts[r] = d
-      }
-      if (c) {
         seq.drafts.length = k
         masks.push(await c.nextMask())
         c.rollBack(k)
         seq.verifyMasks = masks
+      } else {
+        const sampled = drafted[j]!.sampled
+        if (!sampled || sampled.length !== seq.drafts.length) throw new Error('the draft returned no tokens')
+        seq.drafts = sampled.map(x => x.token)
       }
+      const rows = Array.from({length: seq.drafts.length + 1}, (_, r) => (masks ? {...this.nextRow(seq, r), allowed: masks[r]} : this.nextRow(seq, r)))
       batch.items[i] = {
         seq: seq.slot,
         tokens: Int32Array.from([seq.lastToken, ...seq.drafts]),
-        logits: 'all',
+        logits: 'none',
         capture: true,
         verify: true,
+        sample: this.sampleRequest(seq, rows),
       }
     }
   }
 
-  postprocess(batch: Batch, results: Array<Float32Array | null>): void {
-    const vocab = this.model.vocabSize
+  postprocess(batch: Batch, results: StepResult[]): void {
     batch.seqs.forEach((seq, i) => {
       seq.inFlight = false
       const item = batch.items[i]
-      const rows = results[i]
+      const sampled = results[i].sampled
       if (seq.cancelled) return this.finish(seq, 'cancelled')
       if (seq.inPrefill) {
         const start = seq.numComputed
         seq.numComputed += item.tokens.length
         if (seq.anchors.includes(seq.numComputed)) batch.anchored.push(seq)
-        if (seq.request.promptLogprobs !== undefined && rows) this.promptLogprobs(seq, start, item.tokens.length, rows)
+        if (seq.request.promptLogprobs !== undefined && sampled) this.promptLogprobs(seq, start, sampled)
         if (seq.inPrefill) return
         if (seq.request.maxTokens === 0) return this.finish(seq, 'length')
-        const last = rows ? rows.subarray(rows.length - vocab) : null
-        if (!last) throw new Error('the model returned no logits for the end of a prompt')
-        return this.accept(seq, last)
+        if (!sampled) throw new Error('the model sampled no token for the end of a prompt')
+        return this.accept(seq, sampled[sampled.length - 1], results[i].logits)
       }
-      if (!rows) throw new Error('the model returned no logits for a decode step')
-      if (item.verify) return void (batch.committed += this.verify(seq, rows))
+      if (!sampled) throw new Error('the model sampled no token for a decode step')
+      if (item.verify) return void (batch.committed += this.verify(seq, sampled))
       seq.numComputed += 1
-      this.accept(seq, rows.subarray(rows.length - vocab))
+      this.accept(seq, sampled[0], results[i].logits)
     })
   }
 
@@ -358,29 +395,25 @@ export class Scheduler {
    * sampled its tokens with the same uniforms (coupled), so it matches whenever q puts the same token at
    * the same CDF point. The target state is rolled back to the committed prefix (anchor + accepted drafts).
    */
-  private verify(seq: Sequence, rows: Float32Array): number {
-    const vocab = this.model.vocabSize
+  private verify(seq: Sequence, rows: SampledToken[]): number {
     const s = seq.request.sampling
     const k = seq.drafts.length
-    const masks = seq.verifyMasks
-    seq.verifyMasks = undefined
-    const row = (r: number) => maskLogits(rows.subarray(r * vocab, (r + 1) * vocab), masks?.[r])
-    const commit: number[] = []
+    seq.verifyMasks = undefined // applied natively: each verify row carried its mask
+    const commit: SampledToken[] = []
     let acc = 0
     const forced = seq.forced.shift()
     if (forced !== undefined) {
       // a token forced while the pass ran replaces the target's first token, as in a plain decode
-      commit.push(forced)
+      commit.push(forced === rows[0].token ? this.reported(seq, rows[0]) : {token: forced})
       acc = -1
     }
-    const target = (r: number) => (s.temperature === 0 ? argmax(row(r)) : sampleWithUniform(row(r), s, seq.rng.peek(r)))
+    // row r was sampled natively with the r-th uniform of the stream (nextRow), as plain decoding would
     for (; acc >= 0 && acc < k; acc++) {
-      const t = target(acc)
-      commit.push(t)
-      if (t !== seq.drafts[acc]) break
+      commit.push(this.reported(seq, rows[acc]))
+      if (rows[acc].token !== seq.drafts[acc]) break
     }
     if (acc < 0) acc = 0
-    else if (acc === k) commit.push(target(k))
+    else if (acc === k) commit.push(this.reported(seq, rows[k]))
     if (s.temperature !== 0 && forced === undefined) for (let i = 0; i < commit.length; i++) seq.rng.next()
     seq.numComputed += 1 + acc
     seq.specPasses++
@@ -399,35 +432,45 @@ export class Scheduler {
     }
     seq.drafts = []
     for (const t of commit) {
-      this.acceptToken(seq, {token: t})
+      this.acceptToken(seq, t)
       if (seq.status === 'finished') return commit.length
     }
     if (acc < k) this.model.truncate!(seq.slot, seq.numComputed)
     return commit.length
   }
 
-  private promptLogprobs(seq: Sequence, start: number, n: number, rows: Float32Array): void {
-    const vocab = this.model.vocabSize
-    const prompt = seq.request.prompt
+  /** Prompt logprobs of a chunk that started at `start`: row r scored the prompt token after it. */
+  private promptLogprobs(seq: Sequence, start: number, rows: SampledToken[]): void {
     const nTop = seq.request.promptLogprobs ?? 0
     const entries: Array<SampledToken | null> = []
     if (start === 0) entries.push(null) // the first prompt token has nothing before it
-    for (let r = 0; r < n; r++) {
-      const pos = start + r + 1 // row r predicts the token after it
-      if (pos >= prompt.length) break
-      const lp = logSoftmax(rows.subarray(r * vocab, (r + 1) * vocab))
-      entries.push({token: prompt[pos], logprob: lp[prompt[pos]], top: topLogprobs(lp, nTop)})
+    for (let r = 0; r < rows.length && start + r + 1 < seq.promptLength; r++) {
+      entries.push({token: rows[r].token, logprob: rows[r].logprob, top: rows[r].top?.slice(0, nTop)})
     }
     seq.emit({type: 'prompt_logprobs', entries})
   }
 
-  private accept(seq: Sequence, logits: Float32Array): void {
-    const r = seq.request
+  /** A sampled row as the request reports it (its own logprobs count, none when not asked for). */
+  private reported(seq: Sequence, row: SampledToken): SampledToken {
+    const n = seq.request.logprobs
+    return n === undefined ? {token: row.token} : {token: row.token, logprob: row.logprob, top: row.top?.slice(0, n)}
+  }
+
+  /**
+   * The next token: a forced one (scored when it was known at schedule time) or the native sample. With a
+   * grammar, the row is sampled again under the mask prepared while the step ran (same uniform).
+   */
+  private accept(seq: Sequence, row: SampledToken, logits: Float32Array | null): void {
     const forced = seq.forced.shift()
-    if (forced !== undefined) return this.acceptToken(seq, {token: forced})
-    const allowed = r.constraint ? r.constraint.ready : undefined
-    if (r.constraint && !allowed) throw new Error('the grammar mask for this position was not prepared')
-    this.acceptToken(seq, sampleToken(maskLogits(logits, allowed), r.sampling, seq.rng, seq.output, r.prompt, r.logprobs))
+    if (forced !== undefined) return this.acceptToken(seq, forced === row.token ? this.reported(seq, row) : {token: forced})
+    const c = seq.request.constraint
+    if (c) {
+      if (!c.ready) throw new Error('the grammar mask for this position was not prepared')
+      if (!logits) throw new Error('the model returned no logits for a constrained position')
+      row = this.model.sampleRows(logits, this.sampleRequest(seq, [{...this.nextRow(seq, 0), allowed: c.ready}]))[0]!
+    }
+    if (seq.request.sampling.temperature > 0) seq.rng.next() // the uniform nextRow peeked is used now
+    this.acceptToken(seq, this.reported(seq, row))
   }
 
   private acceptToken(seq: Sequence, picked: SampledToken): void {
@@ -436,6 +479,7 @@ export class Scheduler {
       return this.fail(seq, new Error(`token ${picked.token} does not follow the request's grammar`))
     }
     seq.output.push(picked.token)
+    seq.penalties?.add(picked.token)
     if (r.stopTokenIds.includes(picked.token)) return this.finish(seq, 'stop')
     seq.emit({type: 'token', ...picked})
     if (seq.output.length >= r.maxTokens) this.finish(seq, 'length')

@@ -1,6 +1,8 @@
 // One request's progress through the engine.
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Rng, randomSeed} from './rng.js'
+import {PenaltyCounts} from './penalties.js'
+import {draftCompatible} from './sampling.js'
 
 export type SequenceStatus = 'waiting' | 'running' | 'finished'
 
@@ -10,6 +12,8 @@ export class Sequence {
   readonly id = nextId++
   readonly request: GenerationRequest
   readonly rng: Rng
+  /** Token counts for repetition / presence / frequency penalties (only when the request has any). */
+  readonly penalties: PenaltyCounts | undefined
   readonly emit: (event: GenerationEvent) => void
   status: SequenceStatus = 'waiting'
   /** The native sequence handle once admitted. */
@@ -47,6 +51,7 @@ export class Sequence {
     this.request = request
     this.emit = emit
     this.rng = new Rng(request.sampling.seed ?? randomSeed())
+    this.penalties = draftCompatible(request.sampling) ? undefined : new PenaltyCounts(request.prompt)
   }
 
   get promptLength(): number {

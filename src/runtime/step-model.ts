@@ -1,5 +1,6 @@
 // What the scheduler needs from a loaded model: sequences and one batched step. The native engine
 // implements it (src/runtime/native-model.ts); nothing here knows about the addon.
+import type {SampleRequest, SampledToken} from './sampling.js'
 
 export interface StepItem {
   seq: number
@@ -14,6 +15,12 @@ export interface StepItem {
   embedAt?: Int32Array
   embeds?: Float32Array
   positions?: Int32Array
+  /**
+   * Sample the item's trailing `sample.rows.length` rows inside the step (tokens and log-probabilities come
+   * back in `sampled`; each row may carry a uniform, a grammar mask `allowed`, or a token to score: see
+   * SampleRow). Independent of `logits`, which only says which rows come back as logits.
+   */
+  sample?: SampleRequest
 }
 
 export interface DraftRequest {
@@ -22,6 +29,14 @@ export interface DraftRequest {
   token: number
   /** Drafted tokens wanted (1..B−1); 0 only takes in the pending context (all items of the call alike). */
   n: number
+  /** Sample the drafted rows inside the pass (then no logits come back). */
+  sample?: SampleRequest
+}
+
+/** One item's output: the logits rows it asked for and its sampled rows (null when not asked for). */
+export interface StepResult {
+  logits: Float32Array | null
+  sampled: SampledToken[] | null
 }
 
 /**
@@ -48,12 +63,17 @@ export interface StepModel {
   readonly draftBlockSize?: number
   createSequence(maxLength: number): number
   freeSequence(seq: number): void
-  /** One forward pass over every item; returns for each item its logits rows ([rows × vocab]) or null. */
-  step(items: StepItem[]): Promise<Array<Float32Array | null>>
-  /** One draft pass per item: logits of the B−1 drafted positions ([(B−1) × vocab]). */
-  draft?(items: DraftRequest[]): Promise<Float32Array[]>
+  /** One forward pass over every item; returns for each item its logits rows ([rows × vocab]) and sampled rows. */
+  step(items: StepItem[]): Promise<StepResult[]>
+  /** One draft pass per item: the drafted positions' logits ([n × vocab]) or, with `sample`, their tokens. */
+  draft?(items: DraftRequest[]): Promise<StepResult[]>
   /** The vision encoder on one prepared image: merged embeddings [rows × hidden] (absent: no vision tower). */
   encodeImage?(pixels: Float32Array, grid: [number, number, number]): Promise<Float32Array>
+  /**
+   * The native sampler on logits rows that came back from a step ([rows × vocab]; the trailing
+   * sample.rows.length rows), on the calling thread: for rows whose grammar mask is ready only after the step.
+   */
+  sampleRows(logits: Float32Array, sample: SampleRequest): SampledToken[]
   /** Rolls a sequence back to `length` tokens (after a verify step: to the accepted prefix). */
   truncate?(seq: number, length: number): void
   /** Saved state for the prefix cache (absent: no cache). */

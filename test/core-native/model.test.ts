@@ -14,7 +14,7 @@ async function open(pkg: TinyPackage, int8 = false, threads = 2): Promise<ModelH
 }
 
 async function stepOne(h: ModelHandle, seq: number, tokens: number[], logits: 'none' | 'last' | 'all' = 'last') {
-  const [out] = await native.step(h, [{seq, tokens: Int32Array.from(tokens), logits}])
+  const [out] = (await native.step(h, [{seq, tokens: Int32Array.from(tokens), logits}])).map(r => r.logits)
   return out
 }
 
@@ -95,11 +95,11 @@ for (const activations of ['int8x2', 'int8', 'f32'] as const) t.test(`${activati
   const [b1, b2] = await native.step(h, [
     {seq: s1, tokens: Int32Array.from(p1), logits: 'last'},
     {seq: s2, tokens: Int32Array.from(p2), logits: 'all'},
-  ])
+  ]).then(rs => rs.map(r => r.logits))
   const [c1, c2] = await native.step(h, [
     {seq: s1, tokens: Int32Array.from([7]), logits: 'last'},
     {seq: s2, tokens: Int32Array.from([9, 10, 11]), logits: 'none'},
-  ])
+  ]).then(rs => rs.map(r => r.logits))
   t.equal(c2, null)
   const e1 = await stepOne(h, r1, p1, 'last')
   const e2 = await stepOne(h, r2, p2, 'all')
@@ -110,7 +110,7 @@ for (const activations of ['int8x2', 'int8', 'f32'] as const) t.test(`${activati
   t.equal(relErr(c1!, f1!), 0, 'seq 1 decode next to a prefill chunk (bit-identical)')
   t.equal(native.sequenceLength(h, s2), 8)
   // and the two sequences continue identically
-  const [g2] = await native.step(h, [{seq: s2, tokens: Int32Array.from([3]), logits: 'last'}])
+  const [g2] = (await native.step(h, [{seq: s2, tokens: Int32Array.from([3]), logits: 'last'}])).map(r => r.logits)
   const h2 = await stepOne(h, r2, [3], 'last')
   t.equal(relErr(g2!, h2!), 0, 'seq 2 continues identically (bit-identical)')
 })

@@ -85,7 +85,7 @@ for (const [variant, quant, tol] of CASES) {
     for (const [p, prompt] of ref.prompt_ids.entries()) {
       const expected = await tensors.readFloat32(`p${p}.logits_fp32`)
       const seq = native.createSequence(h, {maxLength: prompt.length + 32})
-      const got = (await native.step(h, [{seq, tokens: Int32Array.from(prompt), logits: 'all'}]))[0]!
+      const got = (await native.step(h, [{seq, tokens: Int32Array.from(prompt), logits: 'all'}]))[0].logits!
       t.equal(got.length, expected.length, `prompt ${p}: logits shape`)
       let maxDiff = 0
       for (let i = 0; i < got.length; i++) maxDiff = Math.max(maxDiff, Math.abs(got[i] - expected[i]))
@@ -99,7 +99,7 @@ for (const [variant, quant, tol] of CASES) {
       // Greedy continuation through single-token decode steps.
       const out: number[] = [argmaxRow(got, prompt.length - 1, V)]
       while (out.length < ref.greedy_fp32[p].length) {
-        const row = (await native.step(h, [{seq, tokens: Int32Array.of(out[out.length - 1]), logits: 'last'}]))[0]!
+        const row = (await native.step(h, [{seq, tokens: Int32Array.of(out[out.length - 1]), logits: 'last'}]))[0].logits!
         out.push(argmaxRow(row, 0, V))
       }
       t.same(out, ref.greedy_fp32[p], `prompt ${p}: greedy continuation equals transformers'`)

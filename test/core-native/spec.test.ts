@@ -9,7 +9,7 @@ import {synthFixture} from '../helpers/packages.js'
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
 
 async function step(h: ModelHandle, seq: number, tokens: number[], opts: {logits?: 'none' | 'last' | 'all'; verify?: boolean; capture?: boolean} = {}) {
-  const [out] = await native.step(h, [{seq, tokens: Int32Array.from(tokens), logits: opts.logits ?? 'last', verify: opts.verify, capture: opts.capture}])
+  const [out] = (await native.step(h, [{seq, tokens: Int32Array.from(tokens), logits: opts.logits ?? 'last', verify: opts.verify, capture: opts.capture}])).map(r => r.logits)
   return out
 }
 
@@ -39,7 +39,7 @@ for (const act of ['int8x2', 'int8', 'f32'] as MatmulActivations[]) {
     }
     t.equal(m, 0, 'max |Δlogit| between a verify row and the single decode')
     async function feed(seq: number, tokens: number[]) {
-      return (await native.step(h, [{seq, tokens: Int32Array.from(tokens), logits: 'none'}]))[0]
+      return (await native.step(h, [{seq, tokens: Int32Array.from(tokens), logits: 'none'}]))[0].logits
     }
   })
 }
@@ -100,11 +100,11 @@ for (const [name, dir] of [
     const V = info.vocabSize
     const s = native.createSequence(h, {maxLength: 64})
     await step(h, s, PROMPT, {logits: 'none', capture: true})
-    const [d1] = await native.draft(h, [{seq: s, token: 5}])
+    const [d1] = (await native.draft(h, [{seq: s, token: 5}])).map(r => r.logits!)
     t.equal(d1.length, (B - 1) * V)
     t.ok(d1.every(Number.isFinite))
     // the context is consumed: the same anchor again gives the same drafts (context cached, not re-added)
-    const [d2] = await native.draft(h, [{seq: s, token: 5, n: 3}])
+    const [d2] = (await native.draft(h, [{seq: s, token: 5, n: 3}])).map(r => r.logits!)
     t.equal(d2.length, 3 * V)
     t.ok(maxDiff(d2, d1.subarray(0, 3 * V)) < 1e-5)
     // a step without capture leaves a gap in the draft context: refused until the sequence is reset
@@ -112,14 +112,14 @@ for (const [name, dir] of [
     await t.rejects(native.draft(h, [{seq: s, token: 6}]), {code: 'invalid_argument'})
     native.truncateSequence(h, s, 0)
     await step(h, s, PROMPT, {logits: 'none', capture: true})
-    const [d3] = await native.draft(h, [{seq: s, token: 5}])
+    const [d3] = (await native.draft(h, [{seq: s, token: 5}])).map(r => r.logits!)
     t.ok(maxDiff(d3, d1) < 1e-5, 'after a reset the draft sees the same context')
     // batched drafts of two sequences equal separate ones
     const u = native.createSequence(h, {maxLength: 64})
     await step(h, u, [9, 9, 9], {logits: 'none', capture: true})
     const v = native.createSequence(h, {maxLength: 64})
     await step(h, v, PROMPT, {logits: 'none', capture: true})
-    const [du, dv] = await native.draft(h, [{seq: u, token: 1}, {seq: v, token: 5}])
+    const [du, dv] = (await native.draft(h, [{seq: u, token: 1}, {seq: v, token: 5}])).map(r => r.logits!)
     t.equal(du.length, (B - 1) * V)
     t.ok(maxDiff(dv, d1) < 1e-5, 'a batched draft equals the single one')
   })

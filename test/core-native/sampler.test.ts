@@ -1,0 +1,179 @@
+// The native sampler (core-native/sampler/) against the sort-everything reference in
+// test/helpers/sampling-reference.ts, on random logits (ties included) for every combination of temperature,
+// top-k, min-p, top-p, penalties and grammar masks; log-probabilities; the grammar mask contract; malformed
+// requests are errors, never crashes; and sampling inside a step or draft pass equals sampling its logits.
+import t from 'tap'
+import {native, type StepItem} from '../../src/runtime/native.js'
+import {samplingParams, type SampleRequest, type SampleRow} from '../../src/runtime/sampling.js'
+import {Rng} from '../../src/runtime/rng.js'
+import {sampleRow} from '../helpers/sampling-reference.js'
+import {writeTinyPackage} from './helpers/tiny-package.js'
+import {synthFixture} from '../helpers/packages.js'
+
+const root = t.testdir({})
+
+function randomLogits(rng: Rng, V: number, rows: number, ties: boolean): Float32Array {
+  const a = new Float32Array(V * rows)
+  for (let i = 0; i < a.length; i++) {
+    const g = Math.sqrt(-2 * Math.log(1 - rng.next())) * Math.cos(2 * Math.PI * rng.next()) * 3
+    a[i] = ties ? Math.round(g * 2) / 2 : g // halves: many equal logits, so the id order matters
+  }
+  return a
+}
+
+function mask(V: number, allow: (id: number) => boolean): Int32Array {
+  const m = new Int32Array(Math.ceil(V / 32))
+  for (let id = 0; id < V; id++) if (allow(id)) m[id >> 5] |= 1 << (id & 31)
+  return m
+}
+
+t.test('native sampling equals the reference for every parameter combination', async t => {
+  const rng = new Rng(2026)
+  let draws = 0
+  let mismatches = 0
+  for (const V of [77, 1000]) {
+    for (const temperature of [0, 0.5, 1, 1.7])
+      for (const topK of [0, 1, 7, 60])
+        for (const minP of [0, 0.05, 0.4])
+          for (const topP of [1, 0.9, 0.4])
+            for (const pen of ['none', 'repetition', 'presence', 'all'] as const)
+              for (const masked of ['none', 'half', 'one'] as const) {
+                const params = samplingParams({
+                  temperature, topK, minP, topP,
+                  repetitionPenalty: pen === 'repetition' || pen === 'all' ? 1.3 : 1,
+                  presencePenalty: pen === 'presence' || pen === 'all' ? 0.7 : 0,
+                  frequencyPenalty: pen === 'all' ? 0.4 : 0,
+                })
+                const rows = 3
+                const logits = randomLogits(rng, V, rows, draws % 2 === 0)
+                const ids = Int32Array.from(new Set(Array.from({length: 12}, () => Math.floor(rng.next() * V))))
+                const counts = Int32Array.from(ids, (_, i) => i % 3)
+                const only = Math.floor(rng.next() * V)
+                const allowed = masked === 'none' ? undefined : masked === 'one' ? mask(V, id => id === only) : mask(V, id => (id * 7919) % 3 !== 0)
+                const rowReqs: SampleRow[] = Array.from({length: rows}, () => ({uniform: rng.next(), allowed}))
+                const req: SampleRequest = {params, rows: rowReqs, logprobs: 4, penalties: pen === 'none' ? undefined : {ids, counts}}
+                const got = native.sampleLogits(logits, V, req)
+                for (let r = 0; r < rows; r++) {
+                  const want = sampleRow(logits.subarray(r * V, (r + 1) * V), req, rowReqs[r])
+                  draws++
+                  if (got[r].token !== want.token) {
+                    mismatches++
+                    t.fail(`V ${V} ${JSON.stringify({temperature, topK, minP, topP, pen, masked})} row ${r}: ${got[r].token} vs ${want.token}`)
+                  }
+                  if (masked === 'one' && got[r].token !== only) t.fail('a single allowed token is forced')
+                  if (Math.abs(got[r].logprob! - want.logprob!) > 1e-4) t.fail(`logprob ${got[r].logprob} vs ${want.logprob}`)
+                  if (got[r].top!.map(x => x.token).join() !== want.top!.map(x => x.token).join()) t.fail('top logprobs order')
+                }
+              }
+  }
+  t.equal(mismatches, 0, `${draws} draws, all equal to the reference`)
+})
+
+t.test('sampled frequencies follow the filtered distribution; scoring a given token', async t => {
+  const V = 50
+  const logits = randomLogits(new Rng(5), V, 1, false)
+  const params = samplingParams({temperature: 0.8, topP: 0.9, topK: 20})
+  const rng = new Rng(11)
+  const n = 4000
+  const rows = Array.from({length: n}, () => ({uniform: rng.next()}))
+  const big = new Float32Array(V * n)
+  for (let r = 0; r < n; r++) big.set(logits, r * V)
+  const got = native.sampleLogits(big, V, {params, rows})
+  const want = rows.map(row => sampleRow(logits, {params, rows: []}, row).token)
+  t.same(got.map(x => x.token), want)
+  const scored = native.sampleLogits(logits, V, {params, rows: [{token: 3}], logprobs: 2})
+  const ref = sampleRow(logits, {params, rows: [], logprobs: 2}, {token: 3})
+  t.equal(scored[0].token, 3)
+  t.ok(Math.abs(scored[0].logprob! - ref.logprob!) < 1e-5, 'the logprob of a scored token')
+  t.same(native.sampleLogits(logits, V, {params, rows: [{uniform: 0.5}]})[0].logprob, undefined, 'no logprobs unless asked for')
+})
+
+t.test('malformed sampling requests are errors, never crashes', async t => {
+  const V = 40
+  const logits = new Float32Array(V * 2).fill(1)
+  const ok = {params: samplingParams({temperature: 1}), rows: [{uniform: 0.5}]}
+  const bad = (req: unknown, what: string) => t.throws(() => native.sampleLogits(logits, V, req as SampleRequest), {code: 'invalid_argument'}, what)
+  bad({...ok, rows: [{uniform: 0.5, allowed: new Int32Array(2)}]}, 'a mask with no bit set')
+  bad({...ok, rows: [{uniform: 0.5, allowed: Int32Array.of(0, 0xff << 8)}]}, 'a mask allowing only ids past the vocabulary')
+  bad({...ok, rows: [{uniform: 0.5, allowed: new Int32Array(1)}]}, 'a mask of the wrong length')
+  bad({...ok, rows: [{uniform: 0.5, allowed: [1, 2]}]}, 'a mask that is not a typed array')
+  bad({...ok, rows: [{}]}, 'no uniform at temperature > 0')
+  bad({...ok, rows: [{uniform: 1}]}, 'uniform 1')
+  bad({...ok, rows: [{uniform: NaN}]}, 'uniform NaN')
+  bad({...ok, rows: [{uniform: 0.5, token: V}]}, 'a scored token outside the vocabulary')
+  bad({...ok, rows: []}, 'no rows')
+  bad({...ok, rows: [{uniform: 0.1}, {uniform: 0.1}, {uniform: 0.1}]}, 'more rows than logits')
+  bad({...ok, rows: 'x'}, 'rows not an array')
+  bad({...ok, rows: [null]}, 'a null row')
+  bad({...ok, params: {...ok.params, temperature: NaN}}, 'temperature NaN')
+  bad({...ok, params: {...ok.params, temperature: -1}}, 'negative temperature')
+  bad({...ok, params: {...ok.params, topP: 0}}, 'top_p 0')
+  bad({...ok, params: {...ok.params, topK: 1.5}}, 'fractional top_k')
+  bad({...ok, params: {...ok.params, minP: 2}}, 'min_p 2')
+  bad({...ok, params: {...ok.params, repetitionPenalty: 0}}, 'repetition penalty 0')
+  bad({...ok, params: {...ok.params, presencePenalty: Infinity}}, 'infinite presence penalty')
+  bad({...ok, params: null}, 'no params')
+  bad({...ok, logprobs: -1}, 'negative logprobs')
+  bad({...ok, penalties: {ids: Int32Array.of(1, 2), counts: Int32Array.of(1)}}, 'penalty arrays of different lengths')
+  bad({...ok, penalties: {ids: Int32Array.of(V), counts: Int32Array.of(1)}}, 'a penalty id outside the vocabulary')
+  bad({...ok, penalties: {ids: Int32Array.of(3, 3), counts: Int32Array.of(1, 1)}}, 'a repeated penalty id')
+  bad({...ok, penalties: {ids: Int32Array.of(3), counts: Int32Array.of(-1)}}, 'a negative count')
+  t.throws(() => native.sampleLogits(new Float32Array(V + 1), V, ok), {code: 'invalid_argument'}, 'a partial row')
+  t.equal(native.sampleLogits(logits, V, {...ok, rows: [{uniform: 0.5, allowed: mask(V, id => id === 39)}]})[0].token, 39)
+})
+
+t.test('sampling inside a step: equals sampling its logits; masks force tokens; bad requests leave the sequence usable', async t => {
+  const pkg = await writeTinyPackage(`${root}/tiny`, 'hybrid', 'q4', 3)
+  const h = await native.openModel(pkg.dir, {threads: 2})
+  t.teardown(() => native.closeModel(h))
+  const V = native.modelInfo(h).vocabSize
+  const params = samplingParams({temperature: 0.9, topP: 0.95, minP: 0.01})
+  const a = native.createSequence(h, {maxLength: 32})
+  const b = native.createSequence(h, {maxLength: 32})
+  const prompt = Int32Array.of(3, 14, 15, 92, 65)
+  const rows = [0.1, 0.5, 0.77, 0.99, 0.3].map(uniform => ({uniform}))
+  const item = (seq: number, extra: Partial<StepItem>): StepItem => ({seq, tokens: prompt, logits: 'all', ...extra})
+  const [withLogits, sampledOnly] = await native.step(h, [
+    item(a, {sample: {params, rows, logprobs: 3}}),
+    item(b, {logits: 'none', sample: {params, rows: rows.slice(3), logprobs: 3}}),
+  ])
+  t.equal(sampledOnly.logits, null, 'no logits rows unless asked for')
+  t.same(native.sampleLogits(withLogits.logits!, V, {params, rows, logprobs: 3}), withLogits.sampled)
+  t.same(sampledOnly.sampled, withLogits.sampled!.slice(3), 'the trailing rows')
+  // a grammar mask allowing one token forces it, at T = 0 and T > 0, one mask per row of a verify pass
+  const one = (id: number) => mask(V, x => x === id)
+  const [forced] = await native.step(h, [
+    {seq: a, tokens: Int32Array.of(7, 8, 9), logits: 'none', verify: true, sample: {params, rows: [{uniform: 0.2, allowed: one(11)}, {uniform: 0.9, allowed: one(200)}, {uniform: 0.5}]}},
+  ])
+  t.same(forced.sampled!.slice(0, 2).map(x => x.token), [11, 200])
+  const [greedy] = await native.step(h, [{seq: b, tokens: Int32Array.of(7), logits: 'none', sample: {params: samplingParams({temperature: 0}), rows: [{allowed: one(42)}]}}])
+  t.equal(greedy.sampled![0].token, 42)
+  // a bad request fails before anything runs: the sequence keeps its length and stays usable
+  const len = native.sequenceLength(h, b)
+  await t.rejects(native.step(h, [{seq: b, tokens: Int32Array.of(7), sample: {params, rows: [{uniform: 0.5, allowed: new Int32Array(Math.ceil(V / 32))}]}}]), {code: 'invalid_argument'})
+  await t.rejects(native.step(h, [{seq: b, tokens: Int32Array.of(7), sample: {params, rows: [{uniform: 0.5}, {uniform: 0.5}]}}]), {code: 'invalid_argument'})
+  await t.rejects(native.step(h, [{seq: b, tokens: Int32Array.of(7), sample: {params: {...params, topP: 7}, rows: [{uniform: 0.5}]}}]), {code: 'invalid_argument'})
+  t.equal(native.sequenceLength(h, b), len)
+  const [after] = await native.step(h, [{seq: b, tokens: Int32Array.of(7), logits: 'none', sample: {params, rows: [{uniform: 0.5}]}}])
+  t.ok(after.sampled![0].token >= 0 && after.sampled![0].token < V)
+})
+
+t.test('sampling inside a draft pass equals sampling its logits', async t => {
+  const dir = await synthFixture('tiny-hybrid', 'q4')
+  const h = await native.openModel(dir, {threads: 2})
+  t.teardown(() => native.closeModel(h))
+  const info = native.modelInfo(h)
+  t.ok(info.draft, 'the synthetic package has a draft')
+  const V = info.vocabSize
+  const s = native.createSequence(h, {maxLength: 64})
+  await native.step(h, [{seq: s, tokens: Int32Array.of(5, 17, 99, 3), logits: 'none', capture: true}])
+  const params = samplingParams({temperature: 1, topK: 30})
+  const rows = [0.3, 0.6, 0.9].map(uniform => ({uniform}))
+  const [d] = await native.draft(h, [{seq: s, token: 8, n: 3, sample: {params, rows}, logits: true}])
+  t.same(d.sampled, native.sampleLogits(d.logits!, V, {params, rows}))
+  native.truncateSequence(h, s, 0)
+  await native.step(h, [{seq: s, tokens: Int32Array.of(5, 17, 99, 3), logits: 'none', capture: true}])
+  const [d2] = await native.draft(h, [{seq: s, token: 8, n: 3, sample: {params, rows}}])
+  t.equal(d2.logits, null, 'a sampled draft returns no logits unless asked for')
+  t.same(d2.sampled, d.sampled)
+})
