@@ -47,6 +47,39 @@ t.test('greedy output is deterministic, and a seed makes sampling repeatable', a
   t.same(s2.choices[0].message, s1.choices[0].message)
 })
 
+t.test('every sampling parameter through HTTP: the same seed gives the same output; bad values are 400s', async t => {
+  const combos: Array<Record<string, number>> = [
+    {temperature: 0.8, top_p: 0.9},
+    {temperature: 1.2, top_k: 5, min_p: 0.05},
+    {temperature: 0.7, top_p: 0.95, presence_penalty: 1.5, frequency_penalty: 0.5, repetition_penalty: 1.3},
+    {temperature: 0, repetition_penalty: 1.5, presence_penalty: 2},
+  ]
+  for (const c of combos) {
+    const ask = (seed: number) =>
+      client.chat.completions.create({model: modelId, messages: user('abc'), max_tokens: 24, seed, ...c} as OpenAI.ChatCompletionCreateParamsNonStreaming)
+    const a = await ask(7)
+    const b = await ask(7)
+    t.same(b.choices[0].message, a.choices[0].message, JSON.stringify(c))
+  }
+  const bySeed = new Set<string>()
+  for (const seed of [1, 2, 3, 4]) {
+    const r = await client.chat.completions.create({model: modelId, messages: user('abc'), max_tokens: 24, temperature: 1, seed})
+    bySeed.add(JSON.stringify(r.choices[0].message))
+  }
+  t.ok(bySeed.size > 1, 'different seeds give different samples')
+  for (const bad of [{temperature: 'hot'}, {temperature: 3}, {top_p: 0}, {top_k: 1.5}, {min_p: 2}, {repetition_penalty: 0}, {presence_penalty: -3}, {seed: 1.5}, {logprobs: true, top_logprobs: 50}]) {
+    const res = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: {'content-type': 'application/json'},
+      body: JSON.stringify({messages: user('abc'), max_tokens: 4, ...bad}),
+    })
+    t.equal(res.status, 400, JSON.stringify(bad))
+    t.equal(((await res.json()) as {error: {type: string}}).error.type, 'invalid_request_error')
+  }
+  const after = await client.chat.completions.create({model: modelId, messages: user('abc'), max_tokens: 4, temperature: 0})
+  t.equal(after.choices[0].finish_reason, 'length', 'the server still answers')
+})
+
 t.test('streaming: deltas then finish then usage, and the same text as non-streaming', async t => {
   const full = await client.chat.completions.create({model: modelId, messages: user('stream me'), max_tokens: 10, temperature: 0})
   const stream = await client.chat.completions.create({
