@@ -31,11 +31,14 @@ const float* adjust(const float* logits, int V, const Request& req, const Row& r
 }
 
 int32_t argmax(const float* v, int V) {
-  int32_t best = -1;
-  float bv = -std::numeric_limits<float>::infinity();
+  // the maximum in a vectorisable reduction, then its first index
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int i = 0; i < V; ++i) m = v[i] > m ? v[i] : m;
+  if (!(m > -std::numeric_limits<float>::infinity())) return -1;
   for (int i = 0; i < V; ++i)
-    if (v[i] > bv) bv = v[i], best = i;
-  return best;
+    if (v[i] == m) return i;
+  return -1;
 }
 
 }  // namespace splash::sampler

@@ -1,8 +1,11 @@
 // Step 4 of the sampler (sampler.h): the draw at temperature > 0 without sorting the vocabulary.
-// Candidates come in their fixed order (logit descending, id ascending) band by band: a band is every
-// token within a logit range below the maximum, collected in one pass and sorted on its own, so only as
-// many candidates are ordered as top-k, min-p, top-p and the draw actually reach — a few dozen for a
-// trained model, where the mass sits near the top. The universe total comes from one vectorised pass.
+// With top-k, the k best come from one heap pass and everything after is over those k. Otherwise the
+// weights w = exp((v − max)/T) are computed in one vectorised pass, and the top-p cut and the draw are
+// each a weighted selection: the element of the candidate order at which the running sum of weights
+// reaches a target, found by quickselect-style partitioning (expected linear time) rather than a sort.
+// Elements too light to be that element are left out first: if the answer has weight w*, every element
+// at or after it in the order weighs at most w*, and together they weigh more than total − target, so
+// w* > (total − target) / V. For a trained model's peaked rows that leaves a handful of candidates.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -18,102 +21,111 @@ using Cand = Scratch::Cand;
 
 bool before(const Cand& a, const Cand& b) { return a.v > b.v || (a.v == b.v && a.id < b.id); }
 
-// Band lower bounds, in temperatures below the maximum (weights e^-4, e^-8, …; the last band takes the rest).
-constexpr float kBands[] = {4.f, 8.f, 16.f, 32.f, 64.f};
-
-class Walk {
- public:
-  Walk(const float* v, int V, float m, float T, size_t limit, Scratch& s)
-      : v_(v), V_(V), m_(m), T_(T), limit_(limit), s_(s) {
-    s_.cands.clear();
-  }
-
-  // The i-th candidate in order, materialising bands as needed; false past the last one.
-  bool at(size_t i, Cand& c) {
-    while (i >= s_.cands.size())
-      if (!more()) return false;
-    c = s_.cands[i];
-    return true;
-  }
-
- private:
-  bool more() {
-    if (band_ > std::size(kBands) || s_.cands.size() >= limit_) return false;
-    const float ninf = -std::numeric_limits<float>::infinity();
-    const float lo = band_ < std::size(kBands) ? m_ - T_ * kBands[band_] : ninf;
-    const bool last = band_ == std::size(kBands);
-    auto& b = s_.band;
-    b.clear();
-    for (int i = 0; i < V_; ++i) {
-      const float x = v_[i];
-      if (x < hi_ && (last ? x > ninf : x >= lo)) b.push_back({x, int32_t(i)});
-    }
-    hi_ = lo;
-    ++band_;
-    const size_t room = limit_ - s_.cands.size();
-    if (b.size() > room) {  // top-k: only the first `room` of this band can ever be used
-      std::partial_sort(b.begin(), b.begin() + room, b.end(), before);
-      b.resize(room);
+// The element at which the running weight, in candidate order, first reaches `target`; `through` gets the
+// running weight including it. Unreachable (rounding): the last element in order. `c` is reordered.
+Cand weighted_select(std::vector<Cand>& c, double target, double& through) {
+  size_t lo = 0, hi = c.size();
+  double acc = 0;
+  Cand last{};  // the last element in order among those passed
+  bool have_last = false;
+  while (hi - lo > 32) {
+    const size_t mid = lo + (hi - lo) / 2;
+    Cand a = c[lo], b = c[mid], d = c[hi - 1];
+    if (before(b, a)) std::swap(a, b);
+    if (before(d, b)) std::swap(b, d);
+    if (before(b, a)) std::swap(a, b);
+    const Cand pivot = b;  // median of three; ids are unique, so the order is strict
+    auto m = std::partition(c.begin() + lo, c.begin() + hi, [&](const Cand& x) { return before(x, pivot); });
+    const size_t m1 = size_t(m - c.begin());
+    auto p = std::find_if(m, c.begin() + hi, [&](const Cand& x) { return x.id == pivot.id; });
+    std::iter_swap(m, p);
+    double s = 0;
+    for (size_t i = lo; i < m1; ++i) s += c[i].w;
+    if (acc + s >= target) {
+      hi = m1;
+    } else if (acc + s + pivot.w >= target) {
+      through = acc + s + pivot.w;
+      return pivot;
     } else {
-      std::sort(b.begin(), b.end(), before);
+      acc += s + pivot.w;
+      last = pivot, have_last = true;
+      lo = m1 + 1;
     }
-    s_.cands.insert(s_.cands.end(), b.begin(), b.end());
-    return true;
   }
+  std::sort(c.begin() + lo, c.begin() + hi, before);
+  for (size_t i = lo; i < hi; ++i) {
+    acc += c[i].w;
+    last = c[i], have_last = true;
+    if (acc >= target) break;
+  }
+  through = acc;
+  return have_last ? last : c.front();
+}
 
-  const float* v_;
-  int V_;
-  float m_, T_;
-  size_t limit_;
-  Scratch& s_;
-  size_t band_ = 0;
-  float hi_ = std::numeric_limits<float>::infinity();
-};
-
-}  // namespace
-
-int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scratch& scratch) {
-  const float m = v[best], inv = 1.f / p.temperature;
-  const size_t k = p.top_k > 0 && p.top_k < V ? size_t(p.top_k) : size_t(V);
-  // min-p on float weights: w ≥ min_p exactly when w ≥ the smallest float not below min_p
-  float wmin = float(p.min_p);
-  if (double(wmin) < p.min_p) wmin = std::nextafter(wmin, 2.f);
-  auto weight = [&](const Cand& c) { return double(fast_exp((c.v - m) * inv)); };
-  Walk walk(v, V, m, p.temperature, k, scratch);
-  // The universe: the first k candidates whose weight is at least min_p (a prefix of the order).
-  Cand c{};
-  auto in_universe = [&](size_t i) { return i < k && walk.at(i, c) && float(weight(c)) >= wmin; };
+// The draw over the first k candidates (top-k): sequential over a sorted list.
+int32_t draw_top_k(const float* v, int V, const Params& p, double u, float wmin, Scratch& s) {
+  top_candidates(v, V, p.top_k, s.cands);
+  const float m = s.cands.front().v, inv = 1.f / p.temperature;
+  size_t n = 0;
   double total = 0;
-  if (k < size_t(V)) {
-    for (size_t i = 0; in_universe(i); ++i) total += weight(c);
-  } else {
-    total = exp_sum(v, V, m, inv, wmin);
+  for (; n < s.cands.size(); ++n) {
+    Cand& c = s.cands[n];
+    c.w = fast_exp((c.v - m) * inv);
+    if (!(c.w >= wmin) || c.v == -std::numeric_limits<float>::infinity()) break;
+    total += c.w;
   }
-  // top-p: the shortest prefix whose weight reaches top_p · total
-  size_t cut = std::numeric_limits<size_t>::max();
-  if (p.top_p < 1.f) {
+  if (p.top_p < 1.0) {
     const double target = p.top_p * total;
     double cum = 0;
     size_t i = 0;
-    for (; in_universe(i); ++i) {
-      cum += weight(c);
-      if (cum >= target) {
-        ++i;
-        break;
-      }
+    while (i < n) {
+      cum += s.cands[i++].w;
+      if (cum >= target) break;
     }
-    cut = i;
+    n = i;
     total = cum;
   }
-  // inverse CDF
   double x = u * total;
-  int32_t last = best;
-  for (size_t i = 0; i < cut && in_universe(i); ++i) {
-    last = c.id;
-    x -= weight(c);
-    if (x <= 0) return c.id;
+  for (size_t i = 0; i < n; ++i) {
+    x -= s.cands[i].w;
+    if (x <= 0) return s.cands[i].id;
   }
-  return last;
+  return s.cands[n - 1].id;
+}
+
+}  // namespace
+
+int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scratch& s) {
+  // min-p on float weights: w ≥ min_p exactly when w ≥ the smallest float not below min_p
+  float wmin = float(p.min_p);
+  if (double(wmin) < p.min_p) wmin = std::nextafter(wmin, 2.f);
+  if (p.top_k > 0 && p.top_k < V) return draw_top_k(v, V, p, u, wmin, s);
+  const float m = v[best], inv = 1.f / p.temperature;
+  s.weights.resize(size_t(V));
+  float* w = s.weights.data();
+  const double total = exp_weights(v, V, m, inv, wmin, w);
+  // candidates that can hold the running sum's crossing of `target` within a universe of weight `within`
+  auto collect = [&](double target, double within, const Cand* cut) {
+    const float floor = float((within - target) / double(V) * 0.999);  // a little low: rounding never drops the answer
+    s.cands.clear();
+    for (int i = 0; i < V; ++i) {
+      if (!(w[i] > floor) || w[i] == 0.f) continue;
+      const Cand c{v[i], int32_t(i), w[i]};
+      if (cut && before(*cut, c)) continue;
+      s.cands.push_back(c);
+    }
+  };
+  double kept = total;
+  Cand cut{};
+  const bool has_cut = p.top_p < 1.0;
+  if (has_cut) {
+    collect(p.top_p * total, total, nullptr);
+    cut = weighted_select(s.cands, p.top_p * total, kept);
+  }
+  collect(u * kept, kept, has_cut ? &cut : nullptr);
+  if (s.cands.empty()) return has_cut ? cut.id : best;
+  double through = 0;
+  return weighted_select(s.cands, u * kept, through).id;
 }
 
 }  // namespace splash::sampler

@@ -26,20 +26,9 @@ inline float fast_exp(float x) {
 }
 
 // Σ fast_exp((v[i] − m) · inv) over [0, n), accumulated in blocks (float inside a block, double across).
-// Terms below `floor` (min-p) are left out.
-inline double exp_sum(const float* v, int n, float m, float inv, float floor = 0.f) {
-  double total = 0;
-  for (int b = 0; b < n; b += 512) {
-    const int e = n - b < 512 ? n : b + 512;
-    float s = 0.f;
-#pragma omp simd reduction(+ : s)
-    for (int i = b; i < e; ++i) {
-      const float w = fast_exp((v[i] - m) * inv);
-      s += w >= floor ? w : 0.f;
-    }
-    total += s;
-  }
-  return total;
-}
+// Terms below `floor` (min-p) are left out (sampler/weights.cpp).
+double exp_sum(const float* v, int n, float m, float inv, float floor = 0.f);
+// The same weights stored in w[0, n) (0 below `floor`); returns their sum.
+double exp_weights(const float* v, int n, float m, float inv, float floor, float* w);
 
 }  // namespace splash::sampler

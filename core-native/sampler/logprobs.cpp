@@ -15,30 +15,31 @@ double log_sum_exp(const float* v, int V) {
   return double(m) + std::log(exp_sum(v, V, m, 1.f));
 }
 
-void top_logprobs(const float* v, int V, int n, double lse, std::vector<TopEntry>& out) {
+void top_candidates(const float* v, int V, int n, std::vector<Scratch::Cand>& out) {
   out.clear();
   n = std::min(n, V);
   if (n <= 0) return;
-  // min-heap of the best n so far under (value descending, id ascending): the root is the worst kept
-  struct E {
-    float v;
-    int32_t id;
-  };
-  auto worse = [](const E& a, const E& b) { return a.v > b.v || (a.v == b.v && a.id < b.id); };
-  std::vector<E> heap;
-  heap.reserve(n);
+  // a heap of the best n so far whose root is the worst kept (ids ascend, so an equal value never displaces it)
+  auto better = [](const Scratch::Cand& a, const Scratch::Cand& b) { return a.v > b.v || (a.v == b.v && a.id < b.id); };
+  out.reserve(size_t(n));
   for (int i = 0; i < V; ++i) {
-    if (int(heap.size()) < n) {
-      heap.push_back({v[i], i});
-      std::push_heap(heap.begin(), heap.end(), worse);
-    } else if (v[i] > heap.front().v) {  // ids ascend, so an equal value never displaces a kept one
-      std::pop_heap(heap.begin(), heap.end(), worse);
-      heap.back() = {v[i], i};
-      std::push_heap(heap.begin(), heap.end(), worse);
+    if (int(out.size()) < n) {
+      out.push_back({v[i], int32_t(i), 0.f});
+      std::push_heap(out.begin(), out.end(), better);
+    } else if (v[i] > out.front().v) {
+      std::pop_heap(out.begin(), out.end(), better);
+      out.back() = {v[i], int32_t(i), 0.f};
+      std::push_heap(out.begin(), out.end(), better);
     }
   }
-  std::sort_heap(heap.begin(), heap.end(), worse);
-  for (const E& e : heap) out.push_back({e.id, float(double(e.v) - lse)});
+  std::sort_heap(out.begin(), out.end(), better);
+}
+
+void top_logprobs(const float* v, int V, int n, double lse, std::vector<TopEntry>& out) {
+  std::vector<Scratch::Cand> top;
+  top_candidates(v, V, n, top);
+  out.clear();
+  for (const auto& c : top) out.push_back({c.id, float(double(c.v) - lse)});
 }
 
 }  // namespace splash::sampler

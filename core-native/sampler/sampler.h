@@ -60,14 +60,15 @@ struct Sampled {
   std::vector<TopEntry> top;
 };
 
-// Scratch reused across rows (a copy of the row when penalties or a mask change it, the candidate list).
+// Scratch reused across rows (a copy of the row when penalties or a mask change it, weights, candidates).
 struct Scratch {
-  std::vector<float> work;
+  std::vector<float> work, weights;
   struct Cand {
     float v;
     int32_t id;
+    float w;
   };
-  std::vector<Cand> cands, band;
+  std::vector<Cand> cands;
 };
 
 // Samples (or scores) one row of V logits. Throws splash::Error("invalid_argument") when the mask allows
@@ -88,7 +89,9 @@ int32_t argmax(const float* v, int V);
 int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scratch& scratch);
 // log Σ exp(v): the log-softmax normaliser.
 double log_sum_exp(const float* v, int V);
-// The n largest of v (value descending, id ascending) as log-probabilities v − lse.
+// The n largest of v in candidate order (value descending, id ascending), sorted; one pass with a heap.
+void top_candidates(const float* v, int V, int n, std::vector<Scratch::Cand>& out);
+// The n largest of v as log-probabilities v − lse.
 void top_logprobs(const float* v, int V, int n, double lse, std::vector<TopEntry>& out);
 
 }  // namespace splash::sampler

@@ -1,0 +1,44 @@
+// The sampler's passes over the whole vocabulary (weights and their sum). x86-64 builds carry an AVX2+FMA
+// clone besides the baseline, chosen when the library loads (GCC function multiversioning).
+#include "sampler/fast_exp.h"
+
+namespace splash::sampler {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SPLASH_VOCAB_PASS __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define SPLASH_VOCAB_PASS
+#endif
+
+SPLASH_VOCAB_PASS double exp_sum(const float* v, int n, float m, float inv, float floor) {
+  double total = 0;
+  for (int b = 0; b < n; b += 512) {
+    const int e = n - b < 512 ? n : b + 512;
+    float s = 0.f;
+#pragma omp simd reduction(+ : s)
+    for (int i = b; i < e; ++i) {
+      const float w = fast_exp((v[i] - m) * inv);
+      s += w >= floor ? w : 0.f;
+    }
+    total += s;
+  }
+  return total;
+}
+
+SPLASH_VOCAB_PASS double exp_weights(const float* v, int n, float m, float inv, float floor, float* w) {
+  double total = 0;
+  for (int b = 0; b < n; b += 512) {
+    const int e = n - b < 512 ? n : b + 512;
+    float s = 0.f;
+#pragma omp simd reduction(+ : s)
+    for (int i = b; i < e; ++i) {
+      const float x = fast_exp((v[i] - m) * inv);
+      w[i] = x >= floor ? x : 0.f;
+      s += w[i];
+    }
+    total += s;
+  }
+  return total;
+}
+
+}  // namespace splash::sampler
