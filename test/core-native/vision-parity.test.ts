@@ -97,14 +97,14 @@ t.test('qwen3_5-vl-image: encoder, prompt with two images, greedy decode', async
   let at = 0
   for (const e of embeds) allEmbeds.set(e, (at += e.length) - e.length)
   const seq = native.createSequence(h, {maxLength: T + 16})
-  const got = (await native.step(h, [{seq, tokens: ids, logits: 'all', embedAt, embeds: allEmbeds, positions}]))[0]!
+  const got = (await native.step(h, [{seq, tokens: ids, logits: 'all', embedAt, embeds: allEmbeds, positions}]))[0].logits!
   const expected = await tensors.readFloat32('logits_fp32')
   const d = maxAbsDiff(got, expected)
   t.ok(d <= TOL, `prompt logits: max |Δlogit| ${d.toExponential(2)} ≤ ${TOL}`)
 
   // without the images the logits after the first image differ: the embeddings do reach the model
   const seq2 = native.createSequence(h, {maxLength: T})
-  const plain = (await native.step(h, [{seq: seq2, tokens: ids, logits: 'all', positions}]))[0]!
+  const plain = (await native.step(h, [{seq: seq2, tokens: ids, logits: 'all', positions}]))[0].logits!
   t.ok(maxAbsDiff(plain.subarray((embedAt[0] + 1) * V), expected.subarray((embedAt[0] + 1) * V)) > 0.01, 'pad embeddings alone give other logits')
   native.freeSequence(h, seq2)
 
@@ -117,7 +117,7 @@ t.test('qwen3_5-vl-image: encoder, prompt with two images, greedy decode', async
   let worst = 0
   for (let s = 1; s < ref.greedy_fp32.length; s++) {
     const p = T + s - 1 + delta
-    const rowLogits = (await native.step(h, [{seq, tokens: Int32Array.of(greedy[s - 1]), logits: 'last', positions: Int32Array.of(p, p, p)}]))[0]!
+    const rowLogits = (await native.step(h, [{seq, tokens: Int32Array.of(greedy[s - 1]), logits: 'last', positions: Int32Array.of(p, p, p)}]))[0].logits!
     worst = Math.max(worst, maxAbsDiff(rowLogits, greedyLogits.subarray(s * V, (s + 1) * V)))
     greedy.push(argmax(rowLogits, 0, V))
   }
