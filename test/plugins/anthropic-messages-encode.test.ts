@@ -205,13 +205,15 @@ function errorOf(fn: () => unknown): SplashError | undefined {
   return undefined
 }
 
-t.test('images and documents are refused with an error that names the block', async t => {
-  const image = () => toMessages(<MessagesBody>(<unknown>{messages: [{role: 'user', content: [{type: 'text', text: 'see'}, {type: 'image', source: {type: 'base64', media_type: 'image/png', data: 'AAAA'}}]}]}))
-  t.match(errorOf(image), {status: 400, message: /messages\[0\]\.content\[1\]: image blocks/})
-  const pdf = () => toMessages(<MessagesBody>(<unknown>{messages: [{role: 'user', content: [{type: 'document', source: {type: 'base64', media_type: 'application/pdf', data: 'AAAA'}}]}]}))
-  t.match(errorOf(pdf), {status: 400, message: /document \(PDF\)/})
+t.test('images and documents become media parts; unsupported sources are refused naming the block', async t => {
+  const [image] = toMessages(<MessagesBody>(<unknown>{messages: [{role: 'user', content: [{type: 'text', text: 'see'}, {type: 'image', source: {type: 'base64', media_type: 'image/png', data: 'AAAA'}}]}]}))
+  t.match(image.content, [{type: 'text', text: 'see'}, {type: 'image', where: 'messages[0].content[1]'}])
+  const [pdf] = toMessages(<MessagesBody>(<unknown>{messages: [{role: 'user', content: [{type: 'document', source: {type: 'base64', media_type: 'application/pdf', data: 'AAAA'}}]}]}))
+  t.match(pdf.content, [{type: 'document', mediaType: 'application/pdf', where: 'messages[0].content[0]'}])
   const inResult = () => toMessages(<MessagesBody>(<unknown>{messages: [{role: 'user', content: [{type: 'tool_result', tool_use_id: 't', content: [{type: 'image', source: {}}]}]}]}))
-  t.match(errorOf(inResult), {status: 400, message: /content\[0\]\.content\[0\]: image/})
+  t.match(errorOf(inResult), {status: 400, message: /content\[0\]\.content\[0\]\.source\.type/})
+  const fileSource = () => toMessages(<MessagesBody>(<unknown>{messages: [{role: 'user', content: [{type: 'image', source: {type: 'file', file_id: 'x'}}]}]}))
+  t.match(errorOf(fileSource), {status: 400, message: /messages\[0\]\.content\[0\]\.source\.type: sources of type "file"/})
 })
 
 t.test('an error mid-stream ends the stream with an error event', async t => {

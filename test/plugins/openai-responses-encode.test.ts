@@ -195,7 +195,7 @@ t.test('input items fold into chat turns', async t => {
   t.equal(request.toolChoice, 'auto')
 })
 
-t.test('refusals: images, files, text.format other than text / json_schema / json_object', async t => {
+t.test('refusals: files by id, text.format other than text / json_schema / json_object', async t => {
   const attempt = (body: Record<string, unknown>) => {
     try {
       toChatRequest({input: 'x', ...body} as unknown as ResponsesBody, [], {efforts: []}, () => undefined, new AbortController().signal, () => {})
@@ -205,8 +205,10 @@ t.test('refusals: images, files, text.format other than text / json_schema / jso
     }
     return undefined
   }
-  t.match(attempt({input: [{role: 'user', content: [{type: 'input_image', image_url: 'data:image/png;base64,AA'}]}]}), {status: 400, message: /input\[0\]\.content\[0\]: input_image/})
-  t.match(attempt({input: [{role: 'user', content: [{type: 'input_file', filename: 'a.pdf', file_data: 'data:application/pdf;base64,AA'}]}]}), {status: 400, message: /input_file/})
+  // images and PDFs are accepted (test/plugins/media.test.ts); files by id or URL are not
+  t.equal(attempt({input: [{role: 'user', content: [{type: 'input_image', image_url: 'data:image/png;base64,AA'}]}]}), undefined)
+  t.equal(attempt({input: [{role: 'user', content: [{type: 'input_file', filename: 'a.pdf', file_data: 'data:application/pdf;base64,AA'}]}]}), undefined)
+  t.match(attempt({input: [{role: 'user', content: [{type: 'input_file', file_id: 'f'}]}]}), {status: 400, message: /input\[0\]\.content\[0\]: input_file needs file_data/})
   t.match(attempt({text: {format: {type: 'regex', pattern: 'a+'}}}), {status: 400, param: 'text.format'})
   t.match(attempt({text: {format: {type: 'json_schema', name: 'x'}}}), {status: 400, param: 'text.format', message: /schema is required/})
   const translated = toChatRequest({input: 'x', text: {format: {type: 'json_schema', name: 'x', strict: true, schema: {type: 'object'}}}} as unknown as ResponsesBody, [], {efforts: []}, () => undefined, new AbortController().signal, () => {})
