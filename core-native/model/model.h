@@ -157,6 +157,7 @@ class Model {
   void free_sequence(int32_t id);            // throws
   void truncate_sequence(int32_t id, int32_t len);
   Sequence* find(int32_t id);  // nullptr if unknown; caller holds seq_mu_
+  Sequence* idle_sequence(int32_t id);  // throws unknown_sequence / sequence_busy; caller holds seq_mu_
   std::mutex& seq_mutex() { return seq_mu_; }
 
   // One batched step; out[i] gets logits per item (empty for 'none'), items[i].sampled the sampled rows.

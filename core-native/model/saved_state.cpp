@@ -16,14 +16,19 @@ int64_t draft_plane(const DraftConfig& d, const Sequence& s) { return int64_t(s.
 
 }  // namespace
 
+Sequence* Model::idle_sequence(int32_t id) {
+  Sequence* s = find(id);
+  if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
+  if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
+  return s;
+}
+
 int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
   // device memory: copies go through the backend's queue, which a running step also uses
   std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
   if (!host_memory_) device.lock();
   std::lock_guard<std::mutex> lock(seq_mu_);
-  Sequence* s = find(id);
-  if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
-  if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
+  Sequence* s = idle_sequence(id);
   if (start < 0 || n <= 0 || start + n > s->len)
     throw Error("invalid_argument", "rows [" + std::to_string(start) + ", " + std::to_string(start + n) +
                                         ") are not computed (length " + std::to_string(s->len) + ")");
@@ -56,9 +61,7 @@ int64_t Model::save_state(int32_t id) {
   std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
   if (!host_memory_) device.lock();
   std::lock_guard<std::mutex> lock(seq_mu_);
-  Sequence* s = find(id);
-  if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
-  if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
+  Sequence* s = idle_sequence(id);
   if (s->broken) throw Error("sequence_broken", "sequence " + std::to_string(id) + " failed earlier");
   SavedState st;
   st.len = s->len;
@@ -76,9 +79,7 @@ bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state)
   std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
   if (!host_memory_) device.lock();
   std::lock_guard<std::mutex> lock(seq_mu_);
-  Sequence* s = find(id);
-  if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
-  if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
+  Sequence* s = idle_sequence(id);
   auto st = saved_states_.find(state);
   if (st == saved_states_.end()) throw Error("invalid_argument", "unknown saved state " + std::to_string(state));
   std::vector<const SavedRows*> parts;
