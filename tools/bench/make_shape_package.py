@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
 """Writes a synthetic q4 Splash package with random weights at the shape of a real model, with fewer layers,
-for GPU speed measurements (numpy only; run where the GPU is: scripts/gpu-test.sh).
-Usage: make_shape_package.py DIR {qwen3.8-27b|qwen3.6-35b-a3b} [layers]
+for speed measurements (numpy only; run where the GPU is: scripts/gpu-test.sh, or for the native kernel test's
+decode timing).
+Usage: make_shape_package.py DIR {qwen3.8-27b|qwen3.6-35b-a3b|dense-1.4b} [layers]
 Shapes (model-arch.md §1.2): 27b = hidden 5120, attn 24/4 heads of 256, GDN 16/48 heads of 128, dense MLP 17408;
 35b-a3b = hidden 2048, attn 16/2 of 256, GDN 16/32 of 128, 256 experts (top 8) of 512 + a shared expert of 512.
-Both: vocab 248320, untied lm_head, every 4th layer full attention. Default 8 layers (6 GDN + 2 attention)."""
+dense-1.4b = hidden 2048, attn 16/2 of 256, GDN 16/32 of 128, dense MLP 6144, vocab 65536, 16 layers by default
+(about 1.4 B parameters, 0.78 GB; the shape of test/core-native/helpers/bench-decode.ts).
+All: untied lm_head, every 4th layer full attention; vocab 248320 unless named. Default 8 layers (6 GDN + 2
+attention) unless named."""
 import json, os, sys
 import numpy as np
 
 SHAPES = {
     "qwen3.8-27b": dict(H=5120, nh=24, nkv=4, nk=16, nv=48, I=17408, E=0, K=0, Im=0, Is=0),
     "qwen3.6-35b-a3b": dict(H=2048, nh=16, nkv=2, nk=16, nv=32, I=0, E=256, K=8, Im=512, Is=512),
+    "dense-1.4b": dict(H=2048, nh=16, nkv=2, nk=16, nv=32, I=6144, E=0, K=0, Im=0, Is=0, V=65536, L=16),
 }
 d, shape = sys.argv[1], sys.argv[2]
-L = int(sys.argv[3]) if len(sys.argv) > 3 else 8
 s = SHAPES[shape]
-H, V, hd, dk, dv = s["H"], 248320, 256, 128, 128
+L = int(sys.argv[3]) if len(sys.argv) > 3 else s.get("L", 8)
+H, V, hd, dk, dv = s["H"], s.get("V", 248320), 256, 128, 128
 nh, nkv, nk, nv = s["nh"], s["nkv"], s["nk"], s["nv"]
 types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(L)]
 rng = np.random.default_rng(1)
