@@ -68,6 +68,10 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   job.n = n;
   // ~8 chunks per thread: enough to rebalance around a descheduled thread, few enough to stay cheap
   job.chunk = std::max<int64_t>(1, units / (int64_t(n_) * 8)) * align;
+  dispatch(job);
+}
+
+void ThreadPool::dispatch(Job& job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &job;
@@ -75,7 +79,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     generation_.fetch_add(1, std::memory_order_seq_cst);
   }
   cv_.notify_all();
-  run_chunks(job, 0);
+  run_chunks(job, 0);  // the calling thread is worker 0
   open_.store(false, std::memory_order_seq_cst);
   int spins = 0;
   while (active_.load(std::memory_order_seq_cst) != 0) {
@@ -97,20 +101,7 @@ void ThreadPool::parallel_tasks(int64_t n, const std::function<void(int64_t)>& f
   job.fn = &f;
   job.n = n;
   job.chunk = 1;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = &job;
-    open_.store(true, std::memory_order_seq_cst);
-    generation_.fetch_add(1, std::memory_order_seq_cst);
-  }
-  cv_.notify_all();
-  run_chunks(job, 0);
-  open_.store(false, std::memory_order_seq_cst);
-  int spins = 0;
-  while (active_.load(std::memory_order_seq_cst) != 0) {
-    if (++spins < 2000) SPLASH_PAUSE();
-    else std::this_thread::yield();
-  }
+  dispatch(job);
 }
 
 }  // namespace splash

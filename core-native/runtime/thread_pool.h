@@ -35,6 +35,8 @@ class ThreadPool {
   };
   void worker(int index);
   void run_chunks(Job& job, int index);
+  /** Publishes a job to the workers, runs its share on the calling thread, and waits until every worker is out. */
+  void dispatch(Job& job);
 
   int n_;
   std::vector<std::thread> threads_;
