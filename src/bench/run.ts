@@ -106,7 +106,7 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
   const m = machine()
   const notes = [
     `Medians (min–max) over ${s.runs} runs; ${s.maxTokens} output tokens, greedy, reasoning_effort ${o.reasoningEffort}. ` +
-      `Splash: streaming chat completions against splash serve, timed by the HTTP client.`,
+      `Splash (${splash.backend} backend): streaming chat completions against splash serve, timed by the HTTP client.`,
   ]
   if (peerInfo) {
     notes.push(
@@ -125,7 +125,7 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
     date: new Date().toISOString(),
     quick: o.quick,
     machine: m,
-    backend: {splash: 'cpu (native core)', peer: peerInfo},
+    backend: {splash: splash.backend, peer: peerInfo},
     package: manifest
       ? {dir, name: manifest.name, family: manifest.family, quant: manifest.weights.quant, layers: manifest.config.num_hidden_layers, provenance: manifest.provenance}
       : {spec: model},

@@ -70,6 +70,8 @@ export class SplashDriver implements Driver {
   label = 'Splash'
   contextLength = 0
   modelId = ''
+  /** What the server says it runs on (its /metrics splash_model_info), e.g. "cuda (sm_90)". */
+  backend = ''
   private constructor(readonly server: SplashServer, private readonly o: SplashDriverOptions) {}
 
   static async start(model: string, o: SplashDriverOptions, extra: string[] = []): Promise<SplashDriver> {
@@ -78,6 +80,10 @@ export class SplashDriver implements Driver {
     const models = (await (await fetch(`${server.url}/v1/models`)).json()) as {data: {id: string; context_length: number}[]}
     d.modelId = models.data[0]?.id ?? ''
     d.contextLength = models.data[0]?.context_length ?? 0
+    const metrics = await (await fetch(`${server.url}/metrics`)).text()
+    const info = /^splash_model_info\{(.*)\} 1$/m.exec(metrics)?.[1] ?? ''
+    const label = (k: string) => new RegExp(`(?:^|,)${k}="([^"]*)"`).exec(info)?.[1]
+    d.backend = label('backend') ? `${label('backend')} (${label('variant')})` : 'unknown'
     return d
   }
 

@@ -99,6 +99,13 @@ export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
   const engine = new Engine(model, {...schedulerOverrides(), maxRunning: Math.min(plan.batchLimit, schedulerOverrides().maxRunning ?? Infinity)}, o.metrics, {
     cacheBytes: plan.cacheBytes,
   })
+  o.metrics?.info('splash_model_info', 'The served package and the backend it runs on', {
+    package: manifest.name,
+    family: manifest.family,
+    quant: manifest.weights.quant,
+    backend: model.info.backend,
+    variant: model.info.isa,
+  })
   return {manifest, plan, model, engine, family}
 }
 

@@ -48,6 +48,20 @@ export class Gauge extends Metric {
   }
 }
 
+/** A constant 1 whose labels carry facts (the Prometheus "info" pattern: what runs, on what). */
+export class Info extends Metric {
+  constructor(
+    name: string,
+    help: string,
+    private readonly labels: Labels,
+  ) {
+    super(name, help, 'gauge')
+  }
+  lines(): string[] {
+    return [`${this.name}{${labelKey(this.labels)}} 1`]
+  }
+}
+
 export class Histogram extends Metric {
   private readonly counts: number[]
   private sum = 0
@@ -109,6 +123,14 @@ export class Metrics {
   gauge(name: string, help: string, read: () => number): void {
     if (this.all.some(m => m.name === name)) return
     this.all.push(new Gauge(name, help, read))
+  }
+
+  /** Sets (or replaces) an info metric: a model loaded later replaces the earlier one's labels. */
+  info(name: string, help: string, labels: Labels): void {
+    const i = this.all.findIndex(m => m.name === name)
+    const m = new Info(name, help, labels)
+    if (i >= 0) this.all[i] = m
+    else this.all.push(m)
   }
 
   render(): string {

@@ -123,8 +123,9 @@ export interface ModelInfo {
   stateBytesPerSequence: number
   /** KV cache bytes per token of one sequence (all full-attention layers). */
   kvBytesPerToken: number
-  backend: 'cpu'
-  isa: Isa
+  /** The backend the model runs on, and its variant: the CPU's ISA (Isa) or the GPU architecture (sm_90). */
+  backend: 'cpu' | 'cuda'
+  isa: string
   activationType: 'f32'
   kvType: 'f32'
   /** What q4/q8 matmuls use for activations in this model. */

@@ -61,7 +61,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     log(`Loading ${manifest.name} from ${dir}`)
     try {
       const loaded = await loadInto(modelHost, {dir, manifest, maxMemory: options.maxMemory, maxContext: options.maxContext, log, metrics})
-      log(`Serving ${loaded.manifest.name}: context ${loaded.model.contextLength} tokens, up to ${loaded.plan.batchLimit} requests at once`)
+      log(`Serving ${loaded.manifest.name} on ${loaded.model.info.backend} (${loaded.model.info.isa}): context ${loaded.model.contextLength} tokens, up to ${loaded.plan.batchLimit} requests at once`)
     } catch (err) {
       await app.close()
       throw err

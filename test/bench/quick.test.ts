@@ -24,6 +24,7 @@ t.test('bench --quick --preset tiny-hybrid: table, JSON, SVG', async t => {
   t.type(doc.machine.cpu, 'string')
   t.ok(doc.machine.cores >= 1)
   t.ok(doc.machine.memoryBytes > 0)
+  t.match(doc.backend.splash, /^cpu \((scalar|avx2|avx512)\)$/, 'the backend the server reports')
   t.equal(doc.package.name, 'splash/synth-tiny-hybrid')
   t.equal(doc.package.quant, 'q4')
   t.equal(doc.package.provenance.kind, 'synthetic')

@@ -36,7 +36,9 @@ t.test('its manifest verifies', async t => {
 t.test('serve with no --model serves it', async t => {
   const models = await client.models.list()
   t.equal(models.data[0].id, 'splash/default')
-  t.match(server.output(), /Serving splash\/default/)
+  t.match(server.output(), /Serving splash\/default on cpu \((scalar|avx2|avx512)\)/)
+  const metrics = await (await fetch(`${server.url}/metrics`)).text()
+  t.match(metrics, /^splash_model_info\{backend="cpu",family="qwen3_5",package="splash\/default",quant="q4",variant="(scalar|avx2|avx512)"\} 1$/m, 'what runs, on what')
 })
 
 t.test('answers a chat request, thinking first', async t => {
