@@ -8,7 +8,11 @@
 //   block) and the others a JSON grammar. XGrammar's own qwen_xml_parameter is not used: it allows
 //   unbounded whitespace around every value and writes string enums JSON-quoted, which the parser (like
 //   Qwen's reference parser) would keep as part of the string.
-import type {StructuralTagFormat} from '../../src/grammar/compiler.js'
+// - A freeform tool (an input grammar instead of a schema) is called with its one parameter `input`: the
+//   grammar's text itself in the XML form, the text as a JSON string in the JSON form.
+// - A tool held to no schema (true) takes any parameters in the XML form (raw values, any names) and any
+//   object in the JSON form.
+import type {StructuralTagFormat, ToolGrammarTool} from '../../src/grammar/compiler.js'
 import {resolvePointer} from '../../src/grammar/schema-policy.js'
 import {errors} from '../../src/errors.js'
 import type {ToolCallFormat} from './output.js'
@@ -18,11 +22,7 @@ import type {JsonSchema} from './template.js'
 type TagFormat = Extract<StructuralTagFormat, {type: 'tag'}>
 type Schema = Record<string, unknown>
 
-export interface ToolGrammarTool {
-  name: string
-  /** The checked parameters schema (true: any object). */
-  schema: Schema | boolean
-}
+export type {ToolGrammarTool}
 
 export type ToolGrammarMode =
   /** Exactly the tools' calls: one (stopAfterFirst) or several, nothing else. */
@@ -102,8 +102,12 @@ function xmlValue(prop: unknown, root: Schema, tool: string, param: string): Str
   return {type: 'json_schema', json_schema: typeof prop === 'object' ? {...(prop as Schema), ...defs} : (prop as boolean)}
 }
 
-function xmlArguments(tool: ToolGrammarTool): StructuralTagFormat {
-  const root: Schema = tool.schema === true || tool.schema === false ? {} : tool.schema
+/** Any number of parameters with any names and raw values (what the parser reads without a schema). */
+const ANY_XML_ARGUMENTS: StructuralTagFormat = {type: 'regex', pattern: `(<parameter=[^>\\n<]+>\\n${RAW_TEXT}\\n</parameter>\\n)*`}
+
+function xmlArguments(tool: {name: string; schema: Schema | boolean}): StructuralTagFormat {
+  if (tool.schema === true) return ANY_XML_ARGUMENTS
+  const root: Schema = tool.schema === false ? {} : tool.schema
   if (root.anyOf || root.oneOf || root.$ref) refuse(tool.name, '*', 'the parameters schema must be one object schema')
   const props = (root.properties ?? {}) as Schema
   const required = new Set(Array.isArray(root.required) ? (root.required as string[]) : [])
@@ -118,6 +122,18 @@ function xmlArguments(tool: ToolGrammarTool): StructuralTagFormat {
 }
 
 function tag(format: ToolCallFormat, tool: ToolGrammarTool): TagFormat {
+  if (tool.input) {
+    if (format === 'xml') {
+      const content = sequence([constant('<parameter=input>\n'), {type: 'grammar', grammar: tool.input.raw}, constant('\n</parameter>\n')])
+      return {type: 'tag', begin: `${TRIGGER}\n<function=${tool.name}>\n`, content, end: '</function>\n</tool_call>'}
+    }
+    return {
+      type: 'tag',
+      begin: `${TRIGGER}\n{"name": ${JSON.stringify(tool.name)}, "arguments": {"input": "`,
+      content: {type: 'grammar', grammar: tool.input.json},
+      end: '"}}\n</tool_call>',
+    }
+  }
   if (format === 'xml') {
     return {type: 'tag', begin: `${TRIGGER}\n<function=${tool.name}>\n`, content: xmlArguments(tool), end: '</function>\n</tool_call>'}
   }

@@ -7,10 +7,17 @@ import {errors} from '../errors.js'
 import {Lru} from './lru.js'
 import {GrammarMatcherState} from './matcher.js'
 import {enforceableSchema} from './schema-policy.js'
+import {toolInputEbnf, type ToolInputEbnf, type ToolInputSource} from './tool-input.js'
 import {readVocab} from './vocab.js'
 import {xgrammar} from './xgrammar.js'
 
-export type {StructuralTagFormat}
+export type {StructuralTagFormat, ToolInputEbnf, ToolInputSource}
+
+/**
+ * A tool as a tool-call grammar sees it: a JSON Schema for its arguments (true: any object), or, for a
+ * freeform tool, the grammar of its one string argument `input`.
+ */
+export type ToolGrammarTool = {name: string; schema: Record<string, unknown> | boolean; input?: undefined} | {name: string; input: ToolInputEbnf}
 
 /** What a request's output must follow. */
 export type GrammarSpec =
@@ -40,6 +47,11 @@ export class Grammars {
   /** Checks a JSON Schema for keywords that cannot be enforced (400 naming the first) and returns the form to compile. */
   checkSchema(schema: unknown, param: string): Record<string, unknown> | boolean {
     return enforceableSchema(schema, param)
+  }
+
+  /** A freeform tool's input grammar as EBNF (a 400 naming what cannot be enforced). */
+  checkToolInput(tool: string, source: ToolInputSource): ToolInputEbnf {
+    return toolInputEbnf(tool, source)
   }
 
   /** A matcher for one sequence following `spec`. Throws a 400 SplashError when the spec cannot be enforced. */

@@ -1,9 +1,10 @@
 // What a chat request's output is constrained to, decided once per request: a forced tool call (its
 // arguments following the tool's schema), the response format (a JSON Schema or any JSON object), or
-// free text in which strict tools can only be called with valid arguments. Constrained answers are
+// free text in which strict tools (and freeform tools with an input grammar) can only be called with
+// valid arguments. Constrained answers are
 // generated with thinking off (see DEVELOPMENT.md, "Structured output"); strict tools under
 // tool_choice auto keep thinking, since the grammar leaves text outside calls free.
-import type {GrammarSpec} from '../grammar/compiler.js'
+import type {GrammarSpec, Grammars, ToolGrammarTool} from '../grammar/compiler.js'
 import type {ChatFamily, ChatRequest, ChatTool, ToolChoice} from './chat.js'
 import {errors} from '../errors.js'
 
@@ -17,13 +18,13 @@ export interface ConstraintPlan {
 
 export function planConstraint(family: ChatFamily, req: ChatRequest, tools: ChatTool[] | undefined, choice: ToolChoice): ConstraintPlan | undefined {
   const forced = choice === 'required' || typeof choice === 'object'
-  const wantsStrict = !forced && !req.responseFormat && (tools ?? []).some(t => t.function.strict === true)
+  const wantsStrict = !forced && !req.responseFormat && (tools ?? []).some(t => t.function.strict === true || t.inputGrammar !== undefined)
   if (!forced && !req.responseFormat && !wantsStrict) return undefined
   const grammars = family.grammars
   if (!grammars || !family.toolCallGrammar) throw errors.invalidRequest('Structured output is not available for this model family', req.responseFormat ? 'response_format' : 'tools')
   if (forced) {
     const chosen = typeof choice === 'object' ? tools!.filter(t => t.function.name === choice.name) : tools!
-    const schemas = chosen.map(t => ({name: t.function.name, schema: grammars.checkSchema(t.function.parameters ?? true, 'tools')}))
+    const schemas = chosen.map(t => grammarTool(grammars, t, true))
     const stopAfterFirst = typeof choice === 'object' || req.parallelToolCalls === false
     return {spec: {type: 'structural', format: family.toolCallGrammar(schemas, {type: 'calls', stopAfterFirst})}, answerOnly: true}
   }
@@ -32,9 +33,12 @@ export function planConstraint(family: ChatFamily, req: ChatRequest, tools: Chat
     return {spec: f.type === 'json_object' ? {type: 'json_object'} : {type: 'json_schema', schema: f.schema, param: 'response_format'}, answerOnly: true}
   }
   // strict tools are held to their schemas (a schema that cannot be enforced is a 400); the others to any object
-  const schemas = tools!.map(t => ({
-    name: t.function.name,
-    schema: t.function.strict === true ? grammars.checkSchema(t.function.parameters ?? true, 'tools') : true,
-  }))
+  const schemas = tools!.map(t => grammarTool(grammars, t, t.function.strict === true))
   return {spec: {type: 'structural', format: family.toolCallGrammar(schemas, {type: 'triggered'})}, answerOnly: false}
+}
+
+/** A tool as its call grammar needs it: its input grammar, its checked schema (`enforce`), or any object. */
+function grammarTool(grammars: Grammars, t: ChatTool, enforce: boolean): ToolGrammarTool {
+  if (t.inputGrammar) return {name: t.function.name, input: grammars.checkToolInput(t.function.name, t.inputGrammar)}
+  return {name: t.function.name, schema: enforce ? grammars.checkSchema(t.function.parameters ?? true, 'tools') : true}
 }

@@ -6,7 +6,7 @@ import type {Engine, GenerationHandle} from './engine.js'
 import type {TextCodec} from './family.js'
 import type {FinishReason as EngineFinish, GenerationEvent} from './request.js'
 import type {SamplingParams, TopLogprob} from './sampling.js'
-import type {Grammars, StructuralTagFormat} from '../grammar/compiler.js'
+import type {Grammars, StructuralTagFormat, ToolGrammarTool, ToolInputSource} from '../grammar/compiler.js'
 import {planConstraint, type ResponseFormat} from './chat-constraint.js'
 import {errors} from '../errors.js'
 import {MEDIA_DEFAULTS, resolveMedia, type MediaOptions, type MediaSource, type PromptMedia, type VisionFamily} from './media.js'
@@ -48,6 +48,11 @@ export interface JsonSchema {
 export interface ChatTool {
   type: 'function'
   function: {name: string; description?: string; parameters?: JsonSchema; strict?: boolean}
+  /**
+   * A freeform tool whose one string parameter `input` must follow a grammar (OpenAI custom tools with a
+   * `grammar` format): enforced whenever the tool is called, like a strict tool.
+   */
+  inputGrammar?: ToolInputSource
 }
 
 export type ToolChoice = 'none' | 'auto' | 'required' | {name: string}
@@ -95,7 +100,7 @@ export interface ChatFamily {
   /** Grammar compilation for this model's vocabulary (absent: structured output is refused). */
   grammars?: Grammars
   /** The family's tool-call form as a structural tag over `tools` (schemas already checked). */
-  toolCallGrammar?(tools: Array<{name: string; schema: Record<string, unknown> | boolean}>, mode: {type: 'calls'; stopAfterFirst: boolean} | {type: 'triggered'}): StructuralTagFormat
+  toolCallGrammar?(tools: ToolGrammarTool[], mode: {type: 'calls'; stopAfterFirst: boolean} | {type: 'triggered'}): StructuralTagFormat
 }
 
 export interface ChatRequest {

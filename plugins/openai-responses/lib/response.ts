@@ -53,6 +53,8 @@ export class ResponseBuilder {
   usage: ChatUsage | undefined
   error: {code: string; message: string} | null = null
   private finish: 'stop' | 'length' | 'tool_calls' | undefined
+  /** A tool call was cut off (by max_output_tokens): the response is incomplete whatever the finish reason says. */
+  private cut = false
   private open: OpenItem | undefined
   private seq = 0
 
@@ -90,6 +92,7 @@ export class ResponseBuilder {
         const o = this.open
         if (!o || o.toolIndex !== e.index) return []
         o.text = e.arguments
+        if (!e.complete) this.cut = true
         return this.closeOpen(e.complete ? 'completed' : 'incomplete')
       }
       case 'finish':
@@ -107,7 +110,7 @@ export class ResponseBuilder {
   /** The closing event: response.completed, or response.incomplete when max_output_tokens cut the output. */
   end(): StreamEvent[] {
     const out = this.closeOpen()
-    if (this.finish === 'length') {
+    if (this.finish === 'length' || this.cut) {
       this.status = 'incomplete'
       out.push(this.event('response.incomplete', {response: this.response()}))
     } else {

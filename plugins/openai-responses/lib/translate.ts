@@ -1,8 +1,10 @@
 // Responses body → the core's ChatRequest. Input items are folded into chat turns: consecutive assistant-side
 // items (reasoning, assistant message, function_call, custom_tool_call) make one assistant turn, outputs make
-// tool turns. Custom (freeform) tools are shown to the model as function tools taking one string `input`.
+// tool turns. Custom (freeform) tools are shown to the model as function tools taking one string `input`;
+// a custom tool's grammar format (Lark or regex) holds that input to the grammar whenever the tool is called.
 import type {Item, ResponsesBody} from './schema.js'
 import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/runtime/chat.js'
+import type {ToolInputSource} from '../../../src/grammar/compiler.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
 import {samplingParams} from '../../../src/runtime/sampling.js'
 import {errors} from '../../../src/errors.js'
@@ -105,8 +107,8 @@ export function toTools(tools: Item[] | null | undefined, log: (msg: string) => 
       })
     } else if (t.type === 'custom') {
       const name = str(t.name, `${where}.name`)
-      const format = t.format as Item | undefined
-      const grammar = format?.type === 'grammar' && typeof format.definition === 'string' ? `\n\nThe input follows this ${String(format.syntax ?? '')} grammar:\n${format.definition}` : ''
+      const inputGrammar = customFormat(t.format, `${where}.format`)
+      const grammar = inputGrammar ? `\n\nThe input follows this ${inputGrammar.syntax} grammar:\n${inputGrammar.definition}` : ''
       custom.add(name)
       out.push({
         type: 'function',
@@ -115,12 +117,24 @@ export function toTools(tools: Item[] | null | undefined, log: (msg: string) => 
           description: `${typeof t.description === 'string' ? t.description : ''}${grammar}`.trim() || undefined,
           parameters: {type: 'object', properties: {input: {type: 'string', description: 'The raw input text of this tool'}}, required: ['input']},
         },
+        ...(inputGrammar ? {inputGrammar} : {}),
       })
     } else {
       log(`${where} of type "${String(t.type)}" is not supported by this server; skipped`)
     }
   })
   return {tools: out.length > 0 ? out : undefined, custom}
+}
+
+/** A custom tool's format: text (none) or a grammar its input must follow (enforced; see src/grammar/tool-input.ts). */
+function customFormat(format: unknown, where: string): ToolInputSource | undefined {
+  if (format === undefined || format === null) return undefined
+  if (typeof format !== 'object') throw bad(where, 'must be an object')
+  const f = format as Item
+  if (f.type === 'text') return undefined
+  if (f.type !== 'grammar') throw bad(`${where}.type`, `custom tool formats are "text" or "grammar", not "${String(f.type)}"`)
+  if (f.syntax !== 'lark' && f.syntax !== 'regex') throw bad(`${where}.syntax`, `grammar syntax must be "lark" or "regex", not "${String(f.syntax)}"`)
+  return {syntax: f.syntax, definition: str(f.definition, `${where}.definition`), param: where}
 }
 
 /** A custom tool call's raw input from the arguments the model wrote for its `input` parameter. */
