@@ -1,68 +1,73 @@
-// Grammar mask cost per token against the decode step (a report, not a test). For each schema, one greedy
-// constrained generation through the real engine (draft off) with the matcher timed: the time to compute
-// each mask (XGrammar, on the JS thread while the native step runs), to accept each token, and to sample
-// the logits row under the mask (native.sampleLogits, on the JS thread after the step); then the same prompts unconstrained
-// for the decode step time.
-//   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens]
+// Grammar mask cost per token against the decode step (a report, not a test), on the real engine (draft off).
+// For each schema:
+// - where the time goes, replaying a sampled constrained generation through a fresh matcher: XGrammar's
+//   mask fill (the wasm call alone), the fill plus its copy out of the wasm heap (what the matcher calls),
+//   accepting a token, and the native masked sample against an unmasked one (the mask's conversion and use);
+// - the cost that adds to the wall time of a step: constrained and unconstrained generations interleaved
+//   (greedy, and sampled at T = 0.7 with a seed), ms per token, median of the rounds. Greedy rows compute a
+//   mask only when the grammar refuses the in-step argmax (Scheduler.settleLazyMasks); sampled rows compute
+//   every mask while the step runs (Scheduler.prepareMasks); the fraction of greedy tokens that needed one
+//   is reported.
+// The last grammar is a forced call of Codex's apply_patch tool (its Lark grammar, in the XML call form).
+//   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens] [rounds]
 import {join} from 'node:path'
 import {NativeModel} from '../src/runtime/native-model.ts'
 import {Engine} from '../src/runtime/engine.ts'
-import {GREEDY} from '../src/runtime/sampling.ts'
+import {GREEDY, samplingParams, type SamplingParams} from '../src/runtime/sampling.ts'
 import {native} from '../src/runtime/native.ts'
 import type {TokenConstraint} from '../src/runtime/request.ts'
 import {readManifest} from '../src/package/manifest.ts'
-import {Grammars} from '../src/grammar/compiler.ts'
+import {Grammars, type GrammarSpec} from '../src/grammar/compiler.ts'
+import {toolCallGrammar} from '../models/qwen3_5/tool-grammar.ts'
+import type {GrammarMatcherState} from '../src/grammar/matcher.ts'
 import {QwenTokenizer} from '../models/qwen3_5/tokenizer.ts'
 
 const dir = process.argv[2] ?? new URL('../packages/default/', import.meta.url).pathname
 const maxTokens = Number(process.argv[3] ?? 96)
+const rounds = Number(process.argv[4] ?? 5)
 const manifest = await readManifest(dir)
 const tokenizer = await QwenTokenizer.load(join(dir, manifest.tokenizer.file))
 const stop = [...manifest.tokenizer.eos_token_ids]
 const vocab = manifest.config.vocab_size
 const grammars = new Grammars({tokenizerPath: join(dir, manifest.tokenizer.file), vocabSize: vocab, stopTokenIds: stop})
 
+// Codex's freeform apply_patch tool, forced, in the default package's XML tool-call form
+const APPLY_PATCH = [
+  'start: begin_patch hunk+ end_patch', 'begin_patch: "*** Begin Patch" LF', 'end_patch: "*** End Patch" LF?',
+  'hunk: add_hunk | delete_hunk | update_hunk', 'add_hunk: "*** Add File: " filename LF add_line+', 'delete_hunk: "*** Delete File: " filename LF',
+  'update_hunk: "*** Update File: " filename LF change_move? change?', 'filename: /(.+)/', 'add_line: "+" /(.*)/ LF -> line',
+  'change_move: "*** Move to: " filename LF', 'change: (change_context | change_line)+ eof_line?', 'change_context: ("@@" | "@@ " /(.+)/) LF',
+  'change_line: ("+" | "-" | " ") /(.*)/ LF', 'eof_line: "*** End of File" LF', '%import common.LF',
+].join('\n')
+const APPLY_PATCH_CALL = toolCallGrammar('xml', [{name: 'apply_patch', input: grammars.checkToolInput('apply_patch', {syntax: 'lark', definition: APPLY_PATCH, param: 'tools'})}], {type: 'calls', stopAfterFirst: true})
 const SCHEMAS: Record<string, unknown> = {
   'person (free strings)': {type: 'object', properties: {name: {type: 'string'}, email: {type: 'string', format: 'email'}, age: {type: 'integer', minimum: 0, maximum: 150}, tags: {type: 'array', items: {type: 'string'}}}, required: ['name', 'age', 'tags']},
   'order (enums, bounded strings, nesting)': {type: 'object', properties: {id: {type: 'string', pattern: '^[A-Z]{3}-[0-9]{4}$'}, items: {type: 'array', items: {type: 'object', properties: {sku: {type: 'string', maxLength: 8}, qty: {type: 'integer', minimum: 1, maximum: 99}}, required: ['sku', 'qty']}, maxItems: 4}, status: {enum: ['new', 'paid', 'sent']}, note: {anyOf: [{type: 'string'}, {type: 'null'}]}}, required: ['id', 'items', 'status', 'note']},
   'any JSON object': undefined,
+  'apply_patch call (Lark)': APPLY_PATCH_CALL,
 }
+const SAMPLED = samplingParams({temperature: 0.7, seed: 7})
 
-const logits = Float32Array.from({length: vocab}, () => Math.random())
-
-class Timed implements TokenConstraint {
-  maskMs: number[] = []
-  /** a masked native sample of one row per mask, best of 5 (the machine is shared: the minimum is the cost, the rest is noise). */
-  applyMs: number[] = []
-  acceptMs = 0
-  accepted = 0
+/** Counts the masks computed and the tokens accepted. */
+class Counted implements TokenConstraint {
+  masks = 0
+  tokens: number[] = []
   constructor(private readonly inner: TokenConstraint) {}
   get ready() {
     return this.inner.ready
   }
-  async nextMask() {
-    if (this.inner.ready) return this.inner.ready
-    const t0 = performance.now()
-    const m = await this.inner.nextMask()
-    this.maskMs.push(performance.now() - t0)
-    let best = Infinity
-    for (let i = 0; i < 5; i++) {
-      const a0 = performance.now()
-      native.sampleLogits(logits, vocab, {params: GREEDY, rows: [{allowed: m}]})
-      best = Math.min(best, performance.now() - a0)
-    }
-    this.applyMs.push(best)
-    return m
+  nextMask() {
+    if (!this.inner.ready) this.masks++
+    return this.inner.nextMask()
   }
   accept(token: number) {
-    const t0 = performance.now()
     const ok = this.inner.accept(token)
-    this.acceptMs += performance.now() - t0
-    this.accepted++
+    if (ok) this.tokens.push(token)
     return ok
   }
   rollBack(n: number) {
     this.inner.rollBack(n)
+    this.tokens.length -= n
   }
   dispose() {
     this.inner.dispose()
@@ -73,45 +78,128 @@ const prompt = Int32Array.from(tokenizer.encode('<|im_start|>user\nDescribe an e
 process.env.SPLASH_DRAFT = 'off'
 const model = await NativeModel.open(dir, 4096, {threads: 2})
 const engine = new Engine(model)
+// Per step: from model.step() to its promise settling as the JS thread sees it (the native step, plus any
+// mask computation that outlasts it), and from there to the next model.step() (the JS work on the critical
+// path: postprocess, with its accept and masked sample).
+const timeline = {step: [] as number[], between: [] as number[]}
+let settledAt = 0
+const nativeStep = model.step.bind(model)
+model.step = items => {
+  const t0 = performance.now()
+  if (settledAt) timeline.between.push(t0 - settledAt)
+  const p = nativeStep(items)
+  void p.then(() => {
+    settledAt = performance.now()
+    timeline.step.push(settledAt - t0)
+  })
+  return p
+}
+function timed<T>(f: () => Promise<T>): Promise<T & {step: number; between: number}> {
+  timeline.step = []
+  timeline.between = []
+  settledAt = 0
+  return f().then(r => ({...r, step: median(timeline.step), between: median(timeline.between)}))
+}
 
-/** Tokens and the time from the first to the last token (the unconstrained run ignores EOS: as many tokens). */
-async function run(constraint?: TokenConstraint): Promise<{tokens: number; ms: number}> {
+/** ms per token from the first to the last token (unconstrained runs ignore EOS: as many tokens as allowed). */
+async function run(sampling: SamplingParams, constraint?: TokenConstraint): Promise<{tokens: number; msPerToken: number}> {
   let tokens = 0
   let first = 0
   let last = 0
-  for await (const ev of engine.generate({prompt, maxTokens, sampling: GREEDY, stopTokenIds: constraint ? stop : [], constraint})) {
+  for await (const ev of engine.generate({prompt, maxTokens, sampling, stopTokenIds: constraint ? stop : [], constraint})) {
     if (ev.type !== 'token') continue
     tokens++
     last = performance.now()
     if (tokens === 1) first = last
   }
-  return {tokens, ms: last - first}
+  return {tokens, msPerToken: (last - first) / Math.max(1, tokens - 1)}
 }
 
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))] ?? 0
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length)
+const best = (f: () => void, n = 5) => {
+  let b = Infinity
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now()
+    f()
+    b = Math.min(b, performance.now() - t0)
+  }
+  return b
+}
 
-await run() // warm up
-const plainRuns = [await run(), await run(), await run()].map(r => r.ms / Math.max(1, r.tokens - 1))
-const stepMs = pct(plainRuns, 0.5)
-console.log(`package ${manifest.name}, vocab ${vocab}, ${maxTokens} tokens max, greedy, draft off, 2 threads`)
-console.log(`decode step (unconstrained, median of 3 runs of ${maxTokens} tokens): ${stepMs.toFixed(2)} ms/token`)
+/** Replays `tokens` through a fresh matcher, timing each position's fill, copy, accept and masked sample. */
+async function breakdown(matcher: GrammarMatcherState, tokens: number[]) {
+  const logits = Float32Array.from({length: vocab}, () => Math.random())
+  const fill: number[] = []
+  const fillCopy: number[] = []
+  const accept: number[] = []
+  const masked: number[] = []
+  const plain: number[] = []
+  const raw = (matcher as unknown as {matcher: {handle: {GetNextTokenBitmask(n: number): {delete(): void}}}}).matcher.handle
+  for (const token of tokens) {
+    // the first call at a position is the cost the engine pays (later ones find warm caches)
+    const c0 = performance.now()
+    raw.GetNextTokenBitmask(vocab).delete()
+    fill.push(performance.now() - c0)
+    const rawBest = best(() => raw.GetNextTokenBitmask(vocab).delete())
+    let b = Infinity
+    let mask: Int32Array | undefined
+    for (let i = 0; i < 5; i++) {
+      const t0 = performance.now()
+      mask = await (matcher as unknown as {matcher: {getNextTokenBitmask(): Promise<Int32Array>}}).matcher.getNextTokenBitmask()
+      b = Math.min(b, performance.now() - t0)
+    }
+    fillCopy.push(b - rawBest)
+    masked.push(best(() => native.sampleLogits(logits, vocab, {params: GREEDY, rows: [{allowed: mask}]})))
+    plain.push(best(() => native.sampleLogits(logits, vocab, {params: GREEDY, rows: [{}]})))
+    const t0 = performance.now()
+    matcher.accept(token)
+    accept.push(performance.now() - t0)
+  }
+  return {fill: mean(fill), copy: mean(fillCopy), accept: mean(accept), convert: mean(masked) - mean(plain), fillP99: [...fill].sort((a, b) => a - b)[Math.floor(0.99 * fill.length)] ?? 0}
+}
+
+await run(GREEDY) // warm up
+console.log(`package ${manifest.name}, vocab ${vocab}, ${maxTokens} tokens max, draft off, 2 threads, ${rounds} interleaved rounds`)
 for (const [name, schema] of Object.entries(SCHEMAS)) {
-  const spec = schema === undefined ? ({type: 'json_object'} as const) : ({type: 'json_schema', schema, param: 'x'} as const)
+  const spec: GrammarSpec =
+    schema === undefined ? {type: 'json_object'} : schema === APPLY_PATCH_CALL ? {type: 'structural', format: APPLY_PATCH_CALL} : {type: 'json_schema', schema, param: 'x'}
   const t0 = performance.now()
-  const inner = await grammars.matcher(spec)
+  ;(await grammars.matcher(spec)).dispose()
   const compileMs = performance.now() - t0
-  const timed = new Timed(inner)
-  const out = await run(timed)
-  const applyMs = mean(timed.applyMs)
-  const perToken = mean(timed.maskMs) + timed.acceptMs / Math.max(1, timed.accepted) + applyMs
-  // the mask is computed while the step runs: only what outlasts the step, plus accept and apply, is on the critical path
-  const exposed = mean(timed.maskMs.map(ms => Math.max(0, ms - stepMs))) + timed.acceptMs / Math.max(1, timed.accepted) + applyMs
-  const constrainedStep = out.ms / Math.max(1, out.tokens - 1)
+  const wall = {plainGreedy: [] as number[], greedy: [] as number[], plainSampled: [] as number[], sampled: [] as number[]}
+  const split = {plainGreedy: [] as Array<[number, number]>, greedy: [] as Array<[number, number]>, plainSampled: [] as Array<[number, number]>, sampled: [] as Array<[number, number]>}
+  const keep = (k: keyof typeof wall, r: {msPerToken: number; step: number; between: number}) => {
+    wall[k].push(r.msPerToken)
+    split[k].push([r.step, r.between])
+    return r
+  }
+  let lazy = {masks: 0, tokens: 0}
+  let sampledTokens: number[] = []
+  for (let r = 0; r < rounds; r++) {
+    keep('plainGreedy', await timed(() => run(GREEDY)))
+    const g = new Counted(await grammars.matcher(spec))
+    const out = keep('greedy', await timed(() => run(GREEDY, g)))
+    lazy = {masks: g.masks, tokens: out.tokens}
+    keep('plainSampled', await timed(() => run(SAMPLED)))
+    const s = new Counted(await grammars.matcher(spec))
+    keep('sampled', await timed(() => run(SAMPLED, s)))
+    sampledTokens = s.tokens
+  }
+  const parts = await breakdown(await grammars.matcher(spec), sampledTokens)
+  const step = median(wall.plainGreedy)
+  const pct = (ms: number) => `${((100 * ms) / step).toFixed(1)}%`
+  const added = (c: keyof typeof wall, u: keyof typeof wall) => {
+    const part = (k: keyof typeof wall, j: number) => median(split[k].map(x => x[j]!))
+    return `${(median(wall[c]) - median(wall[u])).toFixed(3)} ms (${(100 * (median(wall[c]) / median(wall[u]) - 1)).toFixed(1)}%); step as seen from JS ${part(c, 0).toFixed(3)} vs ${part(u, 0).toFixed(3)} ms, JS between steps ${part(c, 1).toFixed(3)} vs ${part(u, 1).toFixed(3)} ms`
+  }
+  const perMask = parts.fill + parts.copy + parts.accept + parts.convert
   console.log(
-    `${name}: compile+matcher ${compileMs.toFixed(0)} ms; mask mean ${mean(timed.maskMs).toFixed(3)} ms (p50 ${pct(timed.maskMs, 0.5).toFixed(3)}, p99 ${pct(timed.maskMs, 0.99).toFixed(3)}), ` +
-      `accept ${(timed.acceptMs / Math.max(1, timed.accepted)).toFixed(3)} ms, apply ${applyMs.toFixed(3)} ms → ${perToken.toFixed(3)} ms/token = ${((100 * perToken) / stepMs).toFixed(1)}% of the step (not overlapped: ${exposed.toFixed(3)} ms = ${((100 * exposed) / stepMs).toFixed(1)}%); ` +
-      `constrained decode ${constrainedStep.toFixed(2)} ms/token over ${out.tokens} tokens (${((100 * (constrainedStep - stepMs)) / stepMs).toFixed(1)}% vs unconstrained)`,
+    `${name}: compile ${compileMs.toFixed(0)} ms\n` +
+      `  per mask (replay of ${sampledTokens.length} sampled tokens): fill ${parts.fill.toFixed(3)} ms (p99 ${parts.fillP99.toFixed(3)}), copy out of wasm ${parts.copy.toFixed(3)} ms, ` +
+      `accept ${parts.accept.toFixed(3)} ms, native conversion + masked sample ${parts.convert.toFixed(3)} ms → ${perMask.toFixed(3)} ms = ${pct(perMask)} of the ${step.toFixed(2)} ms step\n` +
+      `  greedy: masks for ${lazy.masks} of ${lazy.tokens} tokens; ${median(wall.greedy).toFixed(2)} vs ${median(wall.plainGreedy).toFixed(2)} ms/token unconstrained: adds ${added('greedy', 'plainGreedy')}\n` +
+      `  sampled T=0.7 (every mask computed during the step): ${median(wall.sampled).toFixed(2)} vs ${median(wall.plainSampled).toFixed(2)} ms/token: adds ${added('sampled', 'plainSampled')}`,
   )
 }
 model.close()

@@ -149,6 +149,7 @@ export class Engine {
         const stepped = this.model.step(batch.items)
         await settled(this.scheduler.prepareMasks(batch), stepped)
         results = await stepped
+        await this.scheduler.settleLazyMasks(batch, results)
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
         await this.scheduler.afterStep({...batch, anchored: []})

@@ -304,10 +304,42 @@ export class Scheduler {
    * mask for step t+1 is ready when the sampler needs it. Verify passes have theirs from fillDrafts.
    */
   async prepareMasks(batch: Batch): Promise<void> {
-    for (const seq of batch.seqs) {
+    for (const [i, seq] of batch.seqs.entries()) {
       const c = seq.request.constraint
-      if (!c || seq.status === 'finished' || seq.verifyMasks) continue
+      if (!c || seq.status === 'finished' || seq.verifyMasks || this.lazyMask(batch, i)) continue
       await c.nextMask()
+    }
+  }
+
+  /**
+   * A greedy plain row needs no mask when the grammar allows its in-step argmax: the argmax under the mask is
+   * then that very token (the first index of the row's maximum). While the grammar keeps allowing the argmax
+   * such rows skip prepareMasks; after a refusal the next masks are computed while the step runs again, until
+   * one allows the argmax (refusals come in runs at the grammar's fixed parts). Drafting and sampled (T > 0)
+   * rows always have the mask computed while the step runs.
+   */
+  private lazyMask(batch: Batch, i: number): boolean {
+    const seq = batch.seqs[i]!
+    return seq.grammarLazy && seq.request.sampling.temperature === 0 && !batch.drafting.includes(i) && !batch.items[i]!.verify
+  }
+
+  /**
+   * After the step, for the rows lazyMask left without a mask: the grammar takes the in-step argmax when it
+   * allows it (postprocess then commits it as it is); otherwise the mask is computed now and postprocess
+   * samples the row under it.
+   */
+  async settleLazyMasks(batch: Batch, results: StepResult[]): Promise<void> {
+    for (const [i, seq] of batch.seqs.entries()) {
+      const c = seq.request.constraint
+      const sampled = results[i]?.sampled
+      if (!c || c.ready || !sampled || seq.cancelled || seq.status !== 'running' || seq.forced.length > 0 || !this.lazyMask(batch, i)) continue
+      if (seq.inPrefill && seq.numComputed + batch.items[i]!.tokens.length < seq.promptLength) continue // not the prompt's end
+      const token = sampled[sampled.length - 1]!.token
+      if (c.accept(token)) seq.grammarAccepted = token
+      else {
+        seq.grammarLazy = false
+        await c.nextMask()
+      }
     }
   }
 
@@ -458,16 +490,25 @@ export class Scheduler {
 
   /**
    * The next token: a forced one (scored when it was known at schedule time) or the native sample. With a
-   * grammar, the row is sampled again under the mask prepared while the step ran (same uniform).
+   * grammar, the row is sampled again under the mask prepared while the step ran (same uniform), unless
+   * settleLazyMasks already had the grammar take the greedy argmax.
    */
   private accept(seq: Sequence, row: SampledToken, logits: Float32Array | null): void {
     const forced = seq.forced.shift()
-    if (forced !== undefined) return this.acceptToken(seq, forced === row.token ? this.reported(seq, row) : {token: forced})
     const c = seq.request.constraint
-    if (c) {
+    if (forced !== undefined) {
+      if (seq.grammarAccepted !== undefined) c?.rollBack(1) // a token forced since the argmax was taken
+      seq.grammarAccepted = undefined
+      return this.acceptToken(seq, forced === row.token ? this.reported(seq, row) : {token: forced})
+    }
+    if (c && seq.grammarAccepted === undefined) {
       if (!c.ready) throw new Error('the grammar mask for this position was not prepared')
       if (!logits) throw new Error('the model returned no logits for a constrained position')
-      row = this.model.sampleRows(logits, this.sampleRequest(seq, [{...this.nextRow(seq, 0), allowed: c.ready}]))[0]!
+      const greedy = seq.request.sampling.temperature === 0
+      const allowed = ((c.ready[row.token >> 5]! >>> (row.token & 31)) & 1) === 1
+      if (greedy) seq.grammarLazy = allowed
+      // an allowed greedy argmax is the masked argmax too; anything else is sampled again under the mask
+      if (!(greedy && allowed)) row = this.model.sampleRows(logits, this.sampleRequest(seq, [{...this.nextRow(seq, 0), allowed: c.ready}]))[0]!
     }
     if (seq.request.sampling.temperature > 0) seq.rng.next() // the uniform nextRow peeked is used now
     this.acceptToken(seq, this.reported(seq, row))
@@ -475,7 +516,9 @@ export class Scheduler {
 
   private acceptToken(seq: Sequence, picked: SampledToken): void {
     const r = seq.request
-    if (r.constraint && !r.constraint.accept(picked.token)) {
+    const taken = seq.grammarAccepted
+    seq.grammarAccepted = undefined
+    if (r.constraint && taken !== picked.token && !r.constraint.accept(picked.token)) {
       return this.fail(seq, new Error(`token ${picked.token} does not follow the request's grammar`))
     }
     seq.output.push(picked.token)

@@ -46,6 +46,10 @@ export class Sequence {
   specDrafted = 0
   /** Grammar masks for the rows of this step's verify pass (row r follows the anchor and r drafts). */
   verifyMasks: Int32Array[] | undefined
+  /** A greedy row's in-step argmax that the grammar already accepted (Scheduler.settleLazyMasks). */
+  grammarAccepted: number | undefined
+  /** Greedy with a grammar: the last argmax was allowed, so the next mask is left out until the grammar refuses one. */
+  grammarLazy = true
 
   constructor(request: GenerationRequest, emit: (event: GenerationEvent) => void) {
     this.request = request

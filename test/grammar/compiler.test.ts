@@ -1,7 +1,8 @@
 // Grammars compiled for real package vocabularies (the default package's 16K BPE and the synthetic
 // package's 512-token one), walked at random over their own masks: every walk that reaches the end of
 // the grammar decodes to JSON that ajv accepts, for 50+ schemas, the JSON object format and both
-// tool-call forms (read back by the family's output parser); bounded schemas always reach the end.
+// tool-call forms (read back by the family's output parser), freeform tools with a regex or Lark input
+// grammar in both forms; bounded schemas always reach the end.
 // Masks survive rollback exactly; compiled grammars are cached by schema text.
 import t from 'tap'
 import {join} from 'node:path'
@@ -87,6 +88,42 @@ for (const which of ['default', 'synthetic'] as const) {
           if (bad) t.fail(`${format} ${c.name}: ${bad}`)
         }
       }
+    })
+
+    t.test('freeform tool calls in both forms read back as inputs that follow their grammar; free tools take any parameters', async t => {
+      // bounded, with the characters JSON escapes (quote, backslash, newline, tab) and a non-ASCII class
+      const regex = '(["\\\\]|[a-c]|\\n|\\t|[éü]){1,6}-[0-9]{1,2}'
+      const lark = 'start: WORD ("," WORD)~0..2 "!"?\nWORD: /[a-z"\\\\]{1,3}/'
+      const check: Array<[string, 'regex' | 'lark', RegExp]> = [
+        [regex, 'regex', new RegExp(`^(?:${regex})$`, 'u')],
+        [lark, 'lark', /^[a-z"\\]{1,3}(?:,[a-z"\\]{1,3}){0,2}!?$/u],
+      ]
+      for (const format of ['xml', 'json'] as const) {
+        for (const [definition, syntax, pattern] of check) {
+          const input = v.grammars.checkToolInput('edit', {syntax, definition, param: 'tools[0].format'})
+          for (let i = 0; i < 4; i++) {
+            const m = await v.grammars.matcher({type: 'structural', format: toolCallGrammar(format, [{name: 'edit', input}], {type: 'calls', stopAfterFirst: true})})
+            const w = await walk(m, v.size, rnd, 300)
+            m.dispose()
+            t.ok(w.ended, `${format} ${syntax}: the call ends`)
+            const parser = new OutputParser({toolFormat: format, tools: [{type: 'function', function: {name: 'edit', parameters: {type: 'object', properties: {input: {type: 'string'}}, required: ['input']}}}], startInReasoning: false})
+            const text = v.tokenizer.decode(w.ids)
+            const end = [...parser.push(text), ...parser.finish('stop')].find(e => e.type === 'tool_call_end')
+            if (end?.type !== 'tool_call_end') {
+              t.fail(`${format} ${syntax}: no call parsed from ${JSON.stringify(text)}`)
+              continue
+            }
+            const got = (JSON.parse(end.arguments) as {input: string}).input
+            t.match(got, pattern, `${format} ${syntax}: ${JSON.stringify(got)}`)
+          }
+        }
+      }
+      // a tool held to no schema under a triggered grammar: any parameter names, raw values
+      const m = await v.grammars.matcher({type: 'structural', format: toolCallGrammar('xml', [{name: 'free', schema: true}], {type: 'calls', stopAfterFirst: true})})
+      for (const id of v.tokenizer.encode('<tool_call>\n<function=free>\n<parameter=any_name>\nline one\nline two\n</parameter>\n<parameter=x.y>\n42\n</parameter>\n</function>\n</tool_call>')) {
+        t.ok(m.accept(id), `free XML call accepts token ${id}`)
+      }
+      m.dispose()
     })
 
     t.test('rollback restores the exact earlier masks', async t => {
