@@ -8,7 +8,7 @@
 //   mask only when the grammar refuses the in-step argmax (Scheduler.settleLazyMasks); sampled rows compute
 //   every mask while the step runs (Scheduler.prepareMasks); the fraction of greedy tokens that needed one
 //   is reported.
-// The last grammar is a forced call of Codex's apply_patch tool (its Lark grammar, in the XML call form).
+// The last two grammars are Codex's tools under tool_choice auto and a forced call of Codex's apply_patch tool (its Lark grammar, in the XML call form).
 //   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens] [rounds]
 import {join} from 'node:path'
 import {NativeModel} from '../src/runtime/native-model.ts'
@@ -40,11 +40,14 @@ const APPLY_PATCH = [
   'change_line: ("+" | "-" | " ") /(.*)/ LF', 'eof_line: "*** End of File" LF', '%import common.LF',
 ].join('\n')
 const APPLY_PATCH_CALL = toolCallGrammar('xml', [{name: 'apply_patch', input: grammars.checkToolInput('apply_patch', {syntax: 'lark', definition: APPLY_PATCH, param: 'tools'})}], {type: 'calls', stopAfterFirst: true})
+// what every Codex request carries: a free function tool and apply_patch, tool_choice auto (text free, calls held)
+const CODEX_AUTO = toolCallGrammar('xml', [{name: 'shell', schema: true}, {name: 'apply_patch', input: grammars.checkToolInput('apply_patch', {syntax: 'lark', definition: APPLY_PATCH, param: 'tools'})}], {type: 'triggered'})
 const SCHEMAS: Record<string, unknown> = {
   'person (free strings)': {type: 'object', properties: {name: {type: 'string'}, email: {type: 'string', format: 'email'}, age: {type: 'integer', minimum: 0, maximum: 150}, tags: {type: 'array', items: {type: 'string'}}}, required: ['name', 'age', 'tags']},
   'order (enums, bounded strings, nesting)': {type: 'object', properties: {id: {type: 'string', pattern: '^[A-Z]{3}-[0-9]{4}$'}, items: {type: 'array', items: {type: 'object', properties: {sku: {type: 'string', maxLength: 8}, qty: {type: 'integer', minimum: 1, maximum: 99}}, required: ['sku', 'qty']}, maxItems: 4}, status: {enum: ['new', 'paid', 'sent']}, note: {anyOf: [{type: 'string'}, {type: 'null'}]}}, required: ['id', 'items', 'status', 'note']},
   'any JSON object': undefined,
   'apply_patch call (Lark)': APPLY_PATCH_CALL,
+  'Codex tools under auto (free text, triggered calls)': CODEX_AUTO,
 }
 const SAMPLED = samplingParams({temperature: 0.7, seed: 7})
 
@@ -163,7 +166,7 @@ await run(GREEDY) // warm up
 console.log(`package ${manifest.name}, vocab ${vocab}, ${maxTokens} tokens max, draft off, 2 threads, ${rounds} interleaved rounds`)
 for (const [name, schema] of Object.entries(SCHEMAS)) {
   const spec: GrammarSpec =
-    schema === undefined ? {type: 'json_object'} : schema === APPLY_PATCH_CALL ? {type: 'structural', format: APPLY_PATCH_CALL} : {type: 'json_schema', schema, param: 'x'}
+    schema === undefined ? {type: 'json_object'} : schema === APPLY_PATCH_CALL || schema === CODEX_AUTO ? {type: 'structural', format: schema as typeof CODEX_AUTO} : {type: 'json_schema', schema, param: 'x'}
   const t0 = performance.now()
   ;(await grammars.matcher(spec)).dispose()
   const compileMs = performance.now() - t0
