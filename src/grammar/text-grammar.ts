@@ -176,7 +176,8 @@ function nodeEbnf(n: TextNode, json: boolean, name: (rule: string) => string): s
     case 'ref':
       return name(n.rule)
     case 'rep': {
-      const inner = nodeEbnf(n.node, json, name)
+      // a repeated repetition needs its own parentheses (`x{2}{3}` is not EBNF)
+      const inner = n.node.t === 'rep' ? `(${nodeEbnf(n.node, json, name)})` : nodeEbnf(n.node, json, name)
       const {min, max} = n
       if (max === 0) return '""'
       if (min === 0 && max === Infinity) return `${inner}*`
@@ -188,11 +189,24 @@ function nodeEbnf(n: TextNode, json: boolean, name: (rule: string) => string): s
   }
 }
 
+/** Bounded repetitions XGrammar unrolls: nested ones multiply (its compile runs on the serving thread). */
+export const MAX_UNROLLED = 1000
+
+function checkRepetition(n: TextNode, outer: number): void {
+  if (n.t === 'seq' || n.t === 'alt') for (const i of n.items) checkRepetition(i, outer)
+  if (n.t !== 'rep') return
+  const bound = n.max === Infinity ? n.min : n.max
+  const total = outer * Math.max(1, bound)
+  if (total > MAX_UNROLLED) throw new GrammarRefusal(`a bounded repetition of ${total} (nested bounds multiplied; at most ${MAX_UNROLLED})`)
+  checkRepetition(n.node, total)
+}
+
 /**
  * The grammar as XGrammar EBNF (`root` is its root rule). `prefix` keeps its rule names apart from those of
  * a grammar it is embedded in. Throws GrammarRefusal for what XGrammar cannot match exactly.
  */
 export function toEbnf(g: TextGrammar, spelling: 'raw' | 'json', prefix = 'g_'): string {
+  for (const node of g.rules.values()) checkRepetition(node, 1)
   const json = spelling === 'json'
   const name = (rule: string) => {
     if (!g.rules.has(rule)) throw new GrammarRefusal(`a reference to the undefined rule or terminal "${rule}"`)

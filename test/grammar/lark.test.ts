@@ -116,6 +116,7 @@ t.test('constructs mean what Lark means', async t => {
     ['start: "tab\\there" "\\u00e9"', ['tab\there\u00e9'], ['tab\\there\u00e9']],
     ['start: a\na: "(" a ")" | ""', ['', '(())'], ['(()']],
     ['start: a\na: a "x" | "x"', ['x', 'xxx'], ['']],
+    ['start: /(a{2}){2}b{1,3}/', ['aaaab', 'aaaabbb'], ['aaab', 'aaaabbbb']],
   ]
   for (const [lark, yes, no] of cases) {
     for (const s of yes) t.ok(await accepts(lark, s), `${JSON.stringify(lark)} accepts ${JSON.stringify(s)}`)
@@ -157,6 +158,8 @@ t.test('what cannot be enforced is refused by name', async t => {
     ['start: "a', /unterminated string/],
     ['start: /(a/', /unclosed/],
     ['start "a"', /where ":" was expected/],
+    ['start: /(a{0,100}){0,100}/', /bounded repetition of 10000/],
+    ['start: ("a"~50)~30', /bounded repetition of 1500/],
   ]
   for (const [lark, why] of cases) t.match(refusal(lark), why, lark)
   // through the tool entry point: a 400 that names the construct and the request field
