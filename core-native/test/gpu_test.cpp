@@ -352,8 +352,8 @@ void test_ops(Be& cpu, Be& g) {
 }
 
 // A package with a vision tower: the encoder on both backends (two images, one of two frames), then a prompt
-// holding the first image (its embeddings in place of the pads, M-RoPE (T, H, W) ids) and two decode steps at
-// positions shifted by the rope delta.
+// holding the first image (its embeddings in place of the pads, M-RoPE (T, H, W) ids), two decode steps, a verify
+// pass and a rollback at positions shifted by the rope delta.
 void test_image(Model& cpu, Model& gpu, const std::string& name, bool precise) {
   const VisionConfig& vc = cpu.vision()->config();
   const int P = vc.patch_dim(), V = cpu.config().V;
@@ -403,12 +403,29 @@ void test_image(Model& cpu, Model& gpu, const std::string& name, bool precise) {
       m.step(items, out);
       all.push_back(out[0]);
     }
+    // a verify pass after the image (as speculative decoding runs it: shifted positions), then a rollback
+    const int32_t p = m.find(id)->len + delta;
+    items[0].tokens = {3 % V, 9 % V, 27 % V};
+    items[0].positions = {p, p, p, p + 1, p + 1, p + 1, p + 2, p + 2, p + 2};
+    items[0].logits = 2;
+    items[0].verify = true;
+    m.step(items, out);
+    all.push_back(out[0]);
+    m.truncate_sequence(id, m.find(id)->len - 2);
+    const int32_t q = m.find(id)->len + delta;
+    items[0].tokens = {5 % V};
+    items[0].positions = {q, q, q};
+    items[0].logits = 1;
+    items[0].verify = false;
+    m.step(items, out);
+    all.push_back(out[0]);
     m.free_sequence(id);
   };
   std::vector<std::vector<float>> a, b;
   run(cpu, ea[0], a);
   run(gpu, eb[0], b);
-  const char* what[] = {"prompt with an image", "decode after the image 1", "decode after the image 2"};
+  const char* what[] = {"prompt with an image", "decode after the image 1", "decode after the image 2",
+                        "verify 3 after the image", "after rollback (image)"};
   for (size_t i = 0; i < a.size(); ++i) report((name + what[i]).c_str(), a[i], b[i], precise ? 1e-4 : 1.5e-1);
 }
 
