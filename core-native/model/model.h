@@ -211,7 +211,6 @@ class Model {
   std::unique_ptr<Package> pkg_;
   splash_backend* be_ = nullptr;
   BackendHandle bh_;
-  BackendHandle vision_bh_;  // the vision encoder's CPU backend when bh_ is a device backend
   ModelConfig cfg_;
   std::vector<Layer> layers_;
   splash_weight embed_{}, lm_head_{};

@@ -1,7 +1,8 @@
-// The vision encoder, fp32 throughout (model-arch.md §6.2). Linears go through the backend's matmul;
-// LayerNorm, rotary, attention and GELU are computed here.
+// The vision encoder, fp32 throughout (model-arch.md §6.2), on the model's backend: linears, LayerNorm, GELU,
+// the table rotary and the per-frame attention are backend slots; only the grid-dependent tables are made here.
 #include "model/vision.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -33,12 +34,6 @@ std::vector<float> linspace(float end, int steps) {
   return v;
 }
 
-float gelu_tanh(float x) {
-  const float k = 0.7978845608028654f;  // sqrt(2/pi)
-  return 0.5f * x * (1.f + std::tanh(k * (x + 0.044715f * x * x * x)));
-}
-float gelu_erf(float x) { return 0.5f * x * (1.f + std::erf(x * 0.7071067811865476f)); }
-
 VisionConfig parse_vision_config(const Json& vision) {
   const Json* cj = vision.find("config");
   if (!cj || cj->kind != Json::Object) bad("splash.json: vision.config is missing");
@@ -68,8 +63,7 @@ VisionConfig parse_vision_config(const Json& vision) {
 
 }  // namespace
 
-std::unique_ptr<VisionEncoder> VisionEncoder::bind(const Json& vision, const Package& pkg, splash_backend* be,
-                                                   int threads) {
+std::unique_ptr<VisionEncoder> VisionEncoder::bind(const Json& vision, const Package& pkg, splash_backend* be) {
   std::unique_ptr<VisionEncoder> v(new VisionEncoder());
   v->cfg_ = parse_vision_config(vision);
   const VisionConfig& c = v->cfg_;
@@ -130,33 +124,72 @@ std::unique_ptr<VisionEncoder> VisionEncoder::bind(const Json& vision, const Pac
   v->mfc1_ = lin("visual.merger.fc1", M, M);
   v->mfc2_ = lin("visual.merger.fc2", c.out_H, M);
   v->be_ = be;
-  v->pool_ = std::make_unique<ThreadPool>(threads);
+  if (!be->iface->host_memory) v->upload_weights();
   return v;
+}
+
+VisionEncoder::~VisionEncoder() {
+  for (auto& [p, cap] : bufs_)
+    if (p) be_->iface->buffer_free(be_->ctx, p);
+  for (void* p : device_) be_->iface->buffer_free(be_->ctx, p);
+}
+
+void VisionEncoder::upload_weights() {
+  const auto* be = be_->iface;
+  auto up = [&](const void* src, size_t bytes) -> void* {
+    void* d = be->buffer_alloc(be_->ctx, bytes);
+    if (!d) throw Error("out_of_memory", "cannot allocate " + std::to_string(bytes) + " bytes of device memory for the vision tower");
+    device_.push_back(d);
+    be->copy_to_device(be_->ctx, d, src, bytes);
+    return d;
+  };
+  auto vec = [&](const float*& p, int64_t n) { p = static_cast<const float*>(up(p, size_t(n) * 4)); };
+  auto lin = [&](VisionLinear& l) {
+    l.w.data = up(l.w.data, size_t(l.w.rows) * l.w.cols * (l.w.dtype == SPLASH_F32 ? 4 : 2));
+    vec(l.b, l.w.rows);
+  };
+  const int H = cfg_.H;
+  lin(patch_);
+  for (VisionBlock& b : blocks_) {
+    for (const float** p : {&b.n1w, &b.n1b, &b.n2w, &b.n2b}) vec(*p, H);
+    for (VisionLinear* l : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) lin(*l);
+  }
+  vec(mnw_, H);
+  vec(mnb_, H);
+  lin(mfc1_);
+  lin(mfc2_);
+  be->synchronize(be_->ctx);
+}
+
+float* VisionEncoder::buf(Buf b, size_t floats) {
+  if (bufs_.size() != size_t(kNumBufs)) bufs_.assign(kNumBufs, {nullptr, 0});
+  auto& [p, cap] = bufs_[b];
+  if (floats > cap) {
+    if (p) be_->iface->buffer_free(be_->ctx, p);
+    p = static_cast<float*>(be_->iface->buffer_alloc(be_->ctx, floats * 4));
+    if (!p) {
+      cap = 0;
+      throw Error("out_of_memory", "cannot allocate " + std::to_string(floats * 4) + " bytes for the vision encoder");
+    }
+    cap = floats;
+  }
+  return p;
+}
+
+float* VisionEncoder::upload(Buf b, const std::vector<float>& host) {
+  float* d = buf(b, host.size());
+  be_->iface->copy_to_device(be_->ctx, d, host.data(), host.size() * 4);
+  return d;
 }
 
 void VisionEncoder::linear(const VisionLinear& l, const float* x, int n, float* y) const {
   be_->iface->matmul(be_->ctx, &l.w, x, n, y, l.w.rows);
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t r = 0; r < l.w.rows; ++r) y[t * l.w.rows + r] += l.b[r];
-}
-
-void VisionEncoder::layer_norm(const float* w, const float* b, const float* x, int n, int dim, float* y) const {
-  for (int t = 0; t < n; ++t) {
-    const float* xr = x + int64_t(t) * dim;
-    float* yr = y + int64_t(t) * dim;
-    float mean = 0.f;
-    for (int d = 0; d < dim; ++d) mean += xr[d];
-    mean /= float(dim);
-    float var = 0.f;
-    for (int d = 0; d < dim; ++d) var += (xr[d] - mean) * (xr[d] - mean);
-    const float inv = 1.f / std::sqrt(var / float(dim) + cfg_.eps);
-    for (int d = 0; d < dim; ++d) yr[d] = (xr[d] - mean) * inv * w[d] + b[d];
-  }
+  be_->iface->add_bias(be_->ctx, y, l.b, n, int32_t(l.w.rows));
 }
 
 // Bilinear interpolation of the g×g position table onto the h×w patch grid (row-major), then permuted
 // into merge-block order and repeated for each of the t frames.
-void VisionEncoder::add_position_embedding(float* x, int t, int h, int w) const {
+std::vector<float> VisionEncoder::position_embedding(int t, int h, int w) const {
   const VisionConfig& c = cfg_;
   const int H = c.H, g = int(std::lround(std::sqrt(double(c.n_pos)))), m = c.merge;
   const std::vector<float> hs = linspace(float(g - 1), h), ws = linspace(float(g - 1), w);
@@ -174,6 +207,7 @@ void VisionEncoder::add_position_embedding(float* x, int t, int h, int w) const 
       for (int d = 0; d < H; ++d) o[d] = e[0][d] * k[0] + e[1][d] * k[1] + e[2][d] * k[2] + e[3][d] * k[3];
     }
   }
+  std::vector<float> out(size_t(t) * h * w * H);
   size_t row = 0;
   for (int f = 0; f < t; ++f)
     for (int by = 0; by < h / m; ++by)
@@ -181,64 +215,29 @@ void VisionEncoder::add_position_embedding(float* x, int t, int h, int w) const 
         for (int r = 0; r < m; ++r)
           for (int cc = 0; cc < m; ++cc, ++row) {
             const float* src = pe.data() + (size_t(by * m + r) * w + (bx * m + cc)) * H;
-            float* dst = x + row * H;
-            for (int d = 0; d < H; ++d) dst[d] += src[d];
+            std::copy(src, src + H, out.data() + row * H);
           }
-}
-
-// Bidirectional multi-head attention inside each frame, with the 2-D rotary applied to q and k.
-void VisionEncoder::attention(const VisionBlock& blk, const float* x, int t, int hw, const float* cos, const float* sin,
-                              float* y) {
-  const int H = cfg_.H, nh = cfg_.heads, hd = cfg_.hd(), half = hd / 2, N = t * hw;
-  std::vector<float> qkv(size_t(N) * 3 * H), o(size_t(N) * H);
-  linear(blk.qkv, x, N, qkv.data());
-  for (int i = 0; i < N; ++i)
-    for (int s = 0; s < 2; ++s)  // q, k
-      for (int h = 0; h < nh; ++h) {
-        float* v = qkv.data() + size_t(i) * 3 * H + s * H + h * hd;
-        const float* cr = cos + size_t(i) * hd;
-        const float* sr = sin + size_t(i) * hd;
-        for (int j = 0; j < half; ++j) {
-          const float a = v[j], b = v[j + half];
-          v[j] = a * cr[j] - b * sr[j];
-          v[j + half] = b * cr[j + half] + a * sr[j + half];
-        }
-      }
-  const float scale = 1.f / std::sqrt(float(hd));
-  pool_->parallel_tasks(int64_t(N) * nh, [&](int64_t task) {
-    const int i = int(task / nh), h = int(task % nh);
-    const int f0 = (i / hw) * hw;
-    const float* q = qkv.data() + size_t(i) * 3 * H + h * hd;
-    std::vector<float> p(hw);
-    float mx = -INFINITY;
-    for (int j = 0; j < hw; ++j) {
-      const float* k = qkv.data() + size_t(f0 + j) * 3 * H + H + h * hd;
-      float s = 0.f;
-      for (int d = 0; d < hd; ++d) s += q[d] * k[d];
-      p[j] = s * scale;
-      mx = std::max(mx, p[j]);
-    }
-    float den = 0.f;
-    for (int j = 0; j < hw; ++j) den += (p[j] = std::exp(p[j] - mx));
-    float* out = o.data() + size_t(i) * H + h * hd;
-    std::fill(out, out + hd, 0.f);
-    for (int j = 0; j < hw; ++j) {
-      const float* vv = qkv.data() + size_t(f0 + j) * 3 * H + 2 * H + h * hd;
-      const float wgt = p[j] / den;
-      for (int d = 0; d < hd; ++d) out[d] += wgt * vv[d];
-    }
-  });
-  linear(blk.proj, o.data(), N, y);
+  return out;
 }
 
 std::vector<float> VisionEncoder::encode(const float* pixels, int t, int h, int w) {
   const VisionConfig& c = cfg_;
-  const int m = c.merge, H = c.H, hd = c.hd();
+  const int m = c.merge, H = c.H, hd = c.hd(), nh = c.heads;
   if (t <= 0 || h <= 0 || w <= 0 || h % m || w % m) throw Error("invalid_argument", "bad image grid");
+  const auto* be = be_->iface;
+  void* bc = be_->ctx;
   const int hw = h * w, N = t * hw;
-  std::vector<float> x(size_t(N) * H), xn(size_t(N) * H), y(size_t(N) * H), mid(size_t(N) * c.I);
-  linear(patch_, pixels, N, x.data());
-  add_position_embedding(x.data(), t, h, w);
+  const size_t P = size_t(c.patch_dim());
+  float* px = buf(kPix, size_t(N) * P);
+  be->copy_to_device(bc, px, pixels, size_t(N) * P * 4);
+  float* x = buf(kX, size_t(N) * H);
+  float* xn = buf(kXn, size_t(N) * H);
+  float* y = buf(kY, size_t(N) * H);
+  float* qkv = buf(kQKV, size_t(N) * 3 * H);
+  float* o = buf(kO, size_t(N) * H);
+  float* mid = buf(kMid, size_t(N) * c.I);
+  linear(patch_, px, N, x);
+  be->add(bc, x, upload(kPos, position_embedding(t, h, w)), int64_t(N) * H);
   // rotary tables: per patch (row, col) in merge-block order; freqs = [row·inv | col·inv], emb = [freqs | freqs]
   const int quarter = hd / 4;  // inv_freq entries per axis
   std::vector<float> inv(quarter);
@@ -263,23 +262,45 @@ std::vector<float> VisionEncoder::encode(const float* pixels, int t, int h, int 
               }
             }
   }
+  const float* dcos = upload(kCos, cos);
+  const float* dsin = upload(kSin, sin);
+  splash_seg_attn_args att{};
+  att.n_tokens = N;
+  att.n_heads = nh;
+  att.head_dim = hd;
+  att.segment = hw;  // attention stays inside each frame
+  att.q = qkv;
+  att.k = qkv + H;
+  att.v = qkv + 2 * H;
+  att.stride = 3 * H;
+  att.out = o;
+  att.scale = 1.f / std::sqrt(float(hd));
   for (const VisionBlock& b : blocks_) {
-    layer_norm(b.n1w, b.n1b, x.data(), N, H, xn.data());
-    attention(b, xn.data(), t, hw, cos.data(), sin.data(), y.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
-    layer_norm(b.n2w, b.n2b, x.data(), N, H, xn.data());
-    linear(b.fc1, xn.data(), N, mid.data());
-    for (float& v : mid) v = c.gelu_tanh ? gelu_tanh(v) : gelu_erf(v);
-    linear(b.fc2, mid.data(), N, y.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+    be->layer_norm(bc, x, b.n1w, b.n1b, N, H, c.eps, xn);
+    linear(b.qkv, xn, N, qkv);
+    be->rope_table(bc, qkv, N, 3 * H, 2 * nh, hd, hd, dcos, dsin);  // the q heads, then the k heads
+    be->seg_attention(bc, &att);
+    linear(b.proj, o, N, y);
+    be->add(bc, x, y, int64_t(N) * H);
+    be->layer_norm(bc, x, b.n2w, b.n2b, N, H, c.eps, xn);
+    linear(b.fc1, xn, N, mid);
+    be->gelu(bc, mid, int64_t(N) * c.I, c.gelu_tanh ? 1 : 0);
+    linear(b.fc2, mid, N, y);
+    be->add(bc, x, y, int64_t(N) * H);
   }
   // merger: LayerNorm per patch, groups of merge² consecutive patches concatenated, fc1, exact GELU, fc2
-  layer_norm(mnw_, mnb_, x.data(), N, H, xn.data());
+  be->layer_norm(bc, x, mnw_, mnb_, N, H, c.eps, xn);
   const int G = N / (m * m), M = H * m * m;
-  std::vector<float> g1(size_t(G) * M), out(size_t(G) * c.out_H);
-  linear(mfc1_, xn.data(), G, g1.data());
-  for (float& v : g1) v = gelu_erf(v);
-  linear(mfc2_, g1.data(), G, out.data());
+  float* g1 = buf(kG1, size_t(G) * M);
+  float* dout = buf(kOut, size_t(G) * c.out_H);
+  linear(mfc1_, xn, G, g1);
+  be->gelu(bc, g1, int64_t(G) * M, 0);
+  linear(mfc2_, g1, G, dout);
+  std::vector<float> out(size_t(G) * c.out_H);
+  be->copy_to_host(bc, out.data(), dout, out.size() * 4);
+  if (auto* gpa = be->get_proc_address)
+    if (auto last = reinterpret_cast<const char* (*)(void*)>(gpa(bc, "splash_last_error")))
+      if (const char* e = last(bc)) throw Error("backend_error", std::string(be->name) + " backend (vision encoder): " + e);
   return out;
 }
 

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "runtime/package.h"
-#include "runtime/thread_pool.h"
 #include "splash/backend.h"
 
 namespace splash {
@@ -34,29 +33,37 @@ struct VisionBlock {
   VisionLinear qkv, proj, fc1, fc2;
 };
 
+// Every op goes through the backend table (the model's backend: weights are uploaded once when its buffers
+// are device memory); the pixels go in and the embeddings come back with one copy each. The position
+// embedding and the rotary tables depend only on the grid: they are made on the host and uploaded.
 class VisionEncoder {
  public:
   // Binds the `visual.*` tensors described by the manifest's `vision` object; throws Error("bad_package").
-  static std::unique_ptr<VisionEncoder> bind(const Json& vision, const Package& pkg, splash_backend* be, int threads);
+  static std::unique_ptr<VisionEncoder> bind(const Json& vision, const Package& pkg, splash_backend* be);
+  ~VisionEncoder();
   const VisionConfig& config() const { return cfg_; }
-  // pixels: [t·h·w, patch_dim] (h, w in patches); returns [t·h·w / merge², out_H]. Not reentrant.
+  // pixels: host [t·h·w, patch_dim] (h, w in patches); returns [t·h·w / merge², out_H]. Not reentrant: the
+  // caller serialises it with everything else on the backend.
   std::vector<float> encode(const float* pixels, int t, int h, int w);
 
  private:
+  enum Buf { kPix, kX, kXn, kY, kQKV, kO, kMid, kPos, kCos, kSin, kG1, kOut, kNumBufs };
+  float* buf(Buf b, size_t floats);
+  float* upload(Buf b, const std::vector<float>& host);
+  void upload_weights();
   void linear(const VisionLinear& l, const float* x, int n, float* y) const;
-  void layer_norm(const float* w, const float* b, const float* x, int n, int dim, float* y) const;
-  void add_position_embedding(float* x, int t, int h, int w) const;
-  void attention(const VisionBlock& blk, const float* x, int t, int hw, const float* cos, const float* sin, float* y);
+  std::vector<float> position_embedding(int t, int h, int w) const;  // [t·h·w, H], merge-block order
 
   VisionConfig cfg_;
   splash_backend* be_ = nullptr;
-  std::unique_ptr<ThreadPool> pool_;
   VisionLinear patch_;
-  const float* pos_ = nullptr;  // [n_pos, H]
+  const float* pos_ = nullptr;  // [n_pos, H], host
   std::vector<VisionBlock> blocks_;
   const float *mnw_ = nullptr, *mnb_ = nullptr;
   VisionLinear mfc1_, mfc2_;
   std::vector<std::vector<float>> owned_;  // F32 copies of BF16 vectors
+  std::vector<void*> device_;              // uploaded weights (device backends)
+  std::vector<std::pair<float*, size_t>> bufs_;  // activations (pointer, capacity in floats), kept across images
 };
 
 }  // namespace splash

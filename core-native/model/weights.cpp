@@ -312,15 +312,8 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
   m->threads_ = threads > 0 ? threads : 0;
   m->host_memory_ = m->be_->iface->host_memory != 0;
   if (!m->host_memory_) m->upload_weights();
-  if (const Json* v = m->pkg_->manifest().find("vision"); v && v->kind == Json::Object)
-  {
-    // the encoder runs its fp32 linears on host memory: on a device backend it gets a CPU backend of its own
-    splash_backend* vb = m->be_;
-    if (!m->host_memory_) {
-      m->vision_bh_ = backend_open("cpu", threads, isa, act_levels);
-      vb = m->vision_bh_.backend;
-    }
-    m->vision_ = VisionEncoder::bind(*v, *m->pkg_, vb, threads);
+  if (const Json* v = m->pkg_->manifest().find("vision"); v && v->kind == Json::Object) {
+    m->vision_ = VisionEncoder::bind(*v, *m->pkg_, m->be_);  // on the model's backend (uploads on a device)
     if (m->vision_->config().out_H != m->cfg_.H) bad("vision.config.out_hidden_size differs from the text hidden size");
   }
   return m;
@@ -399,7 +392,6 @@ void Model::upload_weights() {
 
 Model::~Model() {
   vision_.reset();
-  backend_close(vision_bh_);
   if (!be_) return;
   for (auto& [id, s] : seqs_) {
     free_state(s.gdn);

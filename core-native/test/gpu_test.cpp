@@ -3,6 +3,7 @@
 //   splash_gpu_test model DIR...              whole-model logits, CUDA vs CPU, on packages (prefill, decode, verify)
 //   splash_gpu_test bench-base                device-to-device copy bandwidth and bf16 GEMM rate
 //   splash_gpu_test bench DIR [prompt] [n]    prefill and decode on a package
+//   splash_gpu_test bench-vision DIR cpu|cuda [size...]   vision encoder time for size×size images
 // Exit status 1 when a check fails. Tolerances are relative: max |cuda − cpu| / max |cpu| over each output.
 #include <chrono>
 #include <cmath>
@@ -16,98 +17,11 @@
 
 #include "backend/loader.h"
 #include "model/model.h"
+#include "test/gpu_test_util.h"
 
 using namespace splash;
+using namespace splash::gputest;
 namespace {
-
-int g_fail = 0;
-std::mt19937 rng(20261202);
-
-std::vector<float> randv(size_t n, float lo = -1.f, float hi = 1.f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-uint16_t bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-}
-
-struct Be {
-  splash_backend* b;
-  const splash_backend_i* i;
-  void* c;
-  explicit Be(splash_backend* be) : b(be), i(be->iface), c(be->ctx) {}
-  void* alloc(size_t bytes) { return i->buffer_alloc(c, bytes); }
-  template <class T>
-  T* up(const std::vector<T>& v) {
-    T* p = static_cast<T*>(alloc(v.size() * sizeof(T) + 64));
-    i->copy_to_device(c, p, v.data(), v.size() * sizeof(T));
-    return p;
-  }
-  std::vector<float> down(const float* p, size_t n) {
-    std::vector<float> v(n);
-    i->copy_to_host(c, v.data(), p, n * 4);
-    return v;
-  }
-};
-
-void report(const char* what, const std::vector<float>& ref, const std::vector<float>& got, double tol) {
-  double mx = 0, err = 0;
-  bool nan = false;
-  for (size_t k = 0; k < ref.size(); ++k) {
-    mx = std::max(mx, double(std::fabs(ref[k])));
-    if (!std::isfinite(got[k])) nan = true;
-    err = std::max(err, double(std::fabs(ref[k] - got[k])));
-  }
-  const double rel = err / (mx > 0 ? mx : 1);
-  const bool ok = !nan && rel <= tol;
-  std::printf("%-44s rel err %.2e  tol %.0e  %s\n", what, rel, tol, ok ? "ok" : "FAIL");
-  g_fail += !ok;
-}
-
-// A weight in host memory (for the CPU) and its device copy (for CUDA).
-struct W {
-  splash_weight h{}, d{};
-  std::vector<uint32_t> words;
-  std::vector<uint16_t> half, sc, bi;
-  std::vector<float> f;
-};
-W make_weight(Be& g, int dtype, int64_t rows, int64_t cols, int64_t E = 1) {
-  W w;
-  w.h.dtype = dtype;
-  w.h.rows = rows;
-  w.h.cols = cols;
-  const int64_t R = rows * E, G = cols / 64;
-  std::uniform_int_distribution<uint32_t> bits;
-  if (dtype == SPLASH_F32) {
-    w.f = randv(size_t(R * cols), -0.1f, 0.1f);
-    w.h.data = w.f.data();
-    w.d = w.h;
-    w.d.data = g.up(w.f);
-  } else if (dtype == SPLASH_BF16) {
-    for (float x : randv(size_t(R * cols), -0.1f, 0.1f)) w.half.push_back(bf16(x));
-    w.h.data = w.half.data();
-    w.d = w.h;
-    w.d.data = g.up(w.half);
-  } else {
-    const int b = dtype == SPLASH_Q4 ? 4 : 8;
-    w.words.resize(size_t(R * cols * b / 32));
-    for (auto& x : w.words) x = bits(rng);
-    for (float x : randv(size_t(R * G), 0.002f, 0.02f)) w.sc.push_back(bf16(x));
-    for (float x : randv(size_t(R * G), -0.1f, 0.0f)) w.bi.push_back(bf16(x));
-    w.h.data = w.words.data();
-    w.h.scales = w.sc.data();
-    w.h.biases = w.bi.data();
-    w.d = w.h;
-    w.d.data = g.up(w.words);
-    w.d.scales = g.up(w.sc);
-    w.d.biases = g.up(w.bi);
-  }
-  return w;
-}
 
 void test_ops(Be& cpu, Be& g) {
   const char* names[] = {"f32", "bf16", "q8", "q4"};
@@ -272,6 +186,7 @@ void test_ops(Be& cpu, Be& g) {
     g.i->moe(g.c, &ad);
     report((std::string("moe ") + names[dt] + " E=16 k=4 tokens=" + std::to_string(N)).c_str(), out, g.down(dout, out.size()), N > 8 ? 2e-2 : 3e-4);
   }
+  test_vision_ops(cpu, g);
   g.i->synchronize(g.c);
   if (auto le = reinterpret_cast<const char* (*)(void*)>(g.i->get_proc_address(g.c, "splash_last_error")))
     if (const char* e = le(g.c)) std::printf("CUDA error: %s\n", e), ++g_fail;
@@ -385,17 +300,17 @@ void test_model(const std::string& dir, bool precise) {
     run_draft(*cpu, a);
     run_draft(*gpu, b);
   }
+  const std::string name = dir.substr(dir.rfind('/') + 1) + (precise ? " [precise]: " : " [default]: ");
   const char* what[] = {"prefill 23 tokens", "decode 1", "decode 2",        "decode 3",
                         "decode 4",          "verify 3", "after rollback", "draft block", "draft after a step"};
   for (size_t i = 0; i < a.size(); ++i) {
     // default mode: the prefill GEMMs round activations to bf16, and these random-weight fixtures amplify
     // that through the layers (the per-op bounds above are the tight ones)
-    report((dir.substr(dir.rfind('/') + 1) + (precise ? " [precise]: " : " [default]: ") + what[i]).c_str(), a[i], b[i],
-           precise ? 1e-4 : 1.5e-1);
+    report((name + what[i]).c_str(), a[i], b[i], precise ? 1e-4 : 1.5e-1);
   }
+  if (cpu->vision()) test_image(*cpu, *gpu, name, precise);
 }
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void bench_base(Be& g) {
   const size_t bytes = size_t(2) << 30;
@@ -529,7 +444,7 @@ void bench(const std::string& dir, int prompt, int n) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | bench-base | bench DIR [prompt] [n]\n");
+    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | bench-base | bench DIR [prompt] [n] | bench-vision DIR cpu|cuda [size...]\n");
     return 2;
   }
   const std::string cmd = argv[1];
@@ -537,6 +452,11 @@ int main(int argc, char** argv) {
     if (cmd == "model") {
       for (int i = 2; i < argc; ++i) test_model(argv[i], true);
       for (int i = 2; i < argc; ++i) test_model(argv[i], false);
+    } else if (cmd == "bench-vision" && argc >= 4) {
+      std::vector<int> sizes;
+      for (int i = 4; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
+      if (sizes.empty()) sizes = {512, 1024};
+      bench_vision(argv[2], argv[3], sizes);
     } else if (cmd == "bench") {
       bench(argv[2], argc > 3 ? std::atoi(argv[3]) : 2048, argc > 4 ? std::atoi(argv[4]) : 64);
     } else {

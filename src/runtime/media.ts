@@ -1,10 +1,11 @@
 // Images and documents in a chat prompt, from the content parts the APIs send to what the engine runs: remote URLs
-// fetched (only when the server allows it), PDFs turned into page-marked text (and page images for a model with a
+// fetched (only when the server allows it), PDFs turned into page-marked text on worker threads (and page images for a model with a
 // vision encoder), images prepared by the family's vision side, and the prompt's multimodal fields — embeddings that
 // replace image-pad rows, M-RoPE positions, and a content hash per image span for the prefix cache.
 import {errors} from '../errors.js'
 import type {ChatContentPart, ChatMessage} from './chat.js'
-import {PDF_DEFAULTS, readPdf} from './pdf.js'
+import {PDF_DEFAULTS} from './pdf.js'
+import {readPdfOffThread} from './pdf-pool.js'
 
 /** Where an image's bytes are: inline, or a URL to fetch. */
 export type MediaSource = {data: Uint8Array; url?: undefined} | {url: string; data?: undefined}
@@ -109,7 +110,7 @@ export async function pdfParts(
   render: boolean,
   maxImagePixels = PDF_DEFAULTS.renderPixels,
 ): Promise<Array<{type: 'text'; text: string} | {type: 'page_image'; png: Uint8Array; where: string}>> {
-  const pages = await readPdf(data, where, {...PDF_DEFAULTS, render, renderPixels: Math.min(PDF_DEFAULTS.renderPixels, maxImagePixels)})
+  const pages = await readPdfOffThread(data, where, {...PDF_DEFAULTS, render, renderPixels: Math.min(PDF_DEFAULTS.renderPixels, maxImagePixels)})
   const label = name ? `PDF "${name}"` : 'PDF'
   const out: Array<{type: 'text'; text: string} | {type: 'page_image'; png: Uint8Array; where: string}> = []
   out.push({type: 'text', text: `[${label}, ${pages.length} page${pages.length === 1 ? '' : 's'}]\n`})

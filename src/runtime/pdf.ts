@@ -1,6 +1,6 @@
 // Inline PDFs: text page by page with pdfjs-dist (legacy build, the one that runs on Node 20), and pages without a
 // text layer rendered to PNG with @napi-rs/canvas so a model with a vision encoder can read them. Encrypted or
-// malformed files are refused with a 400 naming the part.
+// malformed files are refused with a 400 naming the part. Runs on a worker thread (pdf-pool.ts, pdf-worker.ts).
 import {createRequire} from 'node:module'
 import {dirname, join} from 'node:path'
 import {errors, SplashError} from '../errors.js'

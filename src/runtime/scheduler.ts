@@ -102,9 +102,9 @@ export class Scheduler {
       seq.slot = this.model.createSequence(seq.maxLength)
       seq.status = 'running'
       const r = seq.request
-      // Penalties depend on every token before: plain decode serves those (and an image prompt: the draft has
-      // no M-RoPE positions).
-      seq.useDraft = this.blockSize > 1 && draftCompatible(r.sampling) && !r.media
+      // Penalties depend on every token before: plain decode serves those. An image prompt speculates too: its
+      // verify rows carry the target's M-RoPE positions (index + rope delta); the draft keeps its own 1-D positions.
+      seq.useDraft = this.blockSize > 1 && draftCompatible(r.sampling)
       seq.specK = this.blockSize - 1
       this.resume(seq)
       this.running.push(seq)
@@ -390,6 +390,7 @@ export class Scheduler {
         capture: true,
         verify: true,
         sample: this.sampleRequest(seq, rows),
+        ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, seq.drafts.length + 1),
       }
     }
   }

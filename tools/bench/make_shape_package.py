@@ -2,13 +2,15 @@
 """Writes a synthetic q4 Splash package with random weights at the shape of a real model, with fewer layers,
 for speed measurements (numpy only; run where the GPU is: scripts/gpu-test.sh, or for the native kernel test's
 decode timing).
-Usage: make_shape_package.py DIR {qwen3.8-27b|qwen3.6-35b-a3b|dense-1.4b} [layers]
+Usage: make_shape_package.py DIR {qwen3.8-27b|qwen3.6-35b-a3b|dense-1.4b} [layers] [vision]
 Shapes (model-arch.md §1.2): 27b = hidden 5120, attn 24/4 heads of 256, GDN 16/48 heads of 128, dense MLP 17408;
 35b-a3b = hidden 2048, attn 16/2 of 256, GDN 16/32 of 128, 256 experts (top 8) of 512 + a shared expert of 512.
 dense-1.4b = hidden 2048, attn 16/2 of 256, GDN 16/32 of 128, dense MLP 6144, vocab 65536, 16 layers by default
 (about 1.4 B parameters, 0.78 GB; the shape of test/core-native/helpers/bench-decode.ts).
 All: untied lm_head, every 4th layer full attention; vocab 248320 unless named. Default 8 layers (6 GDN + 2
-attention) unless named."""
+attention) unless named.
+`vision` adds the Qwen3.5 vision tower (model-arch.md §6.2: depth 27, hidden 1152, 16 heads of 72, MLP 4304,
+48×48 position table, merger to the text hidden size), bf16 weights with small random values."""
 import json, os, sys
 import numpy as np
 
@@ -20,6 +22,7 @@ SHAPES = {
 d, shape = sys.argv[1], sys.argv[2]
 s = SHAPES[shape]
 L = int(sys.argv[3]) if len(sys.argv) > 3 else s.get("L", 8)
+vision = len(sys.argv) > 4 and sys.argv[4] == "vision"
 H, V, hd, dk, dv = s["H"], s.get("V", 248320), 256, 128, 128
 nh, nkv, nk, nv = s["nh"], s["nkv"], s["nk"], s["nv"]
 types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(L)]
@@ -68,6 +71,27 @@ for i in range(L):
     else:
         q4(p + "mlp.gate_proj", s["I"], H); q4(p + "mlp.up_proj", s["I"], H); q4(p + "mlp.down_proj", H, s["I"])
 
+def bf16_random(name, shp, scale):
+    n = int(np.prod(shp))
+    entries.append((name, "BF16", shp, n * 2,
+                    lambda: (rng.standard_normal(n, dtype=np.float32) * scale).view(np.uint32).__rshift__(16).astype(np.uint16)))
+
+VISION = dict(depth=27, hidden_size=1152, num_heads=16, intermediate_size=4304, patch_size=16, temporal_patch_size=2,
+              spatial_merge_size=2, in_channels=3, out_hidden_size=H, num_position_embeddings=2304,
+              hidden_act="gelu_pytorch_tanh", rope_theta=10000)
+if vision:
+    vh, vi, vm = VISION["hidden_size"], VISION["intermediate_size"], VISION["hidden_size"] * 4
+    def vlin(name, rows, cols):
+        bf16_random(name + ".weight", [rows, cols], 1 / np.sqrt(cols)); f32(name + ".bias", [rows], 0.0)
+    def vln(name):
+        f32(name + ".weight", [vh], 1.0); f32(name + ".bias", [vh], 0.0)
+    vlin("visual.patch_embed", vh, 1536); f32("visual.pos_embed", [2304, vh], 0.01)
+    for i in range(VISION["depth"]):
+        p = f"visual.blocks.{i}."
+        vln(p + "norm1"); vln(p + "norm2"); vlin(p + "attn.qkv", 3 * vh, vh); vlin(p + "attn.proj", vh, vh)
+        vlin(p + "mlp.fc1", vi, vh); vlin(p + "mlp.fc2", vh, vi)
+    vln("visual.merger.norm"); vlin("visual.merger.fc1", vm, vm); vlin("visual.merger.fc2", H, vm)
+
 header, pos = {}, 0
 for name, dt, shp, nb, _ in entries:
     start = (pos + 63) // 64 * 64
@@ -90,5 +114,6 @@ config = dict(hidden_size=H, num_hidden_layers=L, vocab_size=V, layer_types=type
               tie_word_embeddings=False, max_position_embeddings=262144)
 with open(os.path.join(d, "splash.json"), "w") as f:
     json.dump({"format": 1, "name": f"bench/{shape}-{L}l-q4", "family": "qwen3_5_moe" if s["E"] else "qwen3_5",
-               "config": config, "weights": {"files": ["model.safetensors"], "quant": "q4", "group_size": 64}}, f)
+               "config": config, "weights": {"files": ["model.safetensors"], "quant": "q4", "group_size": 64},
+               **({"vision": {"config": VISION}} if vision else {})}, f)
 print("wrote", d, f"({pos / 1e9:.2f} GB)")

@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu_graph.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_vision.h"
 #include "backend/cpu/isa.h"
 #include "runtime/thread_pool.h"
 
@@ -236,6 +237,7 @@ void conv1d_silu(void*, const float* x, int32_t nt, int32_t C, int32_t K, const 
 }
 
 void moe(void* ctx, const splash_moe_args* a) { moe_grouped(ctx, a, matmul, swiglu); }
+void seg_attention(void* ctx, const splash_seg_attn_args* a) { seg_attention_on(*static_cast<Ctx*>(ctx)->pool, a); }
 
 const splash_backend_i kIface = {
     /* .abi_version      = */ SPLASH_BACKEND_ABI,
@@ -269,6 +271,11 @@ const splash_backend_i kIface = {
     /* .gated_add        = */ gated_add,
     /* .rope_seq         = */ rope_seq,
     /* .moe              = */ moe,
+    /* .layer_norm       = */ layer_norm,
+    /* .add_bias         = */ add_bias,
+    /* .gelu             = */ gelu,
+    /* .rope_table       = */ rope_table,
+    /* .seg_attention    = */ seg_attention,
 };
 
 struct CpuBackend {

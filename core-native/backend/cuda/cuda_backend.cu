@@ -277,6 +277,7 @@ const splash_backend_i kIface = {
     nullptr, nullptr, get_proc_address,
     0 /* host_memory */, copy_to_device, copy_to_host, copy2d, memset_zero, embed, add, gdn_gates, sigmoid_gate,
     gated_add, rope_seq, moe,
+    layer_norm, add_bias, gelu, rope_table, seg_attention,
 };
 
 struct CudaBackend {

@@ -79,6 +79,13 @@ void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, co
 void gdn_recurrent(void* ctx, const splash_gdn_args* a);
 void moe(void* ctx, const splash_moe_args* a);
 void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out);
+// the vision encoder's slots (cuda_vision.cu)
+void layer_norm(void* ctx, const float* x, const float* w, const float* b, int32_t n, int32_t dim, float eps, float* y);
+void add_bias(void* ctx, float* y, const float* b, int32_t n, int32_t dim);
+void gelu(void* ctx, float* x, int64_t n, int32_t tanh_approx);
+void rope_table(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64_t hs, int32_t hd, const float* cos,
+                const float* sin);
+void seg_attention(void* ctx, const splash_seg_attn_args* a);
 void cublas_open(Ctx* c);
 void cublas_close(Ctx* c);
 

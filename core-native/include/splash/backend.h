@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define SPLASH_BACKEND_ABI 2
+#define SPLASH_BACKEND_ABI 3
 
 typedef enum splash_dtype {
   SPLASH_F32 = 0,
@@ -65,6 +65,18 @@ typedef struct splash_attn_args {
   float* out;             // [T, n_heads*head_dim]
   float scale;
 } splash_attn_args;
+
+// Bidirectional attention inside segments of `segment` consecutive tokens (the frames of the vision encoder):
+// token i attends to every token of its segment [i − i % segment, + segment), no cache, no mask.
+typedef struct splash_seg_attn_args {
+  int32_t n_tokens, n_heads, head_dim, segment;
+  const float* q;        // [T, stride] head h at q + h*head_dim (likewise k, v)
+  const float* k;
+  const float* v;
+  int64_t stride;        // row stride of q, k and v (floats)
+  float* out;            // [T, n_heads*head_dim]
+  float scale;
+} splash_seg_attn_args;
 
 // Routed experts of one MoE layer for T tokens: softmax over the router logits, top-k (ties to the lower
 // expert index), weights renormalised over the k when `renorm`, then out[t] = Σ_k w·down(silu(gate x)·up x).
@@ -156,6 +168,20 @@ typedef struct splash_backend_i {
   void (*rope_seq)(void* ctx, float* x, int32_t n_tokens, int64_t row_stride, int32_t n_heads, int64_t head_stride,
                    int32_t head_dim, int32_t rot_dim, int32_t start, const int32_t* section, float theta);
   void (*moe)(void* ctx, const splash_moe_args* a);  // routed experts (the shared expert is the graph's)
+
+  // ---- (ABI 3) the vision encoder's pieces (model-arch.md §6.2)
+  // y = (x − mean)·rsqrt(var + eps)·w + b over `dim`, for n rows (LayerNorm with bias; x may equal y).
+  void (*layer_norm)(void* ctx, const float* x, const float* w, const float* b, int32_t n, int32_t dim, float eps,
+                     float* y);
+  void (*add_bias)(void* ctx, float* y, const float* b, int32_t n, int32_t dim);  // y[r, c] += b[c]
+  // x = GELU(x) in place: the tanh approximation (gelu_pytorch_tanh) when `tanh_approx`, else exact (erf).
+  void (*gelu)(void* ctx, float* x, int64_t n, int32_t tanh_approx);
+  // Rotate-half rotary from per-token tables cos/sin [n_tokens, head_dim] (any positions, e.g. 2-D) on
+  // n_heads heads of head_dim at head_stride, token t at row x + t·row_stride:
+  // x[j] ← x[j]·cos[j] − x[j+½]·sin[j], x[j+½] ← x[j+½]·cos[j+½] + x[j]·sin[j+½] for j < head_dim/2.
+  void (*rope_table)(void* ctx, float* x, int32_t n_tokens, int64_t row_stride, int32_t n_heads, int64_t head_stride,
+                     int32_t head_dim, const float* cos, const float* sin);
+  void (*seg_attention)(void* ctx, const splash_seg_attn_args* a);  // bidirectional, per segment
 } splash_backend_i;
 
 typedef struct splash_backend {

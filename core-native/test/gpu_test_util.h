@@ -1,0 +1,113 @@
+// Shared pieces of splash_gpu_test (gpu_test.cpp, gpu_test_vision.cpp): random inputs, a backend's buffers, the
+// relative-error report that counts failures, host + device copies of a weight, a clock.
+#pragma once
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "splash/backend.h"
+
+namespace splash::gputest {
+
+inline int g_fail = 0;
+inline std::mt19937 rng(20261202);
+
+inline std::vector<float> randv(size_t n, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+inline uint16_t bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
+struct Be {
+  splash_backend* b;
+  const splash_backend_i* i;
+  void* c;
+  explicit Be(splash_backend* be) : b(be), i(be->iface), c(be->ctx) {}
+  void* alloc(size_t bytes) { return i->buffer_alloc(c, bytes); }
+  template <class T>
+  T* up(const std::vector<T>& v) {
+    T* p = static_cast<T*>(alloc(v.size() * sizeof(T) + 64));
+    i->copy_to_device(c, p, v.data(), v.size() * sizeof(T));
+    return p;
+  }
+  std::vector<float> down(const float* p, size_t n) {
+    std::vector<float> v(n);
+    i->copy_to_host(c, v.data(), p, n * 4);
+    return v;
+  }
+};
+
+inline void report(const char* what, const std::vector<float>& ref, const std::vector<float>& got, double tol) {
+  double mx = 0, err = 0;
+  bool nan = false;
+  for (size_t k = 0; k < ref.size(); ++k) {
+    mx = std::max(mx, double(std::fabs(ref[k])));
+    if (!std::isfinite(got[k])) nan = true;
+    err = std::max(err, double(std::fabs(ref[k] - got[k])));
+  }
+  const double rel = err / (mx > 0 ? mx : 1);
+  const bool ok = !nan && rel <= tol;
+  std::printf("%-44s rel err %.2e  tol %.0e  %s\n", what, rel, tol, ok ? "ok" : "FAIL");
+  g_fail += !ok;
+}
+
+// A weight in host memory (for the CPU) and its device copy (for CUDA).
+struct W {
+  splash_weight h{}, d{};
+  std::vector<uint32_t> words;
+  std::vector<uint16_t> half, sc, bi;
+  std::vector<float> f;
+};
+inline W make_weight(Be& g, int dtype, int64_t rows, int64_t cols, int64_t E = 1) {
+  W w;
+  w.h.dtype = dtype;
+  w.h.rows = rows;
+  w.h.cols = cols;
+  const int64_t R = rows * E, G = cols / 64;
+  std::uniform_int_distribution<uint32_t> bits;
+  if (dtype == SPLASH_F32) {
+    w.f = randv(size_t(R * cols), -0.1f, 0.1f);
+    w.h.data = w.f.data();
+    w.d = w.h;
+    w.d.data = g.up(w.f);
+  } else if (dtype == SPLASH_BF16) {
+    for (float x : randv(size_t(R * cols), -0.1f, 0.1f)) w.half.push_back(bf16(x));
+    w.h.data = w.half.data();
+    w.d = w.h;
+    w.d.data = g.up(w.half);
+  } else {
+    const int b = dtype == SPLASH_Q4 ? 4 : 8;
+    w.words.resize(size_t(R * cols * b / 32));
+    for (auto& x : w.words) x = bits(rng);
+    for (float x : randv(size_t(R * G), 0.002f, 0.02f)) w.sc.push_back(bf16(x));
+    for (float x : randv(size_t(R * G), -0.1f, 0.0f)) w.bi.push_back(bf16(x));
+    w.h.data = w.words.data();
+    w.h.scales = w.sc.data();
+    w.h.biases = w.bi.data();
+    w.d = w.h;
+    w.d.data = g.up(w.words);
+    w.d.scales = g.up(w.sc);
+    w.d.biases = g.up(w.bi);
+  }
+  return w;
+}
+
+inline double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// gpu_test_vision.cpp
+void test_vision_ops(Be& cpu, Be& g);
+void test_image(Model& cpu, Model& gpu, const std::string& name, bool precise);
+void bench_vision(const std::string& dir, const std::string& backend, const std::vector<int>& sizes);
+
+}  // namespace splash::gputest
