@@ -1,0 +1,74 @@
+// The prefix cache's native half: KV rows and states saved from a sequence, restored into another, freed.
+#include "addon/entries.h"
+#include "addon/napi_util.h"
+#include "addon/registry.h"
+
+namespace splash::addon {
+
+// ---- prefix cache: saved KV rows and states (ids are positive integers below 2^53)
+int64_t saved_arg(const Napi::Value& v, const char* what) {
+  if (!v.IsNumber()) fail("invalid_argument", std::string(what) + " must be a saved-state id");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(d) || d != std::floor(d) || d < 1 || d > 9007199254740991.0)
+    fail("invalid_argument", std::string(what) + " must be a saved-state id");
+  return int64_t(d);
+}
+
+// saveRows(handle, seqId, start, n) → id
+Napi::Value SaveRows(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 4) fail("invalid_argument", "saveRows(handle, seqId, start, n)");
+    const int64_t id = m->save_rows(int_arg(info[1], "seqId", 0, INT32_MAX), int_arg(info[2], "start", 0, INT32_MAX),
+                                    int_arg(info[3], "n", 1, INT32_MAX));
+    return Napi::Number::New(info.Env(), double(id));
+  });
+}
+
+// saveState(handle, seqId) → id
+Napi::Value SaveState(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 2) fail("invalid_argument", "saveState(handle, seqId)");
+    return Napi::Number::New(info.Env(), double(m->save_state(int_arg(info[1], "seqId", 0, INT32_MAX))));
+  });
+}
+
+// restoreSequence(handle, seqId, rowIds[], stateId) → whether the draft context was restored too
+Napi::Value RestoreSequence(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 4 || !info[2].IsArray()) fail("invalid_argument", "restoreSequence(handle, seqId, rowIds, stateId)");
+    Napi::Array arr = info[2].As<Napi::Array>();
+    std::vector<int64_t> rows(arr.Length());
+    for (uint32_t i = 0; i < arr.Length(); ++i) rows[i] = saved_arg(arr.Get(i), "rowIds[i]");
+    const bool draft = m->restore(int_arg(info[1], "seqId", 0, INT32_MAX), rows, saved_arg(info[3], "stateId"));
+    return Napi::Boolean::New(info.Env(), draft);
+  });
+}
+
+// freeSaved(handle, id)
+Napi::Value FreeSaved(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 2) fail("invalid_argument", "freeSaved(handle, id)");
+    m->free_saved(saved_arg(info[1], "id"));
+    return info.Env().Undefined();
+  });
+}
+
+// savedStats(handle) → {sequences, rows, states, bytes}: what the model holds (leak checks)
+Napi::Value SavedStats(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    const auto st = m->saved_stats();
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("sequences", double(st.sequences));
+    o.Set("rows", double(st.rows));
+    o.Set("states", double(st.states));
+    o.Set("bytes", double(st.bytes));
+    return o;
+  });
+}
+
+}  // namespace splash::addon

@@ -1,0 +1,239 @@
+// The compute entries: a batched step, a draft pass and an image encode, each as a promise that resolves off
+// the JS thread.
+#include "addon/entries.h"
+#include "addon/napi_util.h"
+#include "addon/registry.h"
+#include <cstring>
+
+#include "addon/sample_args.h"
+
+namespace splash::addon {
+
+// The sequence a step or draft item names, checked: it exists, is not in a step, has not failed, and no
+// earlier item of the same call names it. Call with the model's sequence mutex held.
+template <class Items>
+splash::Sequence* item_sequence(Model& m, Napi::Object o, const std::string& where, const Items& items, uint32_t i) {
+  int32_t id = int_arg(o.Get("seq"), (where + ".seq").c_str(), 0, INT32_MAX);
+  splash::Sequence* s = m.find(id);
+  if (!s) fail("unknown_sequence", where + ": unknown sequence " + std::to_string(id));
+  if (s->busy) fail("sequence_busy", where + ": sequence " + std::to_string(id) + " is already in a step");
+  if (s->broken) fail("sequence_broken", where + ": sequence " + std::to_string(id) + " failed earlier; truncate it to 0");
+  for (uint32_t j = 0; j < i; ++j)
+    if (items[j].seq == s) fail("invalid_argument", where + ": sequence " + std::to_string(id) + " appears twice");
+  return s;
+}
+
+// Optional step item fields: embedAt (Int32Array, distinct token indices of this item) with embeds
+// (Float32Array, embedAt.length × hiddenSize) replacing those rows' embeddings, and positions (Int32Array,
+// 3 per token: the T, H, W M-RoPE ids).
+void multimodal_fields(const Model& m, Napi::Object o, const std::string& where, splash::StepItem& it) {
+  const int64_t n = int64_t(it.tokens.size()), H = m.config().H;
+  Napi::Value at = o.Get("embedAt"), em = o.Get("embeds"), ps = o.Get("positions");
+  if (!at.IsUndefined() || !em.IsUndefined()) {
+    if (!at.IsTypedArray() || at.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+      fail("invalid_argument", where + ".embedAt must be an Int32Array");
+    if (!em.IsTypedArray() || em.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+      fail("invalid_argument", where + ".embeds must be a Float32Array");
+    Napi::Int32Array a = at.As<Napi::Int32Array>();
+    Napi::Float32Array e = em.As<Napi::Float32Array>();
+    if (int64_t(e.ElementLength()) != int64_t(a.ElementLength()) * H)
+      fail("invalid_argument", where + ".embeds must hold embedAt.length × " + std::to_string(H) + " values");
+    std::vector<bool> seen(n, false);
+    for (size_t k = 0; k < a.ElementLength(); ++k) {
+      const int32_t r = a[k];
+      if (r < 0 || r >= n || seen[r]) fail("invalid_argument", where + ".embedAt[" + std::to_string(k) + "] is out of range or repeated");
+      seen[r] = true;
+    }
+    it.embed_at.assign(a.Data(), a.Data() + a.ElementLength());
+    it.embeds.assign(e.Data(), e.Data() + e.ElementLength());
+  }
+  if (!ps.IsUndefined()) {
+    if (!ps.IsTypedArray() || ps.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+      fail("invalid_argument", where + ".positions must be an Int32Array");
+    Napi::Int32Array p = ps.As<Napi::Int32Array>();
+    if (int64_t(p.ElementLength()) != 3 * n) fail("invalid_argument", where + ".positions must hold 3 ids per token");
+    for (size_t k = 0; k < p.ElementLength(); ++k)
+      if (p[k] < 0) fail("invalid_argument", where + ".positions must be non-negative");
+    it.positions.assign(p.Data(), p.Data() + p.ElementLength());
+  }
+}
+
+// encodeImage(handle, {pixels: Float32Array [t·h·w × patchDim], grid: [t, h, w]}) → Promise<Float32Array>:
+// the merged image embeddings, [t·h·w / merge² × hiddenSize], in image-pad order.
+Napi::Value EncodeImage(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    const splash::VisionEncoder* v = m->vision();
+    if (!v) fail("unsupported", "this model has no vision encoder");
+    if (info.Length() < 2 || !info[1].IsObject()) fail("invalid_argument", "encodeImage(handle, {pixels, grid})");
+    Napi::Object o = info[1].As<Napi::Object>();
+    Napi::Value pv = o.Get("pixels"), gv = o.Get("grid");
+    if (!pv.IsTypedArray() || pv.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+      fail("invalid_argument", "pixels must be a Float32Array");
+    if (!gv.IsArray() || gv.As<Napi::Array>().Length() != 3) fail("invalid_argument", "grid must be [t, h, w]");
+    Napi::Array ga = gv.As<Napi::Array>();
+    const int mg = v->config().merge;
+    const int t = int_arg(ga.Get(0u), "grid[0]", 1, 64), h = int_arg(ga.Get(1u), "grid[1]", mg, 4096),
+              w = int_arg(ga.Get(2u), "grid[2]", mg, 4096);
+    if (h % mg || w % mg) fail("invalid_argument", "grid height and width must be multiples of the merge size");
+    Napi::Float32Array pa = pv.As<Napi::Float32Array>();
+    if (int64_t(pa.ElementLength()) != int64_t(t) * h * w * v->config().patch_dim())
+      fail("invalid_argument", "pixels must hold t·h·w × " + std::to_string(v->config().patch_dim()) + " values");
+    auto pixels = std::make_shared<std::vector<float>>(pa.Data(), pa.Data() + pa.ElementLength());
+    auto out = std::make_shared<std::vector<float>>();
+    auto* task = new Task(
+        info.Env(), [=] { *out = m->encode_image(pixels->data(), t, h, w); },
+        [=](Napi::Env env) -> Napi::Value {
+          auto* vec = new std::vector<float>(std::move(*out));
+          Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
+              env, vec->data(), vec->size() * sizeof(float), [](Napi::Env, void*, std::vector<float>* p) { delete p; }, vec);
+          return Napi::Float32Array::New(env, vec->size(), ab, 0);
+        });
+    Napi::Promise p = task->promise();
+    task->Queue();
+    return p;
+  });
+}
+
+// One item's result: {logits: Float32Array (moved, no copy) | null, sampled: [...] | null}.
+Napi::Object item_result(Napi::Env env, std::vector<float>* logits, const splash::sampler::Request* sample,
+                         const std::vector<splash::sampler::Sampled>& sampled) {
+  Napi::Object r = Napi::Object::New(env);
+  if (logits) {
+    auto* vec = new std::vector<float>(std::move(*logits));
+    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
+        env, vec->data(), vec->size() * sizeof(float), [](Napi::Env, void*, std::vector<float>* p) { delete p; }, vec);
+    r.Set("logits", Napi::Float32Array::New(env, vec->size(), ab, 0));
+  } else {
+    r.Set("logits", env.Null());
+  }
+  r.Set("sampled", sample ? Napi::Value(splash::addon::sampled_to_js(env, sampled, sample->n_top >= 0)) : env.Null());
+  return r;
+}
+
+// step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all', capture?, verify?, sample?}])
+//   → Promise<{logits: Float32Array|null, sampled: [...]|null}[]>
+Napi::Value Step(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 2 || !info[1].IsArray()) fail("invalid_argument", "step(handle, items): items must be an array");
+    Napi::Array arr = info[1].As<Napi::Array>();
+    if (arr.Length() == 0) fail("invalid_argument", "step needs at least one item");
+    auto items = std::make_shared<std::vector<splash::StepItem>>(arr.Length());
+    const int V = m->config().V;
+    std::lock_guard<std::mutex> lock(m->seq_mutex());
+    for (uint32_t i = 0; i < arr.Length(); ++i) {
+      const std::string where = "items[" + std::to_string(i) + "]";
+      Napi::Value v = arr.Get(i);
+      if (!v.IsObject()) fail("invalid_argument", where + " must be an object");
+      Napi::Object o = v.As<Napi::Object>();
+      splash::Sequence* s = item_sequence(*m, o, where, *items, i);
+      Napi::Value tv = o.Get("tokens");
+      if (!tv.IsTypedArray() || tv.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+        fail("invalid_argument", where + ".tokens must be an Int32Array");
+      Napi::Int32Array ta = tv.As<Napi::Int32Array>();
+      if (ta.ElementLength() == 0) fail("invalid_argument", where + ".tokens is empty");
+      if (int64_t(s->len) + int64_t(ta.ElementLength()) > s->max_len)
+        fail("too_long", where + ": " + std::to_string(s->len) + " + " + std::to_string(ta.ElementLength()) +
+                             " tokens exceed the sequence's maxLength " + std::to_string(s->max_len));
+      auto& it = (*items)[i];
+      it.seq = s;
+      it.tokens.assign(ta.Data(), ta.Data() + ta.ElementLength());
+      for (size_t k = 0; k < it.tokens.size(); ++k)
+        if (it.tokens[k] < 0 || it.tokens[k] >= V)
+          fail("bad_token", where + ".tokens[" + std::to_string(k) + "] = " + std::to_string(it.tokens[k]) +
+                                " is outside the vocabulary [0, " + std::to_string(V) + ")");
+      Napi::Value lv = o.Get("logits");
+      std::string mode = lv.IsUndefined() ? "last" : (lv.IsString() ? std::string(lv.As<Napi::String>()) : "?");
+      if (mode == "none") it.logits = 0;
+      else if (mode == "last") it.logits = 1;
+      else if (mode == "all") it.logits = 2;
+      else fail("invalid_argument", where + ".logits must be 'none', 'last' or 'all'");
+      it.capture = o.Get("capture").ToBoolean().Value();
+      it.verify = o.Get("verify").ToBoolean().Value();
+      multimodal_fields(*m, o, where, it);
+      if (!o.Get("sample").IsUndefined())
+        it.sample = splash::addon::parse_sample(o.Get("sample"), where + ".sample", V, int(it.tokens.size()));
+    }
+    for (auto& it : *items) it.seq->busy = true;
+    auto out = std::make_shared<std::vector<std::vector<float>>>();
+    auto failed = std::make_shared<bool>(true);
+    auto* t = new Task(
+        info.Env(),
+        [=] {
+          m->step(*items, *out);
+          *failed = false;
+        },
+        [=](Napi::Env env) -> Napi::Value {
+          Napi::Array res = Napi::Array::New(env, items->size());
+          for (size_t i = 0; i < items->size(); ++i) {
+            const auto& it = (*items)[i];
+            res.Set(uint32_t(i), item_result(env, it.logits == 0 ? nullptr : &(*out)[i], it.sample.get(), it.sampled));
+          }
+          return res;
+        },
+        [=] {
+          std::lock_guard<std::mutex> l2(m->seq_mutex());
+          for (auto& it : *items) {
+            it.seq->busy = false;
+            if (*failed) it.seq->broken = true;
+          }
+        });
+    Napi::Promise p = t->promise();
+    t->Queue();
+    return p;
+  });
+}
+
+// draft(handle, [{seq, token, n?, sample?, logits?}]) → Promise<{logits, sampled}[]>: per item the draft's logits
+// for block rows 1..n ([n·V], n ≤ B−1, default B−1; with `sample` only when logits: true) and its sampled rows;
+// `token` is the anchor (the last committed token, at position sequenceLength).
+Napi::Value Draft(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (!m->has_draft()) fail("unsupported", "this model has no draft loaded");
+    if (info.Length() < 2 || !info[1].IsArray()) fail("invalid_argument", "draft(handle, items): items must be an array");
+    Napi::Array arr = info[1].As<Napi::Array>();
+    if (arr.Length() == 0) fail("invalid_argument", "draft needs at least one item");
+    auto items = std::make_shared<std::vector<splash::DraftItem>>(arr.Length());
+    const int V = m->config().V;
+    std::lock_guard<std::mutex> lock(m->seq_mutex());
+    for (uint32_t i = 0; i < arr.Length(); ++i) {
+      const std::string where = "items[" + std::to_string(i) + "]";
+      Napi::Value v = arr.Get(i);
+      if (!v.IsObject()) fail("invalid_argument", where + " must be an object");
+      Napi::Object o = v.As<Napi::Object>();
+      splash::Sequence* s = item_sequence(*m, o, where, *items, i);
+      (*items)[i].seq = s;
+      (*items)[i].anchor = int_arg(o.Get("token"), (where + ".token").c_str(), 0, V - 1);
+      const int B = m->draft_config().B;
+      (*items)[i].n = o.Get("n").IsUndefined() ? B - 1 : int_arg(o.Get("n"), (where + ".n").c_str(), 0, B - 1);
+      if (!o.Get("sample").IsUndefined())
+        (*items)[i].sample = splash::addon::parse_sample(o.Get("sample"), where + ".sample", V, (*items)[i].n);
+      Napi::Value lv = o.Get("logits");
+      if (!lv.IsUndefined() && !lv.IsBoolean()) fail("invalid_argument", where + ".logits must be a boolean");
+      (*items)[i].logits = lv.IsUndefined() ? !(*items)[i].sample : lv.As<Napi::Boolean>().Value();
+    }
+    for (auto& it : *items) it.seq->busy = true;
+    auto out = std::make_shared<std::vector<std::vector<float>>>();
+    auto* t = new Task(
+        info.Env(), [=] { m->draft(*items, *out); },
+        [=](Napi::Env env) -> Napi::Value {
+          Napi::Array res = Napi::Array::New(env, items->size());
+          for (size_t i = 0; i < items->size(); ++i) {
+            const auto& it = (*items)[i];
+            res.Set(uint32_t(i), item_result(env, it.logits ? &(*out)[i] : nullptr, it.sample.get(), it.sampled));
+          }
+          return res;
+        },
+        [=] {
+          std::lock_guard<std::mutex> l2(m->seq_mutex());
+          for (auto& it : *items) it.seq->busy = false;
+        });
+    Napi::Promise p = t->promise();
+    t->Queue();
+    return p;
+  });
+}
+
+}  // namespace splash::addon
