@@ -163,7 +163,19 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   }
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
-    take_rows(logits_host_.data() + roff[i] * c.V, it.n, c.V, it.logits ? it.n : 0, it.sample.get(), out[i], it.sampled);
+    Sequence* s = it.seq;
+    const float* rows = logits_host_.data() + roff[i] * c.V;
+    s->draft_tokens.clear();
+    s->draft_q.clear();
+    s->draft_at = -1;
+    if (it.sample) {
+      // sampled drafts keep their distributions for the verify pass (sampler/speculative.cpp)
+      sampler::sample_draft(rows, c.V, *it.sample, it.sampled, s->draft_q);
+      for (const auto& x : it.sampled) s->draft_tokens.push_back(x.token);
+      s->draft_at = s->len;
+      s->draft_V = c.V;
+    }
+    if (it.logits) out[i].assign(rows, rows + size_t(it.n) * c.V);
   }
 }
 

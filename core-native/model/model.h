@@ -95,6 +95,10 @@ struct Sequence {
   float* slots = nullptr;       // GDN states after each verified position: slot i = state at length spec_base + i
   int32_t slots_cap = 0;
   int32_t spec_base = -1, spec_n = 0;  // slots valid for lengths [spec_base, spec_base + spec_n)
+  // the last sampled draft pass (T > 0): its tokens and their distributions q [rows × draft_V], drafted at length draft_at
+  std::vector<int32_t> draft_tokens;
+  std::vector<float> draft_q;
+  int32_t draft_at = -1, draft_V = 0;
 };
 
 struct StepItem {

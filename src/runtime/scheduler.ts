@@ -4,7 +4,7 @@ import {cacheKeyOf, mediaFields} from './media.js'
 import type {DraftRequest, StepItem, StepModel, StepResult} from './step-model.js'
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Sequence} from './sequence.js'
-import {draftCompatible, type SampledToken, type SampleRequest, type SampleRow} from './sampling.js'
+import type {SampledToken, SampleRequest, SampleRow} from './sampling.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from './prefix-cache.js'
 
@@ -102,9 +102,8 @@ export class Scheduler {
       seq.slot = this.model.createSequence(seq.maxLength)
       seq.status = 'running'
       const r = seq.request
-      // Penalties depend on every token before: plain decode serves those (and an image prompt: the draft has
-      // no M-RoPE positions).
-      seq.useDraft = this.blockSize > 1 && draftCompatible(r.sampling) && !r.media
+      // an image prompt decodes without the draft (its positions are 1-D)
+      seq.useDraft = this.blockSize > 1 && !r.media
       seq.specK = this.blockSize - 1
       this.resume(seq)
       this.running.push(seq)
@@ -254,12 +253,14 @@ export class Scheduler {
   }
 
   /**
-   * Greedy sequences: speculation only while a committed token costs less through draft + verify than
-   * through a plain decode (both measured by the engine, see observeStep); every 16th decode step probes
-   * the other way so both costs stay current. The output is identical either way (at T > 0 too: see verify).
+   * Greedy (and grammar-constrained) sequences: speculation only while a committed token costs less through
+   * draft + verify than through a plain decode (both measured by the engine, see observeStep); every 16th
+   * decode step probes the other way so both costs stay current. Their output is identical either way. Sampled
+   * sequences under the rejection rule decide from their own acceptance only (the adaptive block in verify),
+   * never from timings, so a seed gives the same output on every run.
    */
   private draftPays(seq: Sequence): boolean {
-    if (process.env.SPLASH_DRAFT_FIXED) return true
+    if (process.env.SPLASH_DRAFT_FIXED || rejection(seq)) return true
     const probe = ++seq.specProbe % 16 === 0
     const better = this.specCost === 0 || this.plainCost === 0 || this.specCost < this.plainCost
     return better !== probe
@@ -292,9 +293,10 @@ export class Scheduler {
     return batch.drafting.map(i => {
       const seq = batch.seqs[i]
       const n = seq.drafts.length
-      const rows = Array.from({length: n}, (_, r) => this.nextRow(seq, r))
       // with a grammar, draft r's mask depends on drafts 1..r−1: the logits come back and fillDrafts samples
-      return seq.request.constraint ? {seq: seq.slot, token: seq.lastToken, n} : {seq: seq.slot, token: seq.lastToken, n, sample: {params: seq.request.sampling, rows}}
+      if (seq.request.constraint) return {seq: seq.slot, token: seq.lastToken, n}
+      const rows = Array.from({length: n}, (_, r) => (rejection(seq) ? {uniform: seq.rng.peek(3 * r)} : this.nextRow(seq, r)))
+      return {seq: seq.slot, token: seq.lastToken, n, sample: {params: seq.request.sampling, rows, penalties: seq.penalties?.get()}}
     })
   }
 
@@ -350,7 +352,9 @@ export class Scheduler {
         if (!sampled || sampled.length !== seq.drafts.length) throw new Error('the draft returned no tokens')
         seq.drafts = sampled.map(x => x.token)
       }
-      const rows = Array.from({length: seq.drafts.length + 1}, (_, r) => (masks ? {...this.nextRow(seq, r), allowed: masks[r]} : this.nextRow(seq, r)))
+      const rows = masks
+        ? Array.from({length: seq.drafts.length + 1}, (_, r) => ({...this.nextRow(seq, r), allowed: masks[r]}))
+        : this.verifyRows(seq)
       batch.items[i] = {
         seq: seq.slot,
         tokens: Int32Array.from([seq.lastToken, ...seq.drafts]),
@@ -360,6 +364,19 @@ export class Scheduler {
         sample: this.sampleRequest(seq, rows),
       }
     }
+  }
+
+  /**
+   * The sampled rows of a verify pass [anchor, d1..dk] without a grammar. Greedy: argmax rows. T > 0: row r < k
+   * verifies d(r+1) by the rejection rule with the uniforms 3r+1 (acceptance) and 3r+2 (residual) of the stream;
+   * the draft sampled d(r+1) with uniform 3r; the last row (all drafts accepted) draws with uniform 3k.
+   */
+  private verifyRows(seq: Sequence): SampleRow[] {
+    const k = seq.drafts.length
+    if (!rejection(seq)) return Array.from({length: k + 1}, (_, r) => this.nextRow(seq, r))
+    const rows: SampleRow[] = seq.drafts.map((d, r) => ({draft: d, accept: seq.rng.peek(3 * r + 1), uniform: seq.rng.peek(3 * r + 2)}))
+    rows.push({uniform: seq.rng.peek(3 * k)})
+    return rows
   }
 
   postprocess(batch: Batch, results: StepResult[]): void {
@@ -386,14 +403,15 @@ export class Scheduler {
   }
 
   /**
-   * Acceptance of one verify pass. Row r of the target's logits follows [anchor, d1..dr]; the target's
-   * token there is its argmax (T = 0) or its sample with the r-th uniform of the sequence's stream (T > 0:
-   * the very draw plain decoding would make). Drafts are accepted while they equal the target's token,
-   * then the target's token at the first mismatch (or after the last draft) is committed too. So the output
-   * is token for token the output without the draft, at every temperature and seed, and every token is a
-   * sample of the target's distribution (each uniform is fresh given the committed prefix). The draft
-   * sampled its tokens with the same uniforms (coupled), so it matches whenever q puts the same token at
-   * the same CDF point. The target state is rolled back to the committed prefix (anchor + accepted drafts).
+   * Acceptance of one verify pass. Row r of the target's logits follows [anchor, d1..dr] (penalties count
+   * the drafts before it). Greedy: the target's token there is its argmax, so the output is token for token
+   * the output without the draft. T > 0: row r verified d(r+1) natively by the rejection rule (accepted with
+   * probability min(1, p/q), else a draw from the residual, which never equals it), so every committed token
+   * follows the target's distribution; a seed gives the same output for the same draft setting. With a
+   * grammar, T > 0 keeps coupled sampling: the draft and the target draw position r with the same uniform and
+   * the output is the output without the draft. Drafts are accepted while they equal the row's token, then the
+   * row's token at the first mismatch (or after the last draft) is committed too. The target state is rolled
+   * back to the committed prefix (anchor + accepted drafts).
    */
   private verify(seq: Sequence, rows: SampledToken[]): number {
     const s = seq.request.sampling
@@ -414,7 +432,11 @@ export class Scheduler {
     }
     if (acc < 0) acc = 0
     else if (acc === k) commit.push(this.reported(seq, rows[k]))
-    if (s.temperature !== 0 && forced === undefined) for (let i = 0; i < commit.length; i++) seq.rng.next()
+    if (s.temperature !== 0 && forced === undefined) {
+      // the uniforms the pass used: 3 per verified draft, and one more for the last row when all were accepted
+      const used = rejection(seq) ? (acc === k ? 3 * k + 1 : 3 * (acc + 1)) : commit.length
+      for (let i = 0; i < used; i++) seq.rng.next()
+    }
     seq.numComputed += 1 + acc
     seq.specPasses++
     seq.specCommitted += commit.length
@@ -531,4 +553,9 @@ export class Scheduler {
     this.model.freeSequence(seq.slot)
     seq.emit({type: 'error', error})
   }
+}
+
+/** Sampled (T > 0) sequences without a grammar verify their drafts by the rejection rule. */
+function rejection(seq: Sequence): boolean {
+  return seq.request.sampling.temperature > 0 && !seq.request.constraint
 }

@@ -2,7 +2,7 @@
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Rng, randomSeed} from './rng.js'
 import {PenaltyCounts} from './penalties.js'
-import {draftCompatible} from './sampling.js'
+import {penalized} from './sampling.js'
 
 export type SequenceStatus = 'waiting' | 'running' | 'finished'
 
@@ -51,7 +51,7 @@ export class Sequence {
     this.request = request
     this.emit = emit
     this.rng = new Rng(request.sampling.seed ?? randomSeed())
-    this.penalties = draftCompatible(request.sampling) ? undefined : new PenaltyCounts(request.prompt)
+    this.penalties = penalized(request.sampling) ? new PenaltyCounts(request.prompt) : undefined
   }
 
   get promptLength(): number {

@@ -1,6 +1,7 @@
 // Speculative decoding benchmark (a report, not a test): decode tokens/s with the draft off, adaptive (default) and
 // fixed at B−1 drafts per pass, and the acceptance length measured by the engine.
-// npx tsx test/core-native/helpers/bench-spec.ts <package-dir> <temperature[:top_p]> <maxTokens> [modes: off,on,fixed] [nostop]
+// npx tsx test/core-native/helpers/bench-spec.ts <package-dir> <temperature[:top_p]> <maxTokens> [modes: off,on,fixed] [nostop] [seeds=N]
+// (seeds=N: every prompt N times with seeds 100+i, 200+i, ...: more verify passes for the acceptance figure)
 import {NativeModel} from '../../../src/runtime/native-model.ts'
 import {Engine} from '../../../src/runtime/engine.ts'
 import {Metrics} from '../../../src/runtime/metrics.ts'
@@ -8,11 +9,13 @@ import {samplingParams, GREEDY} from '../../../src/runtime/sampling.ts'
 import {readManifest} from '../../../src/package/manifest.ts'
 import {load} from '../../../models/qwen3_5/index.ts'
 if (!process.argv[2]) {
-  console.log('usage: npx tsx test/core-native/helpers/bench-spec.ts <package-dir> <temperature[:top_p]> <maxTokens> [modes] [nostop]')
+  console.log('usage: npx tsx test/core-native/helpers/bench-spec.ts <package-dir> <temperature[:top_p]> <maxTokens> [modes] [nostop] [seeds=N]')
   process.exit(0)
 }
 const dir = process.argv[2], maxTokens = Number(process.argv[4] ?? 128)
 const [temp, topP] = (process.argv[3] ?? '0').split(':').map(Number)
+const nostop = process.argv.includes('nostop')
+const seeds = Number(process.argv.find(a => a.startsWith('seeds='))?.slice(6) ?? 1)
 const fam = await load(dir, await readManifest(dir))
 const texts = ['Write a short story about a cat.', 'Explain how rain forms, step by step.', 'List three uses of Python.', 'Tell me about the history of Rome.']
 const prompts = texts.map(x => Int32Array.from(fam.codec.encode(`<|im_start|>user\n${x}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n`)))
@@ -24,9 +27,9 @@ for (const mode of (process.argv[5] ?? 'off,on,fixed,off,on').split(',')) {
   const metrics = new Metrics()
   const e = new Engine(m, {}, metrics)
   let toks = 0, decodeS = 0
-  for (const [i, p] of prompts.entries()) {
+  for (let k = 0; k < seeds; k++) for (const [i, p] of prompts.entries()) {
     let first = 0, n = 0
-    for await (const ev of e.generate({prompt: p, maxTokens, sampling: temp ? samplingParams({temperature: temp, topP, seed: 100 + i}) : GREEDY, stopTokenIds: process.argv[6] === 'nostop' ? [] : fam.stopTokenIds})) {
+    for await (const ev of e.generate({prompt: p, maxTokens, sampling: temp ? samplingParams({temperature: temp, topP, seed: 100 * (k + 1) + i}) : GREEDY, stopTokenIds: nostop ? [] : fam.stopTokenIds})) {
       if (ev.type === 'token') { if (!first) first = performance.now(); n++ }
       if (ev.type === 'done') { decodeS += (performance.now() - first) / 1000; toks += n - 1 }
     }
