@@ -205,7 +205,7 @@ class Model {
   void check_backend();  // throws Error("backend_error") when the backend recorded a failure  // device copies of every weight and norm (backends without host memory)
   // Step activations: one growable backend buffer per use, kept across steps.
   enum Buf { kH, kX, kY, kQKV, kZ, kB, kA, kConv, kO, kQG, kK, kV, kQ, kG, kU, kSh, kGate, kRouter, kTaps, kSel,
-             kLogits, kDFeat, kDCtx, kDH, kDX, kDY, kDCk, kDCv, kDQ, kDBk, kDBv, kDO, kDI1, kDI2, kNumBufs };
+             kLogits, kDFeat, kDCtx, kDH, kDX, kDY, kDCk, kDCv, kDQ, kDBk, kDBv, kDO, kDI1, kDI2, kDQp, kDOp, kNumBufs };
   float* buf(Buf b, size_t floats);
   void* alloc_state(size_t bytes, bool zero);  // sequence state (KV is not zeroed on host memory)
   void free_state(void* p);

@@ -7,6 +7,7 @@ import {Sequence} from './sequence.js'
 import type {SampledToken, SampleRequest, SampleRow} from './sampling.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from './prefix-cache.js'
+import {FIXED_COST, MeasuredCost, bestBlock} from './spec-policy.js'
 
 export interface SchedulerLimits {
   /** Tokens per step across all sequences (decodes count one each; prefill chunks fill the rest). */
@@ -104,7 +105,6 @@ export class Scheduler {
       const r = seq.request
       // an image prompt decodes without the draft (its positions are 1-D)
       seq.useDraft = this.blockSize > 1 && !r.media
-      seq.specK = this.blockSize - 1
       this.resume(seq)
       this.running.push(seq)
     }
@@ -117,8 +117,9 @@ export class Scheduler {
       if (seq.inPrefill || budget <= 0) continue
       seq.drafts = []
       const remaining = seq.request.maxTokens - seq.output.length
-      const k = Math.min(seq.specK, remaining - 1, budget - 1)
-      if (seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 && k >= 1 && this.draftPays(seq)) {
+      const drafts = seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 ? this.draftLength(seq) : 0
+      const k = Math.min(drafts, remaining - 1, budget - 1)
+      if (k >= 1) {
         drafting.push(seqs.length)
         seq.drafts.length = k // filled by fillDrafts
         budget -= 1 + k
@@ -253,36 +254,40 @@ export class Scheduler {
   }
 
   /**
-   * Greedy (and grammar-constrained) sequences: speculation only while a committed token costs less through
-   * draft + verify than through a plain decode (both measured by the engine, see observeStep); every 16th
-   * decode step probes the other way so both costs stay current. Their output is identical either way. Sampled
-   * sequences under the rejection rule decide from their own acceptance only (the adaptive block in verify),
-   * never from timings, so a seed gives the same output on every run.
+   * Drafts for a sequence's next pass, 0 for a plain decode (spec-policy.ts): the block length that commits the
+   * most tokens per unit of cost at the sequence's acceptance, when that beats a plain decode. Greedy and
+   * grammar-constrained sequences (whose output is the same either way) use the pass cost the engine measures
+   * (observeStep) and decode plainly every 16th step so the plain cost stays current; sampled sequences use
+   * the fixed cost model, so a seed gives the same output on every run. Every 16th step a sequence for which
+   * drafting does not pay drafts anyway, to follow its acceptance. SPLASH_DRAFT_FIXED: always draft,
+   * SPLASH_DRAFT_K drafts (default B−1) per pass (tests and benchmarks).
    */
-  private draftPays(seq: Sequence): boolean {
-    if (process.env.SPLASH_DRAFT_FIXED || rejection(seq)) return true
+  private draftLength(seq: Sequence): number {
+    const maxK = this.blockSize - 1
+    if (process.env.SPLASH_DRAFT_FIXED) return Math.min(maxK, Number(process.env.SPLASH_DRAFT_K ?? maxK) || maxK)
+    const measured = !rejection(seq)
+    const {k, gain} = bestBlock(seq.acceptance.alpha, measured ? this.cost : FIXED_COST, maxK)
     const probe = ++seq.specProbe % 16 === 0
-    const better = this.specCost === 0 || this.plainCost === 0 || this.specCost < this.plainCost
-    return better !== probe
+    if (gain > 1) return probe && measured ? 0 : k
+    return probe ? k : 0
   }
 
-  /** Seconds per committed token of plain decodes and of speculative passes (EMAs over pure steps). */
-  plainCost = 0
-  specCost = 0
+  /** The pass cost the engine measures (greedy and constrained sequences). */
+  readonly cost = new MeasuredCost()
 
-  /** Called by the engine with the wall time of a step (draft pass included). */
+  /** Called by the engine with the wall time of a step (draft pass included): plain decode steps and pure verify steps feed the cost model. */
   observeStep(batch: Batch, seconds: number): void {
     let plain = 0
-    let prefill = false
+    let rows = 0
     for (let i = 0; i < batch.items.length; i++) {
-      if (batch.items[i].verify) continue
-      if (batch.items[i].tokens.length > 1 || !batch.items[i].sample) prefill = true
-      plain++
+      const it = batch.items[i]
+      if (it.verify) rows += it.tokens.length
+      else if (it.tokens.length > 1 || !it.sample) return // a prefill chunk: neither
+      else plain++
     }
-    if (prefill) return
-    const ema = (old: number, v: number) => (old === 0 ? v : 0.8 * old + 0.2 * v)
-    if (batch.drafting.length === 0 && plain > 0) this.plainCost = ema(this.plainCost, seconds / plain)
-    else if (plain === 0 && batch.committed > 0) this.specCost = ema(this.specCost, seconds / batch.committed)
+    const passes = batch.drafting.length
+    if (passes === 0 && plain > 0) this.cost.observePlain(seconds / plain)
+    else if (plain === 0 && passes > 0 && batch.committed > 0) this.cost.observePass(seconds / passes, rows / passes)
   }
 
   /**
@@ -442,15 +447,14 @@ export class Scheduler {
     seq.specCommitted += commit.length
     seq.specDrafted += k
     this.onAcceptance?.(commit.length, k)
-    // adaptive block: grow with acceptance; after passes with nothing accepted, fall back to plain decodes
+    // adaptive block (draftLength): the acceptance estimate; after passes with nothing accepted, plain decodes
     // for a while (backing off exponentially) so a useless draft costs little
+    if (forced === undefined) seq.acceptance.observe(acc, k)
     if (acc === 0) {
       seq.specFails++
-      if (!process.env.SPLASH_DRAFT_FIXED) seq.specK = Math.max(1, seq.specK >> 1)
       if (seq.specFails >= 2 && !process.env.SPLASH_DRAFT_FIXED) seq.specSkip = Math.min(256, 4 << (seq.specFails - 2))
     } else {
       seq.specFails = 0
-      seq.specK = process.env.SPLASH_DRAFT_FIXED ? this.blockSize - 1 : Math.min(this.blockSize - 1, Math.max(2, 2 * (acc + 1)))
     }
     seq.drafts = []
     for (const t of commit) {

@@ -3,6 +3,7 @@ import type {GenerationEvent, GenerationRequest, FinishReason} from './request.j
 import {Rng, randomSeed} from './rng.js'
 import {PenaltyCounts} from './penalties.js'
 import {penalized} from './sampling.js'
+import {Acceptance} from './spec-policy.js'
 
 export type SequenceStatus = 'waiting' | 'running' | 'finished'
 
@@ -35,8 +36,8 @@ export class Sequence {
   useDraft = false
   /** Drafts proposed this step (the verify tokens after the anchor). */
   drafts: number[] = []
-  /** Adaptive block: most drafts per pass, plain decodes left before the next probe, passes in a row with none accepted. */
-  specK = 0
+  /** Adaptive block (spec-policy.ts): the acceptance estimate, plain decodes left before drafting again, passes in a row with none accepted, decode steps counted for probes. */
+  readonly acceptance = new Acceptance()
   specSkip = 0
   specFails = 0
   specProbe = 0
