@@ -258,18 +258,27 @@ export class Scheduler {
    * most tokens per unit of cost at the sequence's acceptance, when that beats a plain decode. Greedy and
    * grammar-constrained sequences (whose output is the same either way) use the pass cost the engine measures
    * (observeStep) and decode plainly every 16th step so the plain cost stays current; sampled sequences use
-   * the fixed cost model, so a seed gives the same output on every run. Every 16th step a sequence for which
-   * drafting does not pay drafts anyway, to follow its acceptance. SPLASH_DRAFT_FIXED: always draft,
-   * SPLASH_DRAFT_K drafts (default B−1) per pass (tests and benchmarks).
+   * the fixed cost model, so a seed gives the same output on every run. A sequence for which drafting does not
+   * pay drafts anyway after 16 plain steps, then 32, 64, … up to 256 while it still does not pay, to follow its
+   * acceptance at little cost. SPLASH_DRAFT_FIXED: always draft, SPLASH_DRAFT_K drafts (default B−1) per pass
+   * (tests and benchmarks).
    */
   private draftLength(seq: Sequence): number {
     const maxK = this.blockSize - 1
     if (process.env.SPLASH_DRAFT_FIXED) return Math.min(maxK, Number(process.env.SPLASH_DRAFT_K ?? maxK) || maxK)
     const measured = !rejection(seq)
     const {k, gain} = bestBlock(seq.acceptance.alpha, measured ? this.cost : FIXED_COST, maxK)
-    const probe = ++seq.specProbe % 16 === 0
-    if (gain > 1) return probe && measured ? 0 : k
-    return probe ? k : 0
+    seq.specProbe++
+    if (gain > 1) {
+      seq.probeEvery = 16
+      if (!measured || seq.specProbe < 16) return k
+      seq.specProbe = 0
+      return 0 // a plain decode keeps the plain cost current
+    }
+    if (seq.specProbe < seq.probeEvery) return 0
+    seq.specProbe = 0
+    seq.probeEvery = Math.min(256, 2 * seq.probeEvery)
+    return k
   }
 
   /** The pass cost the engine measures (greedy and constrained sequences). */

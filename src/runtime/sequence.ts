@@ -36,11 +36,15 @@ export class Sequence {
   useDraft = false
   /** Drafts proposed this step (the verify tokens after the anchor). */
   drafts: number[] = []
-  /** Adaptive block (spec-policy.ts): the acceptance estimate, plain decodes left before drafting again, passes in a row with none accepted, decode steps counted for probes. */
+  /**
+   * Adaptive block (spec-policy.ts, Scheduler.draftLength): the acceptance estimate, plain decodes left before
+   * drafting again, passes in a row with none accepted, decode steps since the last probe and the probe interval.
+   */
   readonly acceptance = new Acceptance()
   specSkip = 0
   specFails = 0
   specProbe = 0
+  probeEvery = 16
   /** Target passes that verified drafts, and the tokens they committed (acceptance length = committed / passes). */
   specPasses = 0
   specCommitted = 0

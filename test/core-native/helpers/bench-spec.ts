@@ -35,6 +35,7 @@ for (const mode of (process.argv[5] ?? 'off,on,fixed,off,on').split(',')) {
   const metrics = new Metrics()
   const e = new Engine(m, {}, metrics)
   let toks = 0, decodeS = 0
+  const c0 = process.cpuUsage() // CPU time (all threads, prefill included): steadier than wall time on a shared machine
   for (let k = 0; k < seeds; k++) for (const [i, p] of prompts.entries()) {
     let first = 0, n = 0
     for await (const ev of e.generate({prompt: p, maxTokens, sampling: temp ? samplingParams({temperature: temp, topP, seed: 100 * (k + 1) + i}) : GREEDY, stopTokenIds: nostop ? [] : fam.stopTokenIds})) {
@@ -43,6 +44,7 @@ for (const mode of (process.argv[5] ?? 'off,on,fixed,off,on').split(',')) {
     }
   }
   const passes = metrics.specPasses.get()
-  console.log(`${mode.padEnd(5)} T=${temp}${topP ? ` top_p=${topP}` : ''} decode ${(toks / decodeS).toFixed(1)} tok/s (${toks} tokens)` + (passes ? `  acceptance ${(metrics.specCommitted.get() / passes).toFixed(2)} tokens/pass over ${passes} passes` : ''))
+  const cpu = process.cpuUsage(c0)
+  console.log(`${mode.padEnd(5)} T=${temp}${topP ? ` top_p=${topP}` : ''} decode ${(toks / decodeS).toFixed(1)} tok/s (${toks} tokens, cpu ${((cpu.user + cpu.system) / 1000 / toks).toFixed(2)} ms/token)` + (passes ? `  acceptance ${(metrics.specCommitted.get() / passes).toFixed(2)} tokens/pass over ${passes} passes` : ''))
   m.close()
 }
