@@ -100,6 +100,14 @@ std::shared_ptr<const sampler::Request> parse_sample(const Napi::Value& v, const
     if (!t.IsUndefined()) row.token = integer(t, rw + ".token", 0, V - 1);
     if (u.IsUndefined() && row.token < 0 && req->params.temperature > 0)
       bad(rw + ".uniform is needed at temperature > 0");
+    Napi::Value dv = ro.Get("draft");
+    if (!dv.IsUndefined()) {
+      row.draft = integer(dv, rw + ".draft", 0, V - 1);
+      Napi::Value av = ro.Get("accept");
+      if (!av.IsNumber()) bad(rw + ".accept (a number) must come with .draft");
+      row.accept = av.As<Napi::Number>().DoubleValue();
+      if (!(row.accept >= 0 && row.accept < 1)) bad(rw + ".accept must be in [0, 1)");
+    }
     Napi::Value a = ro.Get("allowed");
     if (!a.IsUndefined()) {
       if (!a.IsTypedArray()) bad(rw + ".allowed must be an Int32Array or Uint32Array");

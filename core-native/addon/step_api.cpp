@@ -58,6 +58,25 @@ void multimodal_fields(const Model& m, Napi::Object o, const std::string& where,
   }
 }
 
+// Rows that verify a drafted token (sample.rows[r].draft) by the rejection rule: only in a verify item, the token
+// must be the item's next one, and the sequence's last draft pass must have drafted it at that position (its
+// distribution is kept natively).
+void draft_rows(const splash::sampler::Request& req, const splash::StepItem& it, const std::string& where) {
+  const int first = int(it.tokens.size() - req.rows.size());
+  const splash::Sequence* s = it.seq;
+  for (size_t r = 0; r < req.rows.size(); ++r) {
+    const int32_t d = req.rows[r].draft;
+    if (d < 0) continue;
+    const std::string rw = where + ".sample.rows[" + std::to_string(r) + "].draft";
+    const size_t at = size_t(first) + r;  // drafted tokens before this row
+    if (!it.verify) fail("invalid_argument", rw + " needs a verify item");
+    if (at + 1 >= it.tokens.size() || it.tokens[at + 1] != d) fail("invalid_argument", rw + " must be the item's next token");
+    if (s->draft_at != s->len || at >= s->draft_tokens.size() || s->draft_tokens[at] != d ||
+        s->draft_q.size() < (at + 1) * size_t(s->draft_V))
+      fail("invalid_argument", rw + ": the sequence's last draft pass did not sample this token here");
+  }
+}
+
 // encodeImage(handle, {pixels: Float32Array [t·h·w × patchDim], grid: [t, h, w]}) → Promise<Float32Array>:
 // the merged image embeddings, [t·h·w / merge² × hiddenSize], in image-pad order.
 Napi::Value EncodeImage(const Napi::CallbackInfo& info) {
@@ -152,8 +171,10 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
       it.capture = o.Get("capture").ToBoolean().Value();
       it.verify = o.Get("verify").ToBoolean().Value();
       multimodal_fields(*m, o, where, it);
-      if (!o.Get("sample").IsUndefined())
+      if (!o.Get("sample").IsUndefined()) {
         it.sample = splash::addon::parse_sample(o.Get("sample"), where + ".sample", V, int(it.tokens.size()));
+        draft_rows(*it.sample, it, where);
+      }
     }
     for (auto& it : *items) it.seq->busy = true;
     auto out = std::make_shared<std::vector<std::vector<float>>>();

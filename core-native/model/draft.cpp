@@ -4,6 +4,7 @@
 // target's embedding and lm_head are reused. Matmuls of all items are batched; every op goes through the
 // backend table and the logits come back to the host once.
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 
 #include "model/model.h"
@@ -37,7 +38,11 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   for (const DraftItem& it : items) any |= it.n > 0, all &= it.n > 0;
   if (any && !all) throw Error("invalid_argument", "draft: context-only items (n = 0) cannot share a call with drafting ones");
   const bool block = all;
-  const int Nb = block ? int(items.size()) * B : 0;
+  // the block runs as many rows as the longest draft asks for (anchor + n masks): the rows after them would
+  // only be attended to, and dropping them costs little acceptance for much less work
+  int Bb = 0;
+  for (const DraftItem& it : items) Bb = std::max(Bb, it.n + 1);
+  const int Nb = block ? int(items.size()) * Bb : 0;
   float* feats = buf(kDFeat, size_t(Nc) * frow);
   float* ctx = buf(kDCtx, size_t(Nc) * H);
   for (size_t i = 0; i < items.size(); ++i)
@@ -53,7 +58,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   if (block) {
     std::vector<int32_t> toks;
     for (size_t i = 0; i < items.size(); ++i)
-      for (int j = 0; j < B; ++j) toks.push_back(j == 0 ? items[i].anchor : d.mask);
+      for (int j = 0; j < Bb; ++j) toks.push_back(j == 0 ? items[i].anchor : d.mask);
     be->embed(bc, &embed_, toks.data(), Nb, h);
   }
   float* ck = buf(kDCk, size_t(Nc) * kvw);
@@ -64,6 +69,9 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   float* o = buf(kDO, size_t(Nb) * qw);
   float* I1 = buf(kDI1, size_t(Nb) * d.I);
   float* I2 = buf(kDI2, size_t(Nb) * d.I);
+  float* qp = buf(kDQp, size_t(Bb) * qw);  // one block's queries / outputs ordered by KV head
+  float* op = buf(kDOp, size_t(Bb) * qw);
+  const int G = d.nh / d.nkv;
   const int64_t NbH = int64_t(Nb) * H;
   for (int li = 0; li < d.L; ++li) {
     const DraftLayer& l = dlayers_[li];
@@ -98,29 +106,34 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
       const size_t plane = size_t(s->max_len + B) * kvw;
       float* kc = s->dkv + size_t(li) * 2 * plane;
       float* vc = kc + plane;
-      float* qr = q + i * B * size_t(qw);
-      float* kr = bk + i * B * size_t(kvw);
-      be->rope_seq(bc, qr, B, qw, d.nh, d.hd, d.hd, d.hd, s->len, nullptr, d.theta);
-      be->rope_seq(bc, kr, B, kvw, d.nkv, d.hd, d.hd, d.hd, s->len, nullptr, d.theta);
-      be->copy2d(bc, kc + size_t(s->len) * kvw, 0, kr, 0, size_t(B) * kvw * 4, 1);
-      be->copy2d(bc, vc + size_t(s->len) * kvw, 0, bv + i * B * size_t(kvw), 0, size_t(B) * kvw * 4, 1);
-      // every block query sees the context and the whole block: one causal call per query whose "start"
-      // puts the end of the block inside its window
-      for (int j = 0; j < B; ++j) {
-        splash_attn_args a{};
-        a.n_tokens = 1;
-        a.n_heads = d.nh;
-        a.n_kv_heads = d.nkv;
-        a.head_dim = d.hd;
-        a.start = s->len + B - 1;
-        a.q = q + (i * B + j) * size_t(qw);
-        a.q_stride = qw;
-        a.k_cache = kc;
-        a.v_cache = vc;
-        a.out = o + (i * B + j) * size_t(qw);
-        a.scale = 1.f / std::sqrt(float(d.hd));
-        be->attention(bc, &a);
-      }
+      float* qr = q + i * Bb * size_t(qw);
+      float* kr = bk + i * Bb * size_t(kvw);
+      be->rope_seq(bc, qr, Bb, qw, d.nh, d.hd, d.hd, d.hd, s->len, nullptr, d.theta);
+      be->rope_seq(bc, kr, Bb, kvw, d.nkv, d.hd, d.hd, d.hd, s->len, nullptr, d.theta);
+      be->copy2d(bc, kc + size_t(s->len) * kvw, 0, kr, 0, size_t(Bb) * kvw * 4, 1);
+      be->copy2d(bc, vc + size_t(s->len) * kvw, 0, bv + i * Bb * size_t(kvw), 0, size_t(Bb) * kvw * 4, 1);
+      // every block query sees the context and the whole block: the block's B queries become the query heads of
+      // one token whose window ends at the end of the block, ordered by KV head ([kv head][row][head in group]) so
+      // that GQA maps each onto its own KV head; one call per item and layer
+      const size_t gw = size_t(G) * d.hd;  // one row's query heads of one KV head
+      for (int kh = 0; kh < d.nkv; ++kh)
+        be->copy2d(bc, qp + kh * Bb * gw, gw * 4, qr + kh * gw, size_t(qw) * 4, gw * 4, size_t(Bb));
+      splash_attn_args a{};
+      a.n_tokens = 1;
+      a.n_heads = Bb * d.nh;
+      a.n_kv_heads = d.nkv;
+      a.head_dim = d.hd;
+      a.start = s->len + Bb - 1;
+      a.q = qp;
+      a.q_stride = int64_t(Bb) * qw;
+      a.k_cache = kc;
+      a.v_cache = vc;
+      a.out = op;
+      a.scale = 1.f / std::sqrt(float(d.hd));
+      be->attention(bc, &a);
+      float* orow = o + i * Bb * size_t(qw);
+      for (int kh = 0; kh < d.nkv; ++kh)
+        be->copy2d(bc, orow + kh * gw, size_t(qw) * 4, op + kh * Bb * gw, gw * 4, gw * 4, size_t(Bb));
     }
     be->matmul(bc, &l.o, o, Nb, y, H);
     be->add(bc, h, y, NbH);
@@ -146,9 +159,11 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   float* sel = buf(kSel, size_t(R) * H);
   float* logits = buf(kLogits, size_t(R) * c.V);
   for (size_t i = 0; i < items.size(); ++i)
-    be->copy2d(bc, sel + roff[i] * H, 0, h + (i * B + 1) * size_t(H), 0, size_t(items[i].n) * H * 4, 1);
+    be->copy2d(bc, sel + roff[i] * H, 0, h + (i * Bb + 1) * size_t(H), 0, size_t(items[i].n) * H * 4, 1);
   be->rmsnorm(bc, sel, dnorm_, R, H, d.eps, sel);
-  be->matmul(bc, &lm_head_, sel, R, logits, c.V);
+  splash_weight head = lm_head_;  // the target's head, with the draft's activations
+  head.flags |= SPLASH_WEIGHT_FAST;
+  be->matmul(bc, &head, sel, R, logits, c.V);
   logits_host_.resize(size_t(R) * c.V);
   be->copy_to_host(bc, logits_host_.data(), logits, logits_host_.size() * 4);
   check_backend();
@@ -163,7 +178,19 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   }
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
-    take_rows(logits_host_.data() + roff[i] * c.V, it.n, c.V, it.logits ? it.n : 0, it.sample.get(), out[i], it.sampled);
+    Sequence* s = it.seq;
+    const float* rows = logits_host_.data() + roff[i] * c.V;
+    s->draft_tokens.clear();
+    s->draft_q.clear();
+    s->draft_at = -1;
+    if (it.sample) {
+      // sampled drafts keep their distributions for the verify pass (sampler/speculative.cpp)
+      sampler::sample_draft(rows, c.V, *it.sample, it.sampled, s->draft_q);
+      for (const auto& x : it.sampled) s->draft_tokens.push_back(x.token);
+      s->draft_at = s->len;
+      s->draft_V = c.V;
+    }
+    if (it.logits) out[i].assign(rows, rows + size_t(it.n) * c.V);
   }
 }
 

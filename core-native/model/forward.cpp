@@ -311,7 +311,20 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
     const int n = it.head_rows();
-    take_rows(logits_host_.data() + r * c.V, n, c.V, it.logit_rows(), it.sample.get(), out[i], it.sampled);
+    const float* rows = logits_host_.data() + r * c.V;
+    if (it.verify && it.sample) {
+      // row r follows the drafts before it (penalties) and may verify its draft against the kept q
+      const int S = int(it.sample->rows.size());
+      sampler::Speculative spec;
+      spec.extra = it.tokens.data() + 1;
+      spec.first = int(it.tokens.size()) - S;
+      spec.q = it.seq->draft_q.data();
+      spec.q_rows = int(it.seq->draft_tokens.size());
+      sampler::sample_rows(rows + size_t(n - S) * c.V, c.V, *it.sample, it.sampled, &spec);
+      if (it.logit_rows() > 0) out[i].assign(rows + size_t(n - it.logit_rows()) * c.V, rows + size_t(n) * c.V);
+    } else {
+      take_rows(rows, n, c.V, it.logit_rows(), it.sample.get(), out[i], it.sampled);
+    }
     r += size_t(n);
   }
 }

@@ -95,6 +95,10 @@ struct Sequence {
   float* slots = nullptr;       // GDN states after each verified position: slot i = state at length spec_base + i
   int32_t slots_cap = 0;
   int32_t spec_base = -1, spec_n = 0;  // slots valid for lengths [spec_base, spec_base + spec_n)
+  // the last sampled draft pass (T > 0): its tokens and their distributions q [rows × draft_V], drafted at length draft_at
+  std::vector<int32_t> draft_tokens;
+  std::vector<float> draft_q;
+  int32_t draft_at = -1, draft_V = 0;
 };
 
 struct StepItem {
@@ -201,7 +205,7 @@ class Model {
   void check_backend();  // throws Error("backend_error") when the backend recorded a failure  // device copies of every weight and norm (backends without host memory)
   // Step activations: one growable backend buffer per use, kept across steps.
   enum Buf { kH, kX, kY, kQKV, kZ, kB, kA, kConv, kO, kQG, kK, kV, kQ, kG, kU, kSh, kGate, kRouter, kTaps, kSel,
-             kLogits, kDFeat, kDCtx, kDH, kDX, kDY, kDCk, kDCv, kDQ, kDBk, kDBv, kDO, kDI1, kDI2, kNumBufs };
+             kLogits, kDFeat, kDCtx, kDH, kDX, kDY, kDCk, kDCv, kDQ, kDBk, kDBv, kDO, kDI1, kDI2, kDQp, kDOp, kNumBufs };
   float* buf(Buf b, size_t floats);
   void* alloc_state(size_t bytes, bool zero);  // sequence state (KV is not zeroed on host memory)
   void free_state(void* p);

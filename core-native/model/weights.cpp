@@ -248,6 +248,10 @@ void Model::bind_weights() {
       l.up = lin(p + "mlp.up_proj", d.I, d.H);
       l.down = lin(p + "mlp.down_proj", d.H, d.I);
     }
+    // the draft only proposes tokens: its matmuls may take the backend's fastest activations
+    dfc_.flags |= SPLASH_WEIGHT_FAST;
+    for (DraftLayer& l : dlayers_)
+      for (splash_weight* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) w->flags |= SPLASH_WEIGHT_FAST;
     tap_slot_.assign(c.L, -1);
     for (int j = 0; j < K; ++j) tap_slot_[d.taps[j]] = j;
   }

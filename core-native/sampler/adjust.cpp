@@ -1,4 +1,6 @@
-// Steps 1–2 of the sampler (sampler.h): penalties, then the grammar mask, on a copy of the row.
+// Steps 1–2 of the sampler (sampler.h): penalties (on the counted tokens and any extra ones, e.g. a verify pass's
+// drafts), then the grammar mask, on a copy of the row.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -7,19 +9,38 @@
 
 namespace splash::sampler {
 
-const float* adjust(const float* logits, int V, const Request& req, const Row& row, Scratch& scratch) {
+namespace {
+
+int32_t occurrences(const int32_t* extra, int n, int32_t id) {
+  int32_t c = 0;
+  for (int i = 0; i < n; ++i) c += extra[i] == id;
+  return c;
+}
+
+}  // namespace
+
+const float* adjust(const float* logits, int V, const Request& req, const Row& row, Scratch& scratch,
+                    const int32_t* extra, int n_extra) {
   const Params& p = req.params;
-  const bool penalize = p.penalized() && !req.penalties.ids.empty();
+  const bool penalize = p.penalized() && (!req.penalties.ids.empty() || n_extra > 0);
   if (!penalize && row.allowed.empty()) return logits;
   std::vector<float>& w = scratch.work;
   w.assign(logits, logits + V);
   if (penalize) {
+    // each id once, with its count in the output so far (the extra tokens are output tokens too)
+    auto apply = [&](int32_t id, int32_t count) {
+      float& v = w[id];
+      if (p.repetition != 1.f) v = v > 0.f ? v / p.repetition : v * p.repetition;
+      if (count > 0) v -= p.frequency * float(count) + p.presence;
+    };
     const auto& ids = req.penalties.ids;
     const auto& counts = req.penalties.counts;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      float& v = w[ids[i]];
-      if (p.repetition != 1.f) v = v > 0.f ? v / p.repetition : v * p.repetition;
-      if (counts[i] > 0) v -= p.frequency * float(counts[i]) + p.presence;
+    for (size_t i = 0; i < ids.size(); ++i) apply(ids[i], counts[i] + (n_extra > 0 ? occurrences(extra, n_extra, ids[i]) : 0));
+    for (int i = 0; i < n_extra; ++i) {
+      const int32_t id = extra[i];
+      if (occurrences(extra, i, id) > 0) continue;  // counted at its first occurrence
+      if (std::find(ids.begin(), ids.end(), id) != ids.end()) continue;
+      apply(id, occurrences(extra, n_extra, id));
     }
   }
   if (!row.allowed.empty()) {

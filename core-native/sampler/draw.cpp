@@ -63,11 +63,25 @@ Cand weighted_select(std::vector<Cand>& c, double target, double& through) {
 }
 
 // The draw over the first k candidates (top-k): sequential over a sorted list.
+size_t kept_top_k(const float* v, int V, const Params& p, float wmin, Scratch& s, double& total);
+
 int32_t draw_top_k(const float* v, int V, const Params& p, double u, float wmin, Scratch& s) {
+  double total = 0;
+  const size_t n = kept_top_k(v, V, p, wmin, s, total);
+  double x = u * total;
+  for (size_t i = 0; i < n; ++i) {
+    x -= s.cands[i].w;
+    if (x <= 0) return s.cands[i].id;
+  }
+  return s.cands[n - 1].id;
+}
+
+// The kept candidates of the top-k path (sorted, weights set) and their total: min-p, then top-p.
+size_t kept_top_k(const float* v, int V, const Params& p, float wmin, Scratch& s, double& total) {
   top_candidates(v, V, p.top_k, s.cands);
   const float m = s.cands.front().v, inv = 1.f / p.temperature;
   size_t n = 0;
-  double total = 0;
+  total = 0;
   for (; n < s.cands.size(); ++n) {
     Cand& c = s.cands[n];
     c.w = fast_exp((c.v - m) * inv);
@@ -85,20 +99,20 @@ int32_t draw_top_k(const float* v, int V, const Params& p, double u, float wmin,
     n = i;
     total = cum;
   }
-  double x = u * total;
-  for (size_t i = 0; i < n; ++i) {
-    x -= s.cands[i].w;
-    if (x <= 0) return s.cands[i].id;
-  }
-  return s.cands[n - 1].id;
+  return n;
+}
+
+float min_p_floor(const Params& p) {
+  // min-p on float weights: w ≥ min_p exactly when w ≥ the smallest float not below min_p
+  float wmin = float(p.min_p);
+  if (double(wmin) < p.min_p) wmin = std::nextafter(wmin, 2.f);
+  return wmin;
 }
 
 }  // namespace
 
 int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scratch& s) {
-  // min-p on float weights: w ≥ min_p exactly when w ≥ the smallest float not below min_p
-  float wmin = float(p.min_p);
-  if (double(wmin) < p.min_p) wmin = std::nextafter(wmin, 2.f);
+  const float wmin = min_p_floor(p);
   if (p.top_k > 0 && p.top_k < V) return draw_top_k(v, V, p, u, wmin, s);
   const float m = v[best], inv = 1.f / p.temperature;
   s.weights.resize(size_t(V));
@@ -126,6 +140,44 @@ int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scr
   if (s.cands.empty()) return has_cut ? cut.id : best;
   double through = 0;
   return weighted_select(s.cands, u * kept, through).id;
+}
+
+
+void distribution(const float* v, int V, int32_t best, const Params& p, Scratch& s, std::vector<float>& probs) {
+  probs.assign(size_t(V), 0.f);
+  const float wmin = min_p_floor(p);
+  if (p.top_k > 0 && p.top_k < V) {
+    double total = 0;
+    const size_t n = kept_top_k(v, V, p, wmin, s, total);
+    for (size_t i = 0; i < n; ++i) probs[size_t(s.cands[i].id)] = float(double(s.cands[i].w) / total);
+    return;
+  }
+  // the weights and the top-p cut exactly as draw() finds them; kept = every weighted element not after the cut
+  const float m = v[best], inv = 1.f / p.temperature;
+  s.weights.resize(size_t(V));
+  float* w = s.weights.data();
+  const double total = exp_weights(v, V, m, inv, wmin, w);
+  bool has_cut = false;
+  Cand cut{};
+  if (p.top_p < 1.0) {
+    const double target = p.top_p * total;
+    const float floor = float((total - target) / double(V) * 0.999);
+    s.cands.clear();
+    for (int i = 0; i < V; ++i)
+      if (w[i] > floor && w[i] != 0.f) s.cands.push_back({v[i], int32_t(i), w[i]});
+    double through = 0;
+    cut = weighted_select(s.cands, target, through);
+    has_cut = true;
+  }
+  double kept = 0;
+  for (int i = 0; i < V; ++i) {
+    if (w[i] == 0.f || (has_cut && before(cut, Cand{v[i], int32_t(i), w[i]}))) continue;
+    kept += w[i];
+  }
+  for (int i = 0; i < V; ++i) {
+    if (w[i] == 0.f || (has_cut && before(cut, Cand{v[i], int32_t(i), w[i]}))) continue;
+    probs[size_t(i)] = float(double(w[i]) / kept);
+  }
 }
 
 }  // namespace splash::sampler

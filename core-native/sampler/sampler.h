@@ -12,6 +12,12 @@
 //      w = exp((v − max) / T); top-k keeps the first k; min-p keeps w ≥ min_p; top-p keeps the shortest prefix
 //      whose weight reaches top_p of what is left; the draw is the first candidate where the running sum of
 //      weights reaches u · (kept total), the last kept one if rounding leaves u · total unreached.
+//
+// Speculative decoding (speculative.cpp): a verify pass's row r follows its drafted tokens d1..dr, which count
+// for the penalties like output tokens; at T > 0 a row that verifies drafted token d (Row::draft) accepts it
+// when accept · q(d) < p(d) (probability min(1, p(d)/q(d))), else draws from the residual max(0, p − q)
+// normalised, where p and q are the filtered distributions (step 4) of the target's and the draft's rows. The
+// draft pass samples its rows from q the same way (sample_draft) and keeps q for the verify pass.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -39,6 +45,8 @@ struct Row {
   double uniform = 0.0;            // [0, 1): the draw at temperature > 0
   std::vector<uint32_t> allowed;   // empty: every token; else ceil(V/32) words, bit (id & 31) of word (id >> 5)
   int32_t token = -1;              // ≥ 0: do not sample, report this token (prompt logprobs, forced tokens)
+  int32_t draft = -1;              // ≥ 0 (T > 0): the drafted token this row verifies by the rejection rule;
+  double accept = 0.0;             //   the uniform of its acceptance test (`uniform` draws from the residual)
 };
 
 // A request for the trailing rows.size() rows of one item.
@@ -69,24 +77,51 @@ struct Scratch {
     float w;
   };
   std::vector<Cand> cands;
+  std::vector<float> probs;
+};
+
+// What a verify pass adds to its rows (speculative.cpp): row r of the item's sampled rows follows extra[0, first + r)
+// (the drafted tokens before it, counted by the penalties like output tokens), and a row with a draft token checks it
+// against q + (first + r)·V, the draft's distribution for that position (q_rows rows).
+struct Speculative {
+  const int32_t* extra = nullptr;
+  int first = 0;
+  const float* q = nullptr;
+  int q_rows = 0;
 };
 
 // Samples (or scores) one row of V logits. Throws splash::Error("invalid_argument") when the mask allows
 // no token.
-Sampled sample_row(const float* logits, int V, const Request& req, const Row& row, Scratch& scratch);
+// `extra`: tokens counted by the penalties besides req.penalties (one count each).
+Sampled sample_row(const float* logits, int V, const Request& req, const Row& row, Scratch& scratch,
+                   const int32_t* extra = nullptr, int n_extra = 0);
 
-// The rows of one item: `rows` holds the item's last req.rows.size() logits rows, [rows × V].
-void sample_rows(const float* rows, int V, const Request& req, std::vector<Sampled>& out);
+// The rows of one item: `rows` holds the item's last req.rows.size() logits rows, [rows × V]. With `spec` (a
+// verify pass), rows verify their drafts; after a rejected draft the later rows are not sampled (token −1).
+void sample_rows(const float* rows, int V, const Request& req, std::vector<Sampled>& out, const Speculative* spec = nullptr);
+
+// A verify row at T > 0 with a drafted token (row.draft): accepted, or the residual draw (no log-probabilities).
+Sampled verify_row(const float* logits, int V, const Request& req, const Row& row, const float* q, Scratch& scratch,
+                   const int32_t* extra, int n_extra);
+
+// A draft pass's rows (speculative.cpp): row r follows the tokens drafted at rows 0..r−1 (penalties); argmax at
+// T = 0, else a draw from the filtered distribution q with the row's uniform; q (T > 0) goes to `q` [rows × V].
+void sample_draft(const float* rows, int V, const Request& req, std::vector<Sampled>& out, std::vector<float>& q);
 
 // --- the pieces (one file each)
 
 // Penalties and mask applied to a copy of the row in scratch.work; returns the row to choose from (the input
 // itself when neither applies).
-const float* adjust(const float* logits, int V, const Request& req, const Row& row, Scratch& scratch);
+const float* adjust(const float* logits, int V, const Request& req, const Row& row, Scratch& scratch,
+                    const int32_t* extra = nullptr, int n_extra = 0);
 // First index of the largest value (−inf everywhere: −1).
 int32_t argmax(const float* v, int V);
 // The inverse-CDF draw at temperature > 0 over adjusted logits v whose maximum is at `best`.
 int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scratch& scratch);
+// The distribution draw() samples from, as V probabilities (0 outside the kept candidates).
+void distribution(const float* v, int V, int32_t best, const Params& p, Scratch& scratch, std::vector<float>& probs);
+// Inverse CDF over probabilities in id order (the last positive one if rounding leaves u unreached).
+int32_t draw_probs(const float* probs, int V, double u);
 // log Σ exp(v): the log-softmax normaliser.
 double log_sum_exp(const float* v, int V);
 // The n largest of v in candidate order (value descending, id ascending), sorted; one pass with a heap.

@@ -84,9 +84,17 @@ export interface SampleRow {
   allowed?: Int32Array
   /** Do not sample: report this token (its logprob and the top list), e.g. prompt logprobs. */
   token?: number
+  /**
+   * Speculative sampling (T > 0, a verify pass): the drafted token this row verifies by the rejection rule, against
+   * the distribution the sequence's last draft pass sampled it from (kept natively): accepted when
+   * accept · q(draft) < p(draft), else `uniform` draws from the residual max(0, p − q).
+   */
+  draft?: number
+  /** The uniform in [0, 1) of the acceptance test (with `draft`). */
+  accept?: number
 }
 
-/** True when speculative decoding can serve these parameters exactly (penalties depend on the output so far). */
-export function draftCompatible(p: SamplingParams): boolean {
-  return p.presencePenalty === 0 && p.frequencyPenalty === 0 && p.repetitionPenalty === 1
+/** True when the parameters carry repetition / presence / frequency penalties (the sequence then counts tokens). */
+export function penalized(p: SamplingParams): boolean {
+  return p.presencePenalty !== 0 || p.frequencyPenalty !== 0 || p.repetitionPenalty !== 1
 }

@@ -4,9 +4,10 @@ import {cacheKeyOf, mediaFields} from './media.js'
 import type {DraftRequest, StepItem, StepModel, StepResult} from './step-model.js'
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Sequence} from './sequence.js'
-import {draftCompatible, type SampledToken, type SampleRequest, type SampleRow} from './sampling.js'
+import type {SampledToken, SampleRequest, SampleRow} from './sampling.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from './prefix-cache.js'
+import {FIXED_COST, MeasuredCost, bestBlock} from './spec-policy.js'
 
 export interface SchedulerLimits {
   /** Tokens per step across all sequences (decodes count one each; prefill chunks fill the rest). */
@@ -102,10 +103,9 @@ export class Scheduler {
       seq.slot = this.model.createSequence(seq.maxLength)
       seq.status = 'running'
       const r = seq.request
-      // Penalties depend on every token before: plain decode serves those. An image prompt speculates too: its
-      // verify rows carry the target's M-RoPE positions (index + rope delta); the draft keeps its own 1-D positions.
-      seq.useDraft = this.blockSize > 1 && draftCompatible(r.sampling)
-      seq.specK = this.blockSize - 1
+      // An image prompt speculates too: its verify rows carry the target's M-RoPE positions (index + rope delta);
+      // the draft keeps its own 1-D positions. Penalties are applied per verified row (drafted prefix counted).
+      seq.useDraft = this.blockSize > 1
       this.resume(seq)
       this.running.push(seq)
     }
@@ -118,8 +118,9 @@ export class Scheduler {
       if (seq.inPrefill || budget <= 0) continue
       seq.drafts = []
       const remaining = seq.request.maxTokens - seq.output.length
-      const k = Math.min(seq.specK, remaining - 1, budget - 1)
-      if (seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 && k >= 1 && this.draftPays(seq)) {
+      const drafts = seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 ? this.draftLength(seq) : 0
+      const k = Math.min(drafts, remaining - 1, budget - 1)
+      if (k >= 1) {
         drafting.push(seqs.length)
         seq.drafts.length = k // filled by fillDrafts
         budget -= 1 + k
@@ -254,34 +255,49 @@ export class Scheduler {
   }
 
   /**
-   * Greedy sequences: speculation only while a committed token costs less through draft + verify than
-   * through a plain decode (both measured by the engine, see observeStep); every 16th decode step probes
-   * the other way so both costs stay current. The output is identical either way (at T > 0 too: see verify).
+   * Drafts for a sequence's next pass, 0 for a plain decode (spec-policy.ts): the block length that commits the
+   * most tokens per unit of cost at the sequence's acceptance, when that beats a plain decode. Greedy and
+   * grammar-constrained sequences (whose output is the same either way) use the pass cost the engine measures
+   * (observeStep) and decode plainly every 16th step so the plain cost stays current; sampled sequences use
+   * the fixed cost model, so a seed gives the same output on every run. A sequence for which drafting does not
+   * pay drafts anyway after 16 plain steps, then 32, 64, … up to 256 while it still does not pay, to follow its
+   * acceptance at little cost. SPLASH_DRAFT_FIXED: always draft, SPLASH_DRAFT_K drafts (default B−1) per pass
+   * (tests and benchmarks).
    */
-  private draftPays(seq: Sequence): boolean {
-    if (process.env.SPLASH_DRAFT_FIXED) return true
-    const probe = ++seq.specProbe % 16 === 0
-    const better = this.specCost === 0 || this.plainCost === 0 || this.specCost < this.plainCost
-    return better !== probe
+  private draftLength(seq: Sequence): number {
+    const maxK = this.blockSize - 1
+    if (process.env.SPLASH_DRAFT_FIXED) return Math.min(maxK, Number(process.env.SPLASH_DRAFT_K ?? maxK) || maxK)
+    const measured = !rejection(seq)
+    const {k, gain} = bestBlock(seq.acceptance.alpha, measured ? this.cost : FIXED_COST, maxK)
+    seq.specProbe++
+    if (gain > 1) {
+      seq.probeEvery = 16
+      if (!measured || seq.specProbe < 16) return k
+      seq.specProbe = 0
+      return 0 // a plain decode keeps the plain cost current
+    }
+    if (seq.specProbe < seq.probeEvery) return 0
+    seq.specProbe = 0
+    seq.probeEvery = Math.min(256, 2 * seq.probeEvery)
+    return k
   }
 
-  /** Seconds per committed token of plain decodes and of speculative passes (EMAs over pure steps). */
-  plainCost = 0
-  specCost = 0
+  /** The pass cost the engine measures (greedy and constrained sequences). */
+  readonly cost = new MeasuredCost()
 
-  /** Called by the engine with the wall time of a step (draft pass included). */
+  /** Called by the engine with the wall time of a step (draft pass included): plain decode steps and pure verify steps feed the cost model. */
   observeStep(batch: Batch, seconds: number): void {
     let plain = 0
-    let prefill = false
+    let rows = 0
     for (let i = 0; i < batch.items.length; i++) {
-      if (batch.items[i].verify) continue
-      if (batch.items[i].tokens.length > 1 || !batch.items[i].sample) prefill = true
-      plain++
+      const it = batch.items[i]
+      if (it.verify) rows += it.tokens.length
+      else if (it.tokens.length > 1 || !it.sample) return // a prefill chunk: neither
+      else plain++
     }
-    if (prefill) return
-    const ema = (old: number, v: number) => (old === 0 ? v : 0.8 * old + 0.2 * v)
-    if (batch.drafting.length === 0 && plain > 0) this.plainCost = ema(this.plainCost, seconds / plain)
-    else if (plain === 0 && batch.committed > 0) this.specCost = ema(this.specCost, seconds / batch.committed)
+    const passes = batch.drafting.length
+    if (passes === 0 && plain > 0) this.cost.observePlain(seconds / plain)
+    else if (plain === 0 && passes > 0 && batch.committed > 0) this.cost.observePass(seconds / passes, rows / passes)
   }
 
   /**
@@ -292,9 +308,10 @@ export class Scheduler {
     return batch.drafting.map(i => {
       const seq = batch.seqs[i]
       const n = seq.drafts.length
-      const rows = Array.from({length: n}, (_, r) => this.nextRow(seq, r))
       // with a grammar, draft r's mask depends on drafts 1..r−1: the logits come back and fillDrafts samples
-      return seq.request.constraint ? {seq: seq.slot, token: seq.lastToken, n} : {seq: seq.slot, token: seq.lastToken, n, sample: {params: seq.request.sampling, rows}}
+      if (seq.request.constraint) return {seq: seq.slot, token: seq.lastToken, n}
+      const rows = Array.from({length: n}, (_, r) => (rejection(seq) ? {uniform: seq.rng.peek(3 * r)} : this.nextRow(seq, r)))
+      return {seq: seq.slot, token: seq.lastToken, n, sample: {params: seq.request.sampling, rows, penalties: seq.penalties?.get()}}
     })
   }
 
@@ -382,7 +399,9 @@ export class Scheduler {
         if (!sampled || sampled.length !== seq.drafts.length) throw new Error('the draft returned no tokens')
         seq.drafts = sampled.map(x => x.token)
       }
-      const rows = Array.from({length: seq.drafts.length + 1}, (_, r) => (masks ? {...this.nextRow(seq, r), allowed: masks[r]} : this.nextRow(seq, r)))
+      const rows = masks
+        ? Array.from({length: seq.drafts.length + 1}, (_, r) => ({...this.nextRow(seq, r), allowed: masks[r]}))
+        : this.verifyRows(seq)
       batch.items[i] = {
         seq: seq.slot,
         tokens: Int32Array.from([seq.lastToken, ...seq.drafts]),
@@ -393,6 +412,19 @@ export class Scheduler {
         ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, seq.drafts.length + 1),
       }
     }
+  }
+
+  /**
+   * The sampled rows of a verify pass [anchor, d1..dk] without a grammar. Greedy: argmax rows. T > 0: row r < k
+   * verifies d(r+1) by the rejection rule with the uniforms 3r+1 (acceptance) and 3r+2 (residual) of the stream;
+   * the draft sampled d(r+1) with uniform 3r; the last row (all drafts accepted) draws with uniform 3k.
+   */
+  private verifyRows(seq: Sequence): SampleRow[] {
+    const k = seq.drafts.length
+    if (!rejection(seq)) return Array.from({length: k + 1}, (_, r) => this.nextRow(seq, r))
+    const rows: SampleRow[] = seq.drafts.map((d, r) => ({draft: d, accept: seq.rng.peek(3 * r + 1), uniform: seq.rng.peek(3 * r + 2)}))
+    rows.push({uniform: seq.rng.peek(3 * k)})
+    return rows
   }
 
   postprocess(batch: Batch, results: StepResult[]): void {
@@ -419,14 +451,15 @@ export class Scheduler {
   }
 
   /**
-   * Acceptance of one verify pass. Row r of the target's logits follows [anchor, d1..dr]; the target's
-   * token there is its argmax (T = 0) or its sample with the r-th uniform of the sequence's stream (T > 0:
-   * the very draw plain decoding would make). Drafts are accepted while they equal the target's token,
-   * then the target's token at the first mismatch (or after the last draft) is committed too. So the output
-   * is token for token the output without the draft, at every temperature and seed, and every token is a
-   * sample of the target's distribution (each uniform is fresh given the committed prefix). The draft
-   * sampled its tokens with the same uniforms (coupled), so it matches whenever q puts the same token at
-   * the same CDF point. The target state is rolled back to the committed prefix (anchor + accepted drafts).
+   * Acceptance of one verify pass. Row r of the target's logits follows [anchor, d1..dr] (penalties count
+   * the drafts before it). Greedy: the target's token there is its argmax, so the output is token for token
+   * the output without the draft. T > 0: row r verified d(r+1) natively by the rejection rule (accepted with
+   * probability min(1, p/q), else a draw from the residual, which never equals it), so every committed token
+   * follows the target's distribution; a seed gives the same output for the same draft setting. With a
+   * grammar, T > 0 keeps coupled sampling: the draft and the target draw position r with the same uniform and
+   * the output is the output without the draft. Drafts are accepted while they equal the row's token, then the
+   * row's token at the first mismatch (or after the last draft) is committed too. The target state is rolled
+   * back to the committed prefix (anchor + accepted drafts).
    */
   private verify(seq: Sequence, rows: SampledToken[]): number {
     const s = seq.request.sampling
@@ -447,21 +480,24 @@ export class Scheduler {
     }
     if (acc < 0) acc = 0
     else if (acc === k) commit.push(this.reported(seq, rows[k]))
-    if (s.temperature !== 0 && forced === undefined) for (let i = 0; i < commit.length; i++) seq.rng.next()
+    if (s.temperature !== 0 && forced === undefined) {
+      // the uniforms the pass used: 3 per verified draft, and one more for the last row when all were accepted
+      const used = rejection(seq) ? (acc === k ? 3 * k + 1 : 3 * (acc + 1)) : commit.length
+      for (let i = 0; i < used; i++) seq.rng.next()
+    }
     seq.numComputed += 1 + acc
     seq.specPasses++
     seq.specCommitted += commit.length
     seq.specDrafted += k
     this.onAcceptance?.(commit.length, k)
-    // adaptive block: grow with acceptance; after passes with nothing accepted, fall back to plain decodes
+    // adaptive block (draftLength): the acceptance estimate; after passes with nothing accepted, plain decodes
     // for a while (backing off exponentially) so a useless draft costs little
+    if (forced === undefined) seq.acceptance.observe(acc, k)
     if (acc === 0) {
       seq.specFails++
-      if (!process.env.SPLASH_DRAFT_FIXED) seq.specK = Math.max(1, seq.specK >> 1)
       if (seq.specFails >= 2 && !process.env.SPLASH_DRAFT_FIXED) seq.specSkip = Math.min(256, 4 << (seq.specFails - 2))
     } else {
       seq.specFails = 0
-      seq.specK = process.env.SPLASH_DRAFT_FIXED ? this.blockSize - 1 : Math.min(this.blockSize - 1, Math.max(2, 2 * (acc + 1)))
     }
     seq.drafts = []
     for (const t of commit) {
@@ -575,4 +611,9 @@ export class Scheduler {
     this.model.freeSequence(seq.slot)
     seq.emit({type: 'error', error})
   }
+}
+
+/** Sampled (T > 0) sequences without a grammar verify their drafts by the rejection rule. */
+function rejection(seq: Sequence): boolean {
+  return seq.request.sampling.temperature > 0 && !seq.request.constraint
 }

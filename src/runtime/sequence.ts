@@ -2,7 +2,8 @@
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Rng, randomSeed} from './rng.js'
 import {PenaltyCounts} from './penalties.js'
-import {draftCompatible} from './sampling.js'
+import {penalized} from './sampling.js'
+import {Acceptance} from './spec-policy.js'
 
 export type SequenceStatus = 'waiting' | 'running' | 'finished'
 
@@ -35,11 +36,15 @@ export class Sequence {
   useDraft = false
   /** Drafts proposed this step (the verify tokens after the anchor). */
   drafts: number[] = []
-  /** Adaptive block: most drafts per pass, plain decodes left before the next probe, passes in a row with none accepted. */
-  specK = 0
+  /**
+   * Adaptive block (spec-policy.ts, Scheduler.draftLength): the acceptance estimate, plain decodes left before
+   * drafting again, passes in a row with none accepted, decode steps since the last probe and the probe interval.
+   */
+  readonly acceptance = new Acceptance()
   specSkip = 0
   specFails = 0
   specProbe = 0
+  probeEvery = 16
   /** Target passes that verified drafts, and the tokens they committed (acceptance length = committed / passes). */
   specPasses = 0
   specCommitted = 0
@@ -55,7 +60,7 @@ export class Sequence {
     this.request = request
     this.emit = emit
     this.rng = new Rng(request.sampling.seed ?? randomSeed())
-    this.penalties = draftCompatible(request.sampling) ? undefined : new PenaltyCounts(request.prompt)
+    this.penalties = penalized(request.sampling) ? new PenaltyCounts(request.prompt) : undefined
   }
 
   get promptLength(): number {

@@ -6,7 +6,8 @@ import t from 'tap'
 import {native, type StepItem} from '../../src/runtime/native.js'
 import {samplingParams, type SampleRequest, type SampleRow} from '../../src/runtime/sampling.js'
 import {Rng} from '../../src/runtime/rng.js'
-import {sampleRow} from '../helpers/sampling-reference.js'
+import {distribution, sampleRow} from '../helpers/sampling-reference.js'
+import {PenaltyCounts} from '../../src/runtime/penalties.js'
 import {writeTinyPackage} from './helpers/tiny-package.js'
 import {synthFixture} from '../helpers/packages.js'
 
@@ -160,7 +161,7 @@ t.test('sampling inside a step: equals sampling its logits; masks force tokens; 
   t.ok(after.sampled![0].token >= 0 && after.sampled![0].token < V)
 })
 
-t.test('sampling inside a draft pass equals sampling its logits', async t => {
+t.test('a draft pass samples row r from its filtered distribution (inverse CDF in id order), penalties counting drafts 1..r', async t => {
   const dir = await synthFixture('tiny-hybrid', 'q4')
   const h = await native.openModel(dir, {threads: 2})
   t.teardown(() => native.closeModel(h))
@@ -168,14 +169,61 @@ t.test('sampling inside a draft pass equals sampling its logits', async t => {
   t.ok(info.draft, 'the synthetic package has a draft')
   const V = info.vocabSize
   const s = native.createSequence(h, {maxLength: 64})
+  const prompt = Int32Array.of(5, 17, 99, 3)
+  await native.step(h, [{seq: s, tokens: prompt, logits: 'none', capture: true}])
+  const base = new PenaltyCounts(prompt)
+  base.add(3)
+  for (const params of [
+    samplingParams({temperature: 1, topK: 30, frequencyPenalty: 1.5, repetitionPenalty: 1.3}),
+    samplingParams({temperature: 0.8, topP: 0.9, presencePenalty: 2}),
+    samplingParams({temperature: 0, repetitionPenalty: 3, frequencyPenalty: 2}),
+  ]) {
+    const rows = [0.3, 0.6, 0.9, 0.1].map(uniform => (params.temperature > 0 ? {uniform} : {}))
+    const [d] = await native.draft(h, [{seq: s, token: 8, n: 4, sample: {params, rows, penalties: base.get()}, logits: true}])
+    const counts = new PenaltyCounts(prompt)
+    counts.add(3)
+    const want: number[] = []
+    for (let r = 0; r < rows.length; r++) {
+      const logits = d.logits!.subarray(r * V, (r + 1) * V)
+      const req = {params, rows: [], penalties: counts.get()}
+      if (params.temperature === 0) want.push(sampleRow(logits, req, {}).token)
+      else {
+        const p = [...distribution(logits, req)].sort((a, b) => a[0] - b[0])
+        const u = rows[r].uniform! * p.reduce((a, x) => a + x[1], 0)
+        let acc = 0
+        want.push((p.find(x => (acc += x[1]) > u) ?? p[p.length - 1])[0])
+      }
+      counts.add(want[r])
+    }
+    t.same(d.sampled!.map(x => x.token), want, JSON.stringify(params))
+    native.truncateSequence(h, s, 0)
+    await native.step(h, [{seq: s, tokens: prompt, logits: 'none', capture: true}])
+    const [d2] = await native.draft(h, [{seq: s, token: 8, n: 4, sample: {params, rows, penalties: base.get()}}])
+    t.equal(d2.logits, null, 'a sampled draft returns no logits unless asked for')
+    t.same(d2.sampled, d.sampled)
+  }
+})
+
+t.test('verify rows with a draft token: only for the tokens the last sampled draft pass drafted there', async t => {
+  const dir = await synthFixture('tiny-hybrid', 'q4')
+  const h = await native.openModel(dir, {threads: 2})
+  t.teardown(() => native.closeModel(h))
+  const s = native.createSequence(h, {maxLength: 64})
   await native.step(h, [{seq: s, tokens: Int32Array.of(5, 17, 99, 3), logits: 'none', capture: true}])
-  const params = samplingParams({temperature: 1, topK: 30})
-  const rows = [0.3, 0.6, 0.9].map(uniform => ({uniform}))
-  const [d] = await native.draft(h, [{seq: s, token: 8, n: 3, sample: {params, rows}, logits: true}])
-  t.same(d.sampled, native.sampleLogits(d.logits!, V, {params, rows}))
-  native.truncateSequence(h, s, 0)
-  await native.step(h, [{seq: s, tokens: Int32Array.of(5, 17, 99, 3), logits: 'none', capture: true}])
-  const [d2] = await native.draft(h, [{seq: s, token: 8, n: 3, sample: {params, rows}}])
-  t.equal(d2.logits, null, 'a sampled draft returns no logits unless asked for')
-  t.same(d2.sampled, d.sampled)
+  const params = samplingParams({temperature: 1})
+  const [d] = await native.draft(h, [{seq: s, token: 8, n: 2, sample: {params, rows: [{uniform: 0.2}, {uniform: 0.7}]}}])
+  const [d1, d2] = d.sampled!.map(x => x.token)
+  const verify = (tokens: number[], rows: object[], verify = true) =>
+    native.step(h, [{seq: s, tokens: Int32Array.from(tokens), logits: 'none', capture: true, verify, sample: {params, rows}}])
+  const ok = [{draft: d1, accept: 0.5, uniform: 0.5}, {draft: d2, accept: 0.5, uniform: 0.5}, {uniform: 0.5}]
+  await t.rejects(verify([8, d1, d2], ok, false), {code: 'invalid_argument'}, 'not a verify item')
+  await t.rejects(verify([8, d1 === 1 ? 2 : 1, d2], ok), {code: 'invalid_argument'}, 'not the item token')
+  await t.rejects(verify([8, d1, d2], [{draft: d1, uniform: 0.5}, ok[1], ok[2]]), {code: 'invalid_argument'}, 'no acceptance uniform')
+  await t.rejects(verify([8, d1, d2], [{...ok[0], accept: 1}, ok[1], ok[2]]), {code: 'invalid_argument'}, 'acceptance uniform out of range')
+  await t.rejects(verify([8, d2, d1], [{...ok[0], draft: d2}, {...ok[1], draft: d1}, ok[2]]), {code: 'invalid_argument'}, 'not what was drafted')
+  t.equal(native.sequenceLength(h, s), 4, 'refused steps change nothing')
+  const [v] = await verify([8, d1, d2], ok)
+  const got = v.sampled!.map(x => x.token)
+  t.ok(got[0] >= 0 && got[0] < native.modelInfo(h).vocabSize, 'the first row is always sampled')
+  if (got[0] !== d1) t.same(got.slice(1), [-1, -1], 'after a rejected draft nothing more is sampled')
 })

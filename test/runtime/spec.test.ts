@@ -1,8 +1,8 @@
 // Speculative decoding through the engine: greedy output with the draft is token-for-token the output with
-// SPLASH_DRAFT=off (default package and a synthetic one, several prompts, batched with ragged acceptance),
-// and so is seeded sampled output (coupled sampling: the draft and the target use the same uniform per
-// position; logprobs too); sampled output follows the target distribution (chi-square, end to end through
-// the engine); seeded sampling is reproducible; acceptance is reported in usage and in the metrics.
+// SPLASH_DRAFT=off (default package and a synthetic one, several prompts, batched with ragged acceptance), with
+// and without penalties (verify rows count the drafts before them); sampled output (rejection rule) follows the
+// target distribution (chi-square, end to end through the engine, top-k and top-p paths) and a seed gives the
+// same output on every run, serial or batched, with logprobs; acceptance is reported in usage and in the metrics.
 import t from 'tap'
 import {NativeModel, draftDisabled} from '../../src/runtime/native-model.js'
 import {Engine} from '../../src/runtime/engine.js'
@@ -77,25 +77,55 @@ for (const [name, dir, stop] of [
   ['default package', async () => DEFAULT, [16377, 16375]],
   ['synthetic tiny-hybrid', async () => synthFixture('tiny-hybrid', 'q4'), []],
 ] as const) {
-  t.test(`${name}: seeded sampling with the draft equals SPLASH_DRAFT=off (T 0.7, T 1 with top_p / top_k / min_p, logprobs)`, async t => {
+  t.test(`${name}: seeded sampling with the draft gives the same output every run, serial or batched (T 0.7, T 1 with top_p / top_k / min_p, penalties, logprobs)`, async t => {
     const d = await dir()
     const prompts = name === 'default package' ? await chatPrompts(d) : TEXTS.map((_, i) => Int32Array.from({length: 5 + i}, (_, j) => (j * 31 + i * 7) % 200 + 1))
     const params = (i: number) =>
-      samplingParams(i % 2 ? {temperature: 0.7, seed: 100 + i} : {temperature: 1, topP: 0.9, topK: 20, minP: i === 2 ? 0.02 : 0, seed: 100 + i})
-    const run = (draft: boolean) =>
-      withModel(d, draft, async m => {
+      samplingParams(
+        i % 2
+          ? {temperature: 0.7, seed: 100 + i, frequencyPenalty: i === 3 ? 0.5 : 0}
+          : {temperature: 1, topP: 0.9, topK: 20, minP: i === 2 ? 0.02 : 0, seed: 100 + i},
+      )
+    const run = () =>
+      withModel(d, true, async m => {
         const metrics = new Metrics()
         const e = new Engine(m, {}, metrics)
-        const out = await Promise.all(prompts.map((p, i) => generate(e, p, params(i), 48, [...stop], i === 1 ? 3 : undefined)))
-        return {out: out.map(o => o.tokens), logprobs: out[1].logprobed, passes: metrics.specPasses.get()}
+        const batched = await Promise.all(prompts.map((p, i) => generate(e, p, params(i), 48, [...stop], i === 1 ? 3 : undefined)))
+        const serial = []
+        for (const [i, p] of prompts.entries()) serial.push(await generate(e, p, params(i), 48, [...stop], i === 1 ? 3 : undefined))
+        return {batched, serial, passes: metrics.specPasses.get()}
       })
-    const off = await run(false)
-    const on = await run(true)
-    t.equal(off.passes, 0)
-    t.ok(on.passes > 0, `${on.passes} verify passes`)
-    t.same(on.out, off.out)
-    t.ok(off.logprobs.length > 0 && off.logprobs.every(x => x.top!.length === 3 && x.logprob! <= 0), 'logprobs reported')
-    t.same(on.logprobs, off.logprobs, 'the same logprobs (verify rows equal single decodes)')
+    const a = await run()
+    const b = await run()
+    t.ok(a.passes > 0, `${a.passes} verify passes`)
+    t.same(a.batched.map(o => o.tokens), a.serial.map(o => o.tokens), 'batched = serial')
+    t.same(b.batched.map(o => o.tokens), a.batched.map(o => o.tokens), 'second run = first run')
+    t.same(b.batched[1].logprobed, a.batched[1].logprobed, 'the same logprobs')
+    const lp = a.batched[1].logprobed
+    t.ok(lp.length > 0 && lp.every(x => x.top!.length === 3 && x.logprob! <= 0 && x.logprob! <= x.top![0].logprob), 'logprobs reported')
+  })
+
+  t.test(`${name}: greedy with penalties decodes speculatively and equals SPLASH_DRAFT=off`, async t => {
+    const d = await dir()
+    const prompts = name === 'default package' ? await chatPrompts(d) : TEXTS.map((_, i) => Int32Array.from({length: 5 + i}, (_, j) => (j * 31 + i * 7) % 200 + 1))
+    const params = (i: number) =>
+      samplingParams({temperature: 0, ...[{repetitionPenalty: 1.3}, {presencePenalty: 1.5}, {frequencyPenalty: 0.8}, {repetitionPenalty: 0.9, frequencyPenalty: -0.5, presencePenalty: 0.4}, {frequencyPenalty: 2}][i]})
+    const off = await withModel(d, false, async m => {
+      const e = new Engine(m)
+      return Promise.all(prompts.map((p, i) => generate(e, p, params(i), 64, [...stop])))
+    })
+    process.env.SPLASH_DRAFT_FIXED = '1' // speculate on every step, whatever it costs
+    t.teardown(() => void delete process.env.SPLASH_DRAFT_FIXED)
+    const metrics = new Metrics()
+    const on = await withModel(d, true, async m => {
+      const e = new Engine(m, {}, metrics)
+      return Promise.all(prompts.map((p, i) => generate(e, p, params(i), 64, [...stop])))
+    })
+    for (let i = 0; i < prompts.length; i++) {
+      t.same(on[i].tokens, off[i].tokens, `prompt ${i}`)
+      t.ok(on[i].usage.draft && on[i].usage.draft.passes > 0, `prompt ${i} verified drafts`)
+    }
+    t.ok(metrics.specCommitted.get() > metrics.specPasses.get(), 'drafts were accepted')
   })
 
   t.test(`${name}: greedy with the draft equals greedy with SPLASH_DRAFT=off (serial and batched)`, async t => {
@@ -155,16 +185,17 @@ function chiSquare(counts: Map<number, number>, p: Map<number, number>, n: numbe
 // chi-square quantile at p = 0.999 for small df
 const CHI_999 = [0, 10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59, 31.26, 32.91, 34.53, 36.12, 37.7, 39.25]
 
-for (const [name, dir] of [
-  ['default package', async () => DEFAULT],
-  ['synthetic tiny-hybrid', async () => synthFixture('tiny-hybrid', 'q4')],
+for (const [name, dir, params] of [
+  ['default package', async () => DEFAULT, {temperature: 1, topK: 8}],
+  ['synthetic tiny-hybrid', async () => synthFixture('tiny-hybrid', 'q4'), {temperature: 1, topK: 8}],
+  ['default package', async () => DEFAULT, {temperature: 0.7, topP: 0.9}],
 ] as const)
-t.test(`${name}: sampled output with the draft follows the target distribution (top_k 8, T 1)`, async t => {
+t.test(`${name}: sampled output with the draft follows the target distribution (${JSON.stringify(params)})`, async t => {
   const d = await dir()
   const prompt = name === 'default package' ? Int32Array.from(await rawPrompt(d, 'Once upon a time, there was a')) : Int32Array.of(5, 17, 99, 3)
-  const sampling = (seed: number) => samplingParams({temperature: 1, topK: 8, seed})
+  const sampling = (seed: number) => samplingParams({...params, seed})
   // the first token comes from the prompt's logits; the second from the first verify pass [anchor, 1 draft]
-  // (max_tokens 3 leaves room for exactly one draft): the accepted draft or the residual sample.
+  // (max_tokens 3 leaves room for exactly one draft): the accepted draft or the residual sample (rejection rule).
   // Condition on the most frequent first token.
   const n = name === 'default package' ? 400 : 2000
   const metrics = new Metrics()
@@ -179,7 +210,10 @@ t.test(`${name}: sampled output with the draft follows the target distribution (
     // seeded: the same seed gives the same output
     const again = await generate(e, prompt, sampling(7), 3, [])
     t.same(again.tokens, out[6], 'same seed, same tokens')
-    t.ok(metrics.specPasses.get() >= n, 'every generation verified a draft')
+    const passes = metrics.specPasses.get()
+    t.ok(passes >= n, 'every generation verified a draft')
+    const committed = metrics.specCommitted.get()
+    t.ok(committed > passes && committed < 2 * passes, `drafts accepted and rejected (${(committed / passes).toFixed(2)} tokens per pass)`)
     return out
   })
   const firsts = new Map<number, number>()

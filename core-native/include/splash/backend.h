@@ -40,6 +40,9 @@ typedef struct splash_weight {
 // The output feeds something sensitive (GDN decay/beta, MoE router, shared-expert gate): a backend must
 // not use reduced-precision activations for it. These matrices are tiny, so it costs nothing.
 #define SPLASH_WEIGHT_EXACT 1u
+// An approximation is fine (the speculative draft: its tokens are only proposals the target verifies): a backend
+// may use its fastest activations (the CPU: one int8 level).
+#define SPLASH_WEIGHT_FAST 2u
 
 // Gated DeltaNet per-call parameters (one sequence, one layer, T tokens).
 typedef struct splash_gdn_args {

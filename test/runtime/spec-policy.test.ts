@@ -1,0 +1,54 @@
+// The speculative block policy (src/runtime/spec-policy.ts): expected tokens per pass, the best block length for
+// an acceptance and a cost, the acceptance estimate, and the fit of the measured pass cost.
+import t from 'tap'
+import {Acceptance, FIXED_COST, MeasuredCost, bestBlock, expectedCommit} from '../../src/runtime/spec-policy.js'
+
+t.test('expected tokens per pass: 1 + α + … + α^k', async t => {
+  t.equal(expectedCommit(0, 5), 1)
+  t.ok(Math.abs(expectedCommit(0.5, 3) - (1 + 0.5 + 0.25 + 0.125)) < 1e-12)
+  t.ok(Math.abs(expectedCommit(0.9, 15) - (1 - 0.9 ** 16) / 0.1) < 1e-12)
+})
+
+t.test('the best block grows with acceptance and shrinks with the cost per row; a useless draft does not pay', async t => {
+  const cost = {r0: 1, r1: 0.3}
+  const low = bestBlock(0.3, cost, 15)
+  const mid = bestBlock(0.7, cost, 15)
+  const high = bestBlock(0.95, cost, 15)
+  t.ok(low.k <= mid.k && mid.k <= high.k, `k ${low.k} ≤ ${mid.k} ≤ ${high.k}`)
+  t.ok(high.gain > 1 && low.gain < high.gain)
+  t.ok(bestBlock(0.95, {r0: 1, r1: 1.5}, 15).k < high.k, 'costlier rows, shorter blocks')
+  t.ok(bestBlock(0.02, FIXED_COST, 15).gain < 1, 'nothing accepted: plain decoding wins')
+  t.equal(bestBlock(0.99, {r0: 0.1, r1: 0.01}, 15).k, 15, 'capped at B−1')
+  // the gain is the best over all k
+  for (let k = 1; k <= 15; k++) t.ok(expectedCommit(0.7, k) / (cost.r0 + cost.r1 * (k + 1)) <= mid.gain + 1e-12)
+})
+
+t.test('acceptance: starts optimistic, follows the passes', async t => {
+  const a = new Acceptance()
+  t.ok(a.alpha > 0.5)
+  for (let i = 0; i < 40; i++) a.observe(0, 4)
+  t.ok(a.alpha < 0.05, `nothing accepted: ${a.alpha}`)
+  for (let i = 0; i < 40; i++) a.observe(4, 4)
+  t.ok(a.alpha > 0.95, `everything accepted: ${a.alpha}`)
+  const b = new Acceptance()
+  for (let i = 0; i < 200; i++) b.observe(i % 2 ? 3 : 1, 4) // 4 accepted of 4 + 2 verified: 2/3
+  t.ok(Math.abs(b.alpha - 4 / 6) < 0.05, `${b.alpha}`)
+})
+
+t.test('measured cost: the fixed model until measured, then the fit of pass cost against rows', async t => {
+  const c = new MeasuredCost()
+  t.same([c.r0, c.r1], [FIXED_COST.r0, FIXED_COST.r1])
+  c.observePass(0.01, 5) // no plain cost yet: ignored
+  t.same([c.r0, c.r1], [FIXED_COST.r0, FIXED_COST.r1])
+  c.observePlain(0.002)
+  for (let i = 0; i < 30; i++) {
+    const rows = 2 + (i % 6)
+    c.observePass(0.002 * (1.2 + 0.4 * rows), rows) // r0 = 1.2, r1 = 0.4 plain steps
+  }
+  t.ok(Math.abs(c.r1 - 0.4) < 1e-6 && Math.abs(c.r0 - 1.2) < 1e-6, `r0 ${c.r0}, r1 ${c.r1}`)
+  const one = new MeasuredCost()
+  one.observePlain(0.002)
+  for (let i = 0; i < 30; i++) one.observePass(0.002 * 3, 5) // one block length only: the fixed slope, a fitted intercept
+  t.equal(one.r1, FIXED_COST.r1)
+  t.ok(Math.abs(one.r0 - (3 - 5 * FIXED_COST.r1)) < 1e-9)
+})
