@@ -130,22 +130,31 @@ Napi::Object item_result(Napi::Env env, std::vector<float>* logits, const splash
   return r;
 }
 
+// The items of a step or draft call: a non-empty array (info[1]) of objects.
+Napi::Array items_arg(const Napi::CallbackInfo& info, const std::string& call) {
+  if (info.Length() < 2 || !info[1].IsArray()) fail("invalid_argument", call + "(handle, items): items must be an array");
+  Napi::Array arr = info[1].As<Napi::Array>();
+  if (arr.Length() == 0) fail("invalid_argument", call + " needs at least one item");
+  return arr;
+}
+Napi::Object item_arg(Napi::Array arr, uint32_t i, const std::string& where) {
+  Napi::Value v = arr.Get(i);
+  if (!v.IsObject()) fail("invalid_argument", where + " must be an object");
+  return v.As<Napi::Object>();
+}
+
 // step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all', capture?, verify?, sample?}])
 //   → Promise<{logits: Float32Array|null, sampled: [...]|null}[]>
 Napi::Value Step(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     auto m = model_arg(info);
-    if (info.Length() < 2 || !info[1].IsArray()) fail("invalid_argument", "step(handle, items): items must be an array");
-    Napi::Array arr = info[1].As<Napi::Array>();
-    if (arr.Length() == 0) fail("invalid_argument", "step needs at least one item");
+    Napi::Array arr = items_arg(info, "step");
     auto items = std::make_shared<std::vector<splash::StepItem>>(arr.Length());
     const int V = m->config().V;
     std::lock_guard<std::mutex> lock(m->seq_mutex());
     for (uint32_t i = 0; i < arr.Length(); ++i) {
       const std::string where = "items[" + std::to_string(i) + "]";
-      Napi::Value v = arr.Get(i);
-      if (!v.IsObject()) fail("invalid_argument", where + " must be an object");
-      Napi::Object o = v.As<Napi::Object>();
+      Napi::Object o = item_arg(arr, i, where);
       splash::Sequence* s = item_sequence(*m, o, where, *items, i);
       Napi::Value tv = o.Get("tokens");
       if (!tv.IsTypedArray() || tv.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
@@ -213,17 +222,13 @@ Napi::Value Draft(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     auto m = model_arg(info);
     if (!m->has_draft()) fail("unsupported", "this model has no draft loaded");
-    if (info.Length() < 2 || !info[1].IsArray()) fail("invalid_argument", "draft(handle, items): items must be an array");
-    Napi::Array arr = info[1].As<Napi::Array>();
-    if (arr.Length() == 0) fail("invalid_argument", "draft needs at least one item");
+    Napi::Array arr = items_arg(info, "draft");
     auto items = std::make_shared<std::vector<splash::DraftItem>>(arr.Length());
     const int V = m->config().V;
     std::lock_guard<std::mutex> lock(m->seq_mutex());
     for (uint32_t i = 0; i < arr.Length(); ++i) {
       const std::string where = "items[" + std::to_string(i) + "]";
-      Napi::Value v = arr.Get(i);
-      if (!v.IsObject()) fail("invalid_argument", where + " must be an object");
-      Napi::Object o = v.As<Napi::Object>();
+      Napi::Object o = item_arg(arr, i, where);
       splash::Sequence* s = item_sequence(*m, o, where, *items, i);
       (*items)[i].seq = s;
       (*items)[i].anchor = int_arg(o.Get("token"), (where + ".token").c_str(), 0, V - 1);

@@ -7,28 +7,8 @@ import {GrammarRefusal, toEbnf} from '../../src/grammar/text-grammar.js'
 import {toolInputEbnf} from '../../src/grammar/tool-input.js'
 import {SplashError} from '../../src/errors.js'
 import {xgrammar} from '../../src/grammar/xgrammar.js'
+import {APPLY_PATCH_LARK} from '../helpers/grammars.js'
 
-const APPLY_PATCH = `start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-
-hunk: add_hunk | delete_hunk | update_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-update_hunk: "*** Update File: " filename LF change_move? change?
-
-# core/src/tools/handlers/tool_apply_patch.lark
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-
-change_move: "*** Move to: " filename LF
-change: (change_context | change_line)+ eof_line?
-change_context: ("@@" | "@@ " /(.+)/) LF
-change_line: ("+" | "-" | " ") /(.*)/ LF
-eof_line: "*** End of File" LF
-
-%import common.LF
-`
 
 /** Whether XGrammar accepts `text` under the converted grammar (raw or JSON spelling). */
 async function accepts(lark: string, text: string, spelling: 'raw' | 'json' = 'raw'): Promise<boolean> {
@@ -71,18 +51,18 @@ const INVALID = [
 
 t.test("Codex's apply_patch grammar: valid patches accepted, near misses refused, in both spellings", async t => {
   for (const spelling of ['raw', 'json'] as const) {
-    for (const p of VALID) t.ok(await accepts(APPLY_PATCH, p, spelling), `${spelling} accepts ${JSON.stringify(p)}`)
-    for (const p of INVALID) t.notOk(await accepts(APPLY_PATCH, p, spelling), `${spelling} refuses ${JSON.stringify(p)}`)
+    for (const p of VALID) t.ok(await accepts(APPLY_PATCH_LARK, p, spelling), `${spelling} accepts ${JSON.stringify(p)}`)
+    for (const p of INVALID) t.notOk(await accepts(APPLY_PATCH_LARK, p, spelling), `${spelling} refuses ${JSON.stringify(p)}`)
   }
   // JSON spelling: the raw newline (unescaped) is not a JSON string's content
   const xg = xgrammar()
-  const g = await xg.Grammar.fromEBNF(toEbnf(larkGrammar(APPLY_PATCH), 'json'))
+  const g = await xg.Grammar.fromEBNF(toEbnf(larkGrammar(APPLY_PATCH_LARK), 'json'))
   t.notOk(await xg.Testings.isGrammarAcceptString(g, VALID[0]!), 'raw newlines are not JSON string content')
   g.dispose()
 })
 
 t.test('the tool input compiles with the real vocabulary', async t => {
-  const ebnf = toolInputEbnf('apply_patch', {syntax: 'lark', definition: APPLY_PATCH, param: 'tools[0].format'})
+  const ebnf = toolInputEbnf('apply_patch', {syntax: 'lark', definition: APPLY_PATCH_LARK, param: 'tools[0].format'})
   const xg = xgrammar()
   for (const e of [ebnf.raw, ebnf.json]) {
     const g = await xg.Grammar.fromEBNF(e)

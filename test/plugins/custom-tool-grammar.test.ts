@@ -6,6 +6,7 @@
 import t from 'tap'
 import OpenAI from 'openai'
 import {startServe, type ServerProcess} from '../helpers/cli.js'
+import {APPLY_PATCH_LARK} from '../helpers/grammars.js'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
 const MODEL = 'splash/default'
@@ -22,26 +23,6 @@ t.teardown(async () => {
 })
 
 /** The grammar Codex sends with its freeform apply_patch tool. */
-const APPLY_PATCH_LARK = `start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-
-hunk: add_hunk | delete_hunk | update_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-update_hunk: "*** Update File: " filename LF change_move? change?
-
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-
-change_move: "*** Move to: " filename LF
-change: (change_context | change_line)+ eof_line?
-change_context: ("@@" | "@@ " /(.+)/) LF
-change_line: ("+" | "-" | " ") /(.*)/ LF
-eof_line: "*** End of File" LF
-
-%import common.LF
-`
 
 // The same language as one anchored pattern (Lark's `.` is any character but a newline).
 const LINE = '[^\\n]'
