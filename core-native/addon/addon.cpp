@@ -16,6 +16,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
                 return guard(info, [&] { return SampleLogits(info); });
               }));
   exports.Set("abiVersion", Napi::Number::New(env, SPLASH_BACKEND_ABI));
+  exports.Set("backendInfo", Napi::Function::New(env, BackendInfo));
   exports.Set("openModel", Napi::Function::New(env, OpenModel));
   exports.Set("modelInfo", Napi::Function::New(env, ModelInfo));
   exports.Set("sequenceBytes", Napi::Function::New(env, SequenceBytes));

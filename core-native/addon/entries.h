@@ -5,6 +5,7 @@
 
 namespace splash::addon {
 
+Napi::Value BackendInfo(const Napi::CallbackInfo& info);
 Napi::Value OpenModel(const Napi::CallbackInfo& info);
 Napi::Value ModelInfo(const Napi::CallbackInfo& info);
 Napi::Value SequenceBytes(const Napi::CallbackInfo& info);

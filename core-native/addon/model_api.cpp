@@ -1,4 +1,6 @@
 // Models and sequences: open, describe, close; create, free, truncate and measure sequences.
+#include <cmath>
+
 #include "addon/entries.h"
 #include "addon/napi_util.h"
 #include "addon/registry.h"
@@ -6,7 +8,35 @@
 
 namespace splash::addon {
 
-// openModel(dir, {threads?, isa?, int8?}) → Promise<handle>
+// A device backend's memory as {free, total, used, limit} (bytes; limit 0 = none), or null on host memory.
+Napi::Value device_memory_js(Napi::Env env, const splash_backend& b) {
+  uint64_t fr = 0, tot = 0, used = 0, limit = 0;
+  if (!backend_device_memory(b, fr, tot, used, limit)) return env.Null();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("free", double(fr));
+  o.Set("total", double(tot));
+  o.Set("used", double(used));
+  o.Set("limit", double(limit));
+  return o;
+}
+
+// backendInfo() → {backend, isa, deviceMemory, note}: the backend openModel would choose now ($SPLASH_BACKEND,
+// else CUDA when a device is present), opened and closed again, so the memory plan can be made before loading.
+Napi::Value BackendInfo(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    Napi::Env env = info.Env();
+    BackendHandle h = backend_open("", 1, nullptr, 2);
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("backend", std::string(h.backend->iface->name));
+    o.Set("isa", std::string(h.backend->iface->variant ? h.backend->iface->variant : ""));
+    o.Set("deviceMemory", device_memory_js(env, *h.backend));
+    o.Set("note", backend_cuda_note());
+    backend_close(h);
+    return o;
+  });
+}
+
+// openModel(dir, {threads?, isa?, int8?, activations?, draft?, maxMemory?}) → Promise<handle>
 Napi::Value OpenModel(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     if (info.Length() < 1 || !info[0].IsString()) fail("invalid_argument", "openModel(dir, opts): dir must be a string");
@@ -15,6 +45,7 @@ Napi::Value OpenModel(const Napi::CallbackInfo& info) {
     std::string isa;
     int levels = 2;  // int8x2 by default
     bool draft = true;
+    uint64_t max_memory = 0;
     if (info.Length() > 1 && !info[1].IsUndefined()) {
       if (!info[1].IsObject()) fail("invalid_argument", "opts must be an object");
       Napi::Object o = info[1].As<Napi::Object>();
@@ -31,6 +62,12 @@ Napi::Value OpenModel(const Napi::CallbackInfo& info) {
         if (!o.Get("draft").IsBoolean()) fail("invalid_argument", "draft must be a boolean");
         draft = o.Get("draft").As<Napi::Boolean>();
       }
+      if (o.Has("maxMemory") && !o.Get("maxMemory").IsUndefined()) {
+        const Napi::Value v = o.Get("maxMemory");
+        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+        if (!(d >= 0 && d <= 9.0e15 && d == std::floor(d))) fail("invalid_argument", "maxMemory must be a non-negative integer (bytes)");
+        max_memory = uint64_t(d);
+      }
       if (o.Has("activations") && !o.Get("activations").IsUndefined()) {
         Napi::Value v = o.Get("activations");
         std::string a = v.IsString() ? std::string(v.As<Napi::String>()) : "";
@@ -43,7 +80,7 @@ Napi::Value OpenModel(const Napi::CallbackInfo& info) {
     auto holder = std::make_shared<std::unique_ptr<Model>>();
     auto* t = new Task(
         info.Env(),
-        [=] { *holder = Model::open(dir, threads, isa.empty() ? nullptr : isa.c_str(), levels, draft); },
+        [=] { *holder = Model::open(dir, threads, isa.empty() ? nullptr : isa.c_str(), levels, draft, "", max_memory); },
         [=](Napi::Env env) -> Napi::Value {
           return Napi::Number::New(env, add_model(std::shared_ptr<Model>(std::move(*holder))));
         });
@@ -72,6 +109,7 @@ Napi::Value ModelInfo(const Napi::CallbackInfo& info) {
     o.Set("kvBytesPerToken", double(m->kv_bytes_per_token()));
     o.Set("backend", std::string(m->backend().iface->name));
     o.Set("isa", std::string(m->backend().iface->variant));
+    o.Set("deviceMemory", device_memory_js(env, m->backend()));
     o.Set("activationType", "f32");
     o.Set("matmulActivations", m->act_levels() == 0 ? "f32" : m->act_levels() == 1 ? "int8" : "int8x2");
     o.Set("kvType", "f32");

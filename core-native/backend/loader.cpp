@@ -61,6 +61,23 @@ bool open_cuda(BackendHandle& h) {
 
 const std::string& backend_cuda_note() { return g_note; }
 
+bool backend_device_memory(const splash_backend& b, uint64_t& free, uint64_t& total, uint64_t& used, uint64_t& limit) {
+  if (b.iface->host_memory || !b.iface->get_proc_address) return false;
+  auto f = reinterpret_cast<int (*)(void*, uint64_t*)>(b.iface->get_proc_address(b.ctx, "splash_device_memory"));
+  uint64_t v[4] = {};
+  if (!f || !f(b.ctx, v)) return false;
+  free = v[0], total = v[1], used = v[2], limit = v[3];
+  return true;
+}
+
+bool backend_set_memory_limit(const splash_backend& b, uint64_t bytes) {
+  if (b.iface->host_memory || !b.iface->get_proc_address) return false;
+  auto f = reinterpret_cast<void (*)(void*, uint64_t)>(b.iface->get_proc_address(b.ctx, "splash_set_memory_limit"));
+  if (!f) return false;
+  f(b.ctx, bytes);
+  return true;
+}
+
 BackendHandle backend_open(const std::string& name_in, int threads, const char* isa, int act_levels) {
   std::string name = name_in;
   if (name.empty() || name == "auto") {

@@ -164,8 +164,8 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   splash_weight head = lm_head_;  // the target's head, with the draft's activations
   head.flags |= SPLASH_WEIGHT_FAST;
   be->matmul(bc, &head, sel, R, logits, c.V);
-  logits_host_.resize(size_t(R) * c.V);
-  be->copy_to_host(bc, logits_host_.data(), logits, logits_host_.size() * 4);
+  float* lh = host_logits(size_t(R) * c.V);
+  be->copy_to_host(bc, lh, logits, size_t(R) * c.V * 4);
   check_backend();
   out.assign(items.size(), {});
   {
@@ -179,7 +179,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
     Sequence* s = it.seq;
-    const float* rows = logits_host_.data() + roff[i] * c.V;
+    const float* rows = lh + roff[i] * c.V;
     s->draft_tokens.clear();
     s->draft_q.clear();
     s->draft_at = -1;

@@ -22,6 +22,7 @@ float* Model::buf(Buf b, size_t floats) {
     if (p) be_->iface->buffer_free(be_->ctx, p);
     const size_t n = std::max(floats, cap + cap / 2);
     p = static_cast<float*>(be_->iface->buffer_alloc(be_->ctx, n * 4));
+    ++bufs_gen_;
     if (!p) {
       cap = 0;
       throw Error("out_of_memory", "cannot allocate " + std::to_string(n * 4) + " bytes of activations");
@@ -29,6 +30,24 @@ float* Model::buf(Buf b, size_t floats) {
     cap = n;
   }
   return p;
+}
+
+float* Model::host_logits(size_t floats) {
+  auto* gpa = be_->iface->get_proc_address;
+  auto halloc = gpa ? reinterpret_cast<void* (*)(void*, size_t)>(gpa(be_->ctx, "splash_host_alloc")) : nullptr;
+  auto hfree = gpa ? reinterpret_cast<void (*)(void*, void*)>(gpa(be_->ctx, "splash_host_free")) : nullptr;
+  if (!halloc || !hfree) {
+    logits_host_.resize(floats);
+    return logits_host_.data();
+  }
+  if (floats > logits_pinned_cap_) {
+    hfree(be_->ctx, logits_pinned_);
+    logits_pinned_cap_ = 0;
+    logits_pinned_ = static_cast<float*>(halloc(be_->ctx, floats * 4));
+    if (!logits_pinned_) throw Error("out_of_memory", "cannot allocate " + std::to_string(floats * 4) + " bytes of pinned host memory");
+    logits_pinned_cap_ = floats;
+  }
+  return logits_pinned_;
 }
 
 void Model::step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out) {
@@ -129,12 +148,19 @@ void Model::full_attention(const Layer& l, std::vector<StepItem>& items, const f
   const int32_t* sec = c.mrope.empty() ? nullptr : c.mrope.data();
   int64_t off = 0;
   const int64_t plane = kvw;
-  for (auto& it : items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto& it = items[i];
     const int n = int(it.tokens.size());
     Sequence* s = it.seq;
     float* kc = s->kv + size_t(l.kv_index) * 2 * s->max_len * plane;
     float* vc = kc + size_t(s->max_len) * plane;
-    if (it.positions.empty()) {
+    if (gv_) {  // recording a graph: the length is read on the device (gv_[N + i])
+      const int32_t* len = gv_ + N + i;
+      be->rope_seq_dev(bc, q + off * ow, n, ow, c.nh, c.hd, c.hd, c.rot_dim, len, sec, c.rope_theta);
+      be->rope_seq_dev(bc, k + off * kvw, n, kvw, c.nkv, c.hd, c.hd, c.rot_dim, len, sec, c.rope_theta);
+      be->rows_at(bc, kc, k + off * kvw, n, kvw, len);
+      be->rows_at(bc, vc, v + off * kvw, n, kvw, len);
+    } else if (it.positions.empty()) {
       be->rope_seq(bc, q + off * ow, n, ow, c.nh, c.hd, c.hd, c.rot_dim, s->len, sec, c.rope_theta);
       be->rope_seq(bc, k + off * kvw, n, kvw, c.nkv, c.hd, c.hd, c.rot_dim, s->len, sec, c.rope_theta);
     } else {  // explicit (T, H, W) positions (image tokens)
@@ -144,8 +170,10 @@ void Model::full_attention(const Layer& l, std::vector<StepItem>& items, const f
         be->rope(bc, k + (off + i) * kvw, c.nkv, c.hd, c.hd, c.rot_dim, pos, sec, c.rope_theta);
       }
     }
-    be->copy2d(bc, kc + size_t(s->len) * plane, 0, k + off * kvw, 0, size_t(n) * kvw * 4, 1);
-    be->copy2d(bc, vc + size_t(s->len) * plane, 0, v + off * kvw, 0, size_t(n) * kvw * 4, 1);
+    if (!gv_) {
+      be->copy2d(bc, kc + size_t(s->len) * plane, 0, k + off * kvw, 0, size_t(n) * kvw * 4, 1);
+      be->copy2d(bc, vc + size_t(s->len) * plane, 0, v + off * kvw, 0, size_t(n) * kvw * 4, 1);
+    }
     splash_attn_args a{};
     a.n_tokens = n;
     a.n_heads = c.nh;
@@ -158,6 +186,7 @@ void Model::full_attention(const Layer& l, std::vector<StepItem>& items, const f
     a.v_cache = vc;
     a.out = o + off * ow;
     a.scale = 1.f / std::sqrt(float(c.hd));
+    if (gv_) a.start_dev = gv_ + N + i, a.cap = graph_cap(s, n);
     be->attention(bc, &a);
     off += n;
   }
@@ -206,29 +235,15 @@ void Model::mlp(const Layer& l, const float* x, int N, float* y) {
   }
 }
 
-void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>>& out) {
+void Model::queue_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   const ModelConfig& c = cfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;
   const int H = c.H;
-  int N = 0;
-  for (auto& it : items) N += int(it.tokens.size());
-  float* h = buf(kH, size_t(N) * H);
-  float* x = buf(kX, size_t(N) * H);
-  float* y = buf(kY, size_t(N) * H);
-  for (auto& it : items) {
-    Sequence* s = it.seq;
-    s->spec_n = 0;
-    if (it.verify && gdn_floats_ > 0) {
-      ensure_slots(s, int32_t(it.tokens.size()) + 1);
-      be->copy2d(bc, s->slots, 0, s->gdn, 0, size_t(gdn_floats_) * 4, 1);
-    }
-  }
-  const int K = has_draft() ? int(dcfg_.taps.size()) : 0;
-  bool any_capture = false;
-  for (auto& it : items) any_capture |= it.capture && K > 0;
-  float* taps = any_capture ? buf(kTaps, size_t(N) * K * H) : nullptr;
-  {
+  float *h = b.h, *x = b.x, *y = b.y;
+  if (gv_) {
+    be->embed_dev(bc, &embed_, gv_, N, h);
+  } else {
     std::vector<int32_t> toks;
     toks.reserve(N);
     for (auto& it : items) toks.insert(toks.end(), it.tokens.begin(), it.tokens.end());
@@ -241,44 +256,81 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
     }
   }
   const int64_t NH = int64_t(N) * H;
-  for (const Layer& l : layers_) {
-    be->rmsnorm(bc, h, l.in_norm, N, H, c.eps, x);
+  const int K = b.taps ? int(dcfg_.taps.size()) : 0;
+  const bool fused = be->add_rmsnorm != nullptr;  // residual add + the next norm in one pass
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = layers_[i];
+    if (!fused || i == 0) be->rmsnorm(bc, h, l.in_norm, N, H, c.eps, x);
     if (l.linear) linear_attention(l, items, x, N, y);
     else full_attention(l, items, x, N, y);
-    be->add(bc, h, y, NH);
-    be->rmsnorm(bc, h, l.post_norm, N, H, c.eps, x);
+    if (fused) {
+      be->add_rmsnorm(bc, h, y, l.post_norm, N, H, c.eps, x);
+    } else {
+      be->add(bc, h, y, NH);
+      be->rmsnorm(bc, h, l.post_norm, N, H, c.eps, x);
+    }
     mlp(l, x, N, y);
-    be->add(bc, h, y, NH);
-    if (any_capture) {
-      const int j = tap_slot_[&l - layers_.data()];
-      if (j >= 0) be->copy2d(bc, taps + size_t(j) * H, size_t(K) * H * 4, h, size_t(H) * 4, size_t(H) * 4, N);
+    if (fused && i + 1 < layers_.size()) be->add_rmsnorm(bc, h, y, layers_[i + 1].in_norm, N, H, c.eps, x);
+    else be->add(bc, h, y, NH);
+    if (K > 0) {
+      const int j = tap_slot_[i];
+      if (j >= 0) be->copy2d(bc, b.taps + size_t(j) * H, size_t(K) * H * 4, h, size_t(H) * 4, size_t(H) * 4, N);
     }
   }
   // logits only for the rows asked for (runs of consecutive rows are copied together)
-  std::vector<std::pair<int, int>> runs;  // (first row, count)
+  if (!b.logits) return;
+  int r = 0;
+  for (auto [first, n] : b.runs) {
+    be->copy2d(bc, b.sel + size_t(r) * H, 0, h + size_t(first) * H, 0, size_t(n) * H * 4, 1);
+    r += n;
+  }
+  be->rmsnorm(bc, b.sel, norm_, r, H, c.eps, b.sel);
+  matmul(lm_head_, b.sel, r, b.logits);
+}
+
+void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>>& out) {
+  const ModelConfig& c = cfg_;
+  const auto* be = be_->iface;
+  void* bc = be_->ctx;
+  const int H = c.H;
+  int N = 0;
+  for (auto& it : items) N += int(it.tokens.size());
+  StepBufs b{};
+  b.h = buf(kH, size_t(N) * H);
+  b.x = buf(kX, size_t(N) * H);
+  b.y = buf(kY, size_t(N) * H);
+  for (auto& it : items) {
+    Sequence* s = it.seq;
+    s->spec_n = 0;
+    if (it.verify && gdn_floats_ > 0) {
+      ensure_slots(s, int32_t(it.tokens.size()) + 1);
+      be->copy2d(bc, s->slots, 0, s->gdn, 0, size_t(gdn_floats_) * 4, 1);
+    }
+  }
+  const int K = has_draft() ? int(dcfg_.taps.size()) : 0;
+  bool any_capture = false;
+  for (auto& it : items) any_capture |= it.capture && K > 0;
+  b.taps = any_capture ? buf(kTaps, size_t(N) * K * H) : nullptr;
   int R = 0;
   {
     int off = 0;
     for (auto& it : items) {
       const int n = int(it.tokens.size());
-      const int h = it.head_rows();
-      if (h > 0) runs.push_back({off + n - h, h}), R += h;
+      const int hr = it.head_rows();
+      if (hr > 0) b.runs.push_back({off + n - hr, hr}), R += hr;
       off += n;
     }
   }
-  out.assign(items.size(), {});
   if (R > 0) {
-    float* sel = buf(kSel, size_t(R) * H);
-    int r = 0;
-    for (auto [first, n] : runs) {
-      be->copy2d(bc, sel + size_t(r) * H, 0, h + size_t(first) * H, 0, size_t(n) * H * 4, 1);
-      r += n;
-    }
-    be->rmsnorm(bc, sel, norm_, R, H, c.eps, sel);
-    float* logits = buf(kLogits, size_t(R) * c.V);
-    matmul(lm_head_, sel, R, logits);
-    logits_host_.resize(size_t(R) * c.V);
-    be->copy_to_host(bc, logits_host_.data(), logits, logits_host_.size() * 4);
+    b.sel = buf(kSel, size_t(R) * H);
+    b.logits = buf(kLogits, size_t(R) * c.V);
+  }
+  if (!graph_step(items, N, b)) queue_step(items, N, b);
+  out.assign(items.size(), {});
+  float* lh = nullptr;
+  if (R > 0) {
+    lh = host_logits(size_t(R) * c.V);
+    be->copy_to_host(bc, lh, b.logits, size_t(R) * c.V * 4);
   } else {
     be->synchronize(bc);
   }
@@ -297,7 +349,7 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
         const size_t row = size_t(K) * H;
         if (it.capture && s->draft_len >= 0 && s->feat_rows == int64_t(s->len - s->draft_len)) {
           ensure_feat(s, s->feat_rows + n);
-          be->copy2d(bc, s->feat + size_t(s->feat_rows) * row, 0, taps + size_t(off) * row, 0, size_t(n) * row * 4, 1);
+          be->copy2d(bc, s->feat + size_t(s->feat_rows) * row, 0, b.taps + size_t(off) * row, 0, size_t(n) * row * 4, 1);
           s->feat_rows += n;
         } else {
           s->feat_rows = 0, s->draft_len = -1;  // context gap: the draft cannot run on this sequence any more
@@ -311,7 +363,7 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
     const int n = it.head_rows();
-    const float* rows = logits_host_.data() + r * c.V;
+    const float* rows = lh + r * c.V;
     if (it.verify && it.sample) {
       // row r follows the drafts before it (penalties) and may verify its draft against the kept q
       const int S = int(it.sample->rows.size());

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -137,8 +138,10 @@ class Model {
  public:
   // act_levels: q4/q8 activations, 0 fp32, 1 int8, 2 int8x2 (see backend.h)
   // backend: "cpu", "cuda" or "" (auto: $SPLASH_BACKEND, else CUDA when a device is present, else CPU)
+  // max_memory: on a device backend, the cap on its device memory (weights, state, activations); 0 = none
   static std::unique_ptr<Model> open(const std::string& dir, int threads, const char* isa, int act_levels,
-                                     bool load_draft = true, const std::string& backend = "");  // throws
+                                     bool load_draft = true, const std::string& backend = "",
+                                     uint64_t max_memory = 0);  // throws
   ~Model();
 
   const ModelConfig& config() const { return cfg_; }
@@ -153,6 +156,11 @@ class Model {
     return gdn_bytes() + kv_bytes_per_token() * uint64_t(max_len) +
            (has_draft() ? draft_bytes(max_len) + uint64_t(dcfg_.B + 1) * gdn_bytes() : 0);
   }
+  // Device backends: the device's free and total memory, this model's backend's use and cap (false on CPU).
+  struct DeviceMemory {
+    uint64_t free = 0, total = 0, used = 0, limit = 0;
+  };
+  bool device_memory(DeviceMemory& out) const { return backend_device_memory(*be_, out.free, out.total, out.used, out.limit); }
   int threads() const { return threads_; }
   int act_levels() const { return act_levels_; }
 
@@ -197,6 +205,17 @@ class Model {
   void bind_weights();
   void load_draft_files(const std::string& dir);
   void forward(std::vector<StepItem>& items, std::vector<std::vector<float>>& out);
+  // Everything a step queues on the backend, from the embeddings to the logits rows `logits` (no host copy).
+  struct StepBufs {
+    float *h, *x, *y, *taps, *sel, *logits;
+    std::vector<std::pair<int, int>> runs;  // logits rows: (first row, count) runs
+  };
+  void queue_step(std::vector<StepItem>& items, int N, const StepBufs& b);
+  // Decode graphs (model/decode_graph.cpp): runs the step as a recorded graph when the backend has graph
+  // slots and the batch is a small decode batch; false when the caller must queue it directly.
+  bool graph_step(std::vector<StepItem>& items, int N, const StepBufs& b);
+  void drop_graphs();
+  int32_t graph_cap(const Sequence* s, int n) const;
   void linear_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y);
   void full_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y);
   void mlp(const Layer& l, const float* x, int N, float* y);
@@ -223,7 +242,23 @@ class Model {
   std::unique_ptr<VisionEncoder> vision_;
   std::vector<void*> device_;              // uploaded weights (freed with the backend)
   std::vector<std::pair<float*, size_t>> bufs_;  // step activations (pointer, capacity in floats)
+  uint64_t bufs_gen_ = 0;                        // bumped when one of bufs_ moves
+  // decode graphs by batch shape (sequence buffers, tokens per item, rows, capacity): null exec = run directly
+  struct GraphEntry {
+    void* exec = nullptr;
+    int seen = 0;
+    bool never = false;  // recording needed the host (e.g. host-side MoE routing): always run directly
+  };
+  std::map<std::vector<int64_t>, GraphEntry> graphs_;
+  uint64_t graphs_gen_ = 0, graphs_epoch_ = 0;
+  int32_t* gvars_dev_ = nullptr;   // the step's [tokens | sequence lengths] in device memory
+  const int32_t* gv_ = nullptr;    // gvars_dev_ while a graph records, else null (slots take host values)
+  // The logits rows copied back each step: page-locked memory from a device backend that offers it (the
+  // copy then runs at full bus speed), else logits_host_.
+  float* host_logits(size_t floats);
   std::vector<float> logits_host_;
+  float* logits_pinned_ = nullptr;
+  size_t logits_pinned_cap_ = 0;
   bool host_memory_ = true;
   DraftConfig dcfg_;
   std::vector<DraftLayer> dlayers_;

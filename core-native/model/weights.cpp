@@ -305,7 +305,7 @@ uint64_t Model::draft_bytes(int64_t max_len) const {
 }
 
 std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, int act_levels, bool load_draft,
-                                   const std::string& backend) {
+                                   const std::string& backend, uint64_t max_memory) {
   std::unique_ptr<Model> m(new Model());
   m->pkg_ = Package::open(dir, [&](const Json& manifest) { m->cfg_ = parse_config(manifest); });
   if (load_draft) m->load_draft_files(dir);
@@ -315,6 +315,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
   m->act_levels_ = act_levels;
   m->threads_ = threads > 0 ? threads : 0;
   m->host_memory_ = m->be_->iface->host_memory != 0;
+  if (!m->host_memory_ && max_memory > 0) backend_set_memory_limit(*m->be_, max_memory);
   if (!m->host_memory_) m->upload_weights();
   if (const Json* v = m->pkg_->manifest().find("vision"); v && v->kind == Json::Object) {
     m->vision_ = VisionEncoder::bind(*v, *m->pkg_, m->be_);  // on the model's backend (uploads on a device)
@@ -336,7 +337,16 @@ void Model::upload_weights() {
     if (!src) return nullptr;
     if (auto it = done.find(src); it != done.end()) return it->second;
     void* d = be->buffer_alloc(be_->ctx, bytes);
-    if (!d) throw Error("out_of_memory", "cannot allocate " + std::to_string(bytes) + " bytes of device memory for weights");
+    if (!d) {
+      DeviceMemory dm;
+      std::string why;
+      if (device_memory(dm))
+        why = dm.limit && dm.used + bytes > dm.limit
+                  ? " within the memory limit (--max-memory) of " + std::to_string(dm.limit) + " bytes, " +
+                        std::to_string(dm.used) + " already used"
+                  : " (" + std::to_string(dm.free) + " free on the device)";
+      throw Error("out_of_memory", "cannot allocate " + std::to_string(bytes) + " bytes of device memory for weights" + why);
+    }
     device_.push_back(d);
     be->copy_to_device(be_->ctx, d, src, bytes);
     done.emplace(src, d);
@@ -405,6 +415,12 @@ Model::~Model() {
     free_state(s.slots);
   }
   for (float* p : gdn_pool_) free_state(p);
+  drop_graphs();
+  if (gvars_dev_) be_->iface->buffer_free(be_->ctx, gvars_dev_);
+  if (logits_pinned_) {
+    auto hfree = reinterpret_cast<void (*)(void*, void*)>(be_->iface->get_proc_address(be_->ctx, "splash_host_free"));
+    hfree(be_->ctx, logits_pinned_);
+  }
   for (auto& [p, cap] : bufs_) be_->iface->buffer_free(be_->ctx, p);
   for (void* p : device_) be_->iface->buffer_free(be_->ctx, p);
   backend_close(bh_);

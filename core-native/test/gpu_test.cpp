@@ -4,6 +4,7 @@
 //   splash_gpu_test bench-base                device-to-device copy bandwidth and bf16 GEMM rate
 //   splash_gpu_test bench DIR [prompt] [n]    prefill and decode on a package
 //   splash_gpu_test bench-vision DIR cpu|cuda [size...]   vision encoder time for size×size images
+// (benchmarks: gpu_bench.cpp and gpu_test_vision.cpp)
 // Exit status 1 when a check fails. Tolerances are relative: max |cuda − cpu| / max |cpu| over each output.
 #include <chrono>
 #include <cmath>
@@ -50,6 +51,107 @@ void test_ops(Be& cpu, Be& g) {
     float* dy = static_cast<float*>(g.alloc(yr.size() * 4));
     g.i->matmul(g.c, &w.d, g.up(x), 20, dy, 48);
     report("matmul q4 EXACT 48x512 tokens=20", yr, g.down(dy, yr.size()), 1e-5);
+  }
+  for (int nt : {1, 3}) {  // matmuls on one activation block share a launch (q4 × 3, then the EXACT pair)
+    const int64_t C = 1024;
+    const int64_t rows[] = {384, 1000, 64, 48, 48};
+    std::vector<W> ws;
+    for (int k = 0; k < 5; ++k) {
+      ws.push_back(make_weight(g, SPLASH_Q4, rows[k], C));
+      if (k >= 3) ws.back().h.flags = ws.back().d.flags = SPLASH_WEIGHT_EXACT;
+    }
+    auto x = randv(size_t(nt) * C);
+    float* dx = g.up(x);
+    std::vector<float*> dy;
+    for (int k = 0; k < 5; ++k) dy.push_back(static_cast<float*>(g.alloc(size_t(nt) * rows[k] * 4)));
+    for (int k = 0; k < 5; ++k) g.i->matmul(g.c, &ws[k].d, dx, nt, dy[k], rows[k]);
+    for (int k = 0; k < 5; ++k) {
+      std::vector<float> yr(size_t(nt) * rows[k]);
+      cpu.i->matmul(cpu.c, &ws[k].h, x.data(), nt, yr.data(), rows[k]);
+      char what[96];
+      std::snprintf(what, sizeof what, "grouped matmul %d of 5 (%lld rows%s) tokens=%d", k + 1, (long long)rows[k],
+                    k >= 3 ? ", EXACT" : "", nt);
+      report(what, yr, g.down(dy[k], yr.size()), k >= 3 ? 1e-5 : 1e-4);
+    }
+  }
+  for (int nt : {1, 3}) {  // norms and SwiGLU write the int8x2 form the next matmuls read; other slots void it
+    const int64_t C = 1024;
+    W w4 = make_weight(g, SPLASH_Q4, 320, C), w8 = make_weight(g, SPLASH_Q8, 192, C);
+    auto x = randv(size_t(nt) * C), y = randv(size_t(nt) * C), nw = randv(C, 0.5f, 1.5f), d = randv(size_t(nt) * C);
+    float *dx = g.up(x), *dy = g.up(y), *dw = g.up(nw), *dd = g.up(d);
+    float* dn = static_cast<float*>(g.alloc(size_t(nt) * C * 4));
+    float* o4 = static_cast<float*>(g.alloc(size_t(nt) * 320 * 4));
+    float* o8 = static_cast<float*>(g.alloc(size_t(nt) * 192 * 4));
+    std::vector<float> n(size_t(nt) * C), r4(size_t(nt) * 320), r8(size_t(nt) * 192);
+    auto check = [&](const char* what) {
+      cpu.i->matmul(cpu.c, &w4.h, n.data(), nt, r4.data(), 320);
+      cpu.i->matmul(cpu.c, &w8.h, n.data(), nt, r8.data(), 192);
+      report((std::string(what) + " → q4 matmul, tokens=" + std::to_string(nt)).c_str(), r4, g.down(o4, r4.size()), 1e-4);
+      report((std::string(what) + " → q8 matmul, tokens=" + std::to_string(nt)).c_str(), r8, g.down(o8, r8.size()), 1e-4);
+    };
+    cpu.i->rmsnorm(cpu.c, x.data(), nw.data(), nt, int(C), 1e-6f, n.data());
+    g.i->rmsnorm(g.c, dx, dw, nt, int(C), 1e-6f, dn);
+    g.i->matmul(g.c, &w4.d, dn, nt, o4, 320);
+    g.i->matmul(g.c, &w8.d, dn, nt, o8, 192);
+    check("rmsnorm");
+    cpu.i->add(cpu.c, n.data(), d.data(), nt * C);  // a slot writes the normed values: the int8 form is stale
+    g.i->add(g.c, dn, dd, nt * C);
+    g.i->matmul(g.c, &w4.d, dn, nt, o4, 320);
+    g.i->matmul(g.c, &w8.d, dn, nt, o8, 192);
+    check("rmsnorm, add");
+    cpu.i->swiglu(cpu.c, x.data(), y.data(), nt * C, n.data());
+    g.i->swiglu(g.c, dx, dy, nt * C, dn);
+    g.i->matmul(g.c, &w8.d, dn, nt, o8, 192);
+    g.i->matmul(g.c, &w4.d, dn, nt, o4, 320);
+    check("swiglu");
+    auto h = x;
+    cpu.i->add(cpu.c, h.data(), y.data(), nt * C);
+    cpu.i->rmsnorm(cpu.c, h.data(), nw.data(), nt, int(C), 1e-6f, n.data());
+    g.i->add_rmsnorm(g.c, dx, dy, dw, nt, int(C), 1e-6f, dn);
+    g.i->matmul(g.c, &w4.d, dn, nt, o4, 320);
+    g.i->matmul(g.c, &w8.d, dn, nt, o8, 192);
+    check("add_rmsnorm");
+    W wc = make_weight(g, SPLASH_Q4, C, C);  // a matmul writes over the normed values: the int8 form is stale
+    g.i->matmul(g.c, &wc.d, dy, nt, dn, C);
+    cpu.i->matmul(cpu.c, &wc.h, y.data(), nt, n.data(), C);
+    g.i->matmul(g.c, &w4.d, dn, nt, o4, 320);
+    g.i->matmul(g.c, &w8.d, dn, nt, o8, 192);
+    check("add_rmsnorm, a matmul over it");
+  }
+  for (int dim : {256, 5120}) {  // residual add + the next norm in one pass
+    const int n = 3;
+    auto h = randv(size_t(n) * dim), y = randv(size_t(n) * dim), w = randv(dim, 0.5f, 1.5f);
+    auto hr = h;
+    std::vector<float> xr(size_t(n) * dim);
+    cpu.i->add(cpu.c, hr.data(), y.data(), n * dim);
+    cpu.i->rmsnorm(cpu.c, hr.data(), w.data(), n, dim, 1e-6f, xr.data());
+    float *dh = g.up(h), *dx = static_cast<float*>(g.alloc(xr.size() * 4));
+    g.i->add_rmsnorm(g.c, dh, g.up(y), g.up(w), n, dim, 1e-6f, dx);
+    report(("add_rmsnorm dim=" + std::to_string(dim) + " (sum)").c_str(), hr, g.down(dh, hr.size()), 1e-6);
+    report(("add_rmsnorm dim=" + std::to_string(dim) + " (norm)").c_str(), xr, g.down(dx, xr.size()), 1e-5);
+  }
+  {  // the graph forms: tokens and positions read from device memory
+    const int nt = 2, nh = 4, hd = 128, rd = 64, start = 777;
+    auto x = randv(size_t(nt) * nh * hd);
+    auto r = x;
+    cpu.i->rope_seq(cpu.c, r.data(), nt, nh * hd, nh, hd, hd, rd, start, nullptr, 1e7f);
+    float* dx = g.up(x);
+    int32_t* ds = g.up(std::vector<int32_t>{start});
+    g.i->rope_seq_dev(g.c, dx, nt, nh * hd, nh, hd, hd, rd, ds, nullptr, 1e7f);
+    report("rope_seq_dev pos 777", r, g.down(dx, r.size()), 1e-4);
+    std::vector<float> cache(size_t(800) * 64, 0.f);
+    auto rows = randv(2 * 64);
+    std::copy(rows.begin(), rows.end(), cache.begin() + size_t(start) * 64);
+    float* dc = static_cast<float*>(g.alloc(cache.size() * 4));
+    g.i->rows_at(g.c, dc, g.up(rows), 2, 64, ds);
+    report("rows_at 777", cache, g.down(dc, cache.size()), 0);
+    W w = make_weight(g, SPLASH_Q4, 300, 256);
+    const std::vector<int32_t> toks = {299, 3, 150};
+    std::vector<float> e(toks.size() * 256);
+    cpu.i->embed(cpu.c, &w.h, toks.data(), int(toks.size()), e.data());
+    float* de = static_cast<float*>(g.alloc(e.size() * 4));
+    g.i->embed_dev(g.c, &w.d, g.up(toks), int(toks.size()), de);
+    report("embed_dev q4", e, g.down(de, e.size()), 1e-6);
   }
   {  // norms, swiglu, add, gates
     const int n = 37, dim = 256;
@@ -140,7 +242,7 @@ void test_ops(Be& cpu, Be& g) {
     }
   {  // conv1d + state, then GDN over 1 and 40 tokens
     const int C = 320, K = 4;
-    for (int T : {1, 7}) {
+    for (int T : {1, 7, 8, 9}) {
       auto x = randv(size_t(T) * C), w = randv(size_t(C) * K), st = randv(size_t(K - 1) * C);
       std::vector<float> y(size_t(T) * C);
       auto sr = st;
@@ -151,7 +253,7 @@ void test_ops(Be& cpu, Be& g) {
       report(("conv1d_silu state T=" + std::to_string(T)).c_str(), sr, g.down(ds, sr.size()), 0);
     }
     for (int dk : {32, 128})
-      for (int T : {1, 40}) {
+      for (int T : {1, 16, 40}) {
         const int nk = 2, nv = 6, dv = dk;
         const int64_t stride = 2 * nk * dk + nv * dv;
         auto qkv = randv(size_t(T) * stride), beta = randv(size_t(T) * nv, 0.f, 1.f), gg = randv(size_t(T) * nv, -2.f, 0.f);
@@ -265,6 +367,24 @@ void test_model(const std::string& dir, bool precise) {
     all.push_back(out[0]);
     m.free_sequence(id);
   };
+  if (precise) {  // device memory: reported from cudaMemGetInfo and this backend's own count; --max-memory caps it
+    Model::DeviceMemory dm;
+    const bool has = gpu->device_memory(dm);
+    const bool ok = has && dm.total > 0 && dm.free <= dm.total && dm.used > 0 && dm.used <= dm.total && dm.limit == 0;
+    std::printf("%-44s free %.1f of %.1f GB, model %.3f GB  %s\n", (dir.substr(dir.rfind('/') + 1) + ": device memory").c_str(),
+                dm.free / 1e9, dm.total / 1e9, dm.used / 1e9, ok ? "ok" : "FAIL");
+    g_fail += !ok;
+    std::string refusal;
+    try {
+      Model::open(dir, 0, nullptr, 0, true, "cuda", dm.used / 2);
+    } catch (const Error& e) {
+      refusal = std::string(e.code) + ": " + e.what();
+    }
+    const bool refused = refusal.rfind("out_of_memory", 0) == 0 && refusal.find("--max-memory") != std::string::npos;
+    std::printf("%-44s %s  %s\n", (dir.substr(dir.rfind('/') + 1) + ": a cap of half the weights").c_str(),
+                refusal.empty() ? "(loaded)" : refusal.substr(0, 90).c_str(), refused ? "ok" : "FAIL");
+    g_fail += !refused;
+  }
   // prefix cache: rows and state saved from one sequence and restored into another continue identically
   if (precise) {
     Model& m = *gpu;
@@ -294,8 +414,25 @@ void test_model(const std::string& dir, bool precise) {
     m.free_sequence(idb);
   }
   std::vector<std::vector<float>> a, b;
+  auto launches = reinterpret_cast<int64_t (*)(void*)>(
+      gpu->backend().iface->get_proc_address(gpu->backend().ctx, "splash_cuda_graph_launches"));
+  const int64_t l0 = launches(gpu->backend().ctx);
   run(*cpu, a);
   run(*gpu, b);
+  {
+    // decode steps replay the recorded step (not with host-routed MoE layers): at least decodes 3 and 4 (a shape
+    // is recorded on its second step; a scratch buffer grown by the first decode forgets the graphs once)
+    const int64_t used = launches(gpu->backend().ctx) - l0;
+    // MoE layers route on the device for q4/q8 experts outside precise mode; otherwise the step needs the host
+    bool host_moe = false;
+    for (int l = 0; l < cpu->config().L; ++l)
+      if (const TensorInfo* t = cpu->package().find("layers." + std::to_string(l) + ".mlp.experts.gate_proj.weight"))
+        host_moe |= precise || t->dtype != "U32";
+    const bool ok = host_moe ? used == 0 : used >= 2;
+    std::printf("%-44s %lld graph launches  %s\n", (dir.substr(dir.rfind('/') + 1) + ": decode graphs").c_str(),
+                (long long)used, ok ? "ok" : "FAIL");
+    g_fail += !ok;
+  }
   if (cpu->has_draft()) {
     run_draft(*cpu, a);
     run_draft(*gpu, b);
@@ -311,134 +448,6 @@ void test_model(const std::string& dir, bool precise) {
   if (cpu->vision()) test_image(*cpu, *gpu, name, precise);
 }
 
-
-void bench_base(Be& g) {
-  const size_t bytes = size_t(2) << 30;
-  void* src = g.alloc(bytes);
-  void* dst = g.alloc(bytes);
-  for (int i = 0; i < 3; ++i) g.i->copy2d(g.c, dst, 0, src, 0, bytes, 1);
-  g.i->synchronize(g.c);
-  const int reps = 10;
-  double t0 = now();
-  for (int i = 0; i < reps; ++i) g.i->copy2d(g.c, dst, 0, src, 0, bytes, 1);
-  g.i->synchronize(g.c);
-  const double dt = (now() - t0) / reps;
-  std::printf("device copy: %.0f GB/s (read + write of %.1f GB in %.3f ms)\n", 2 * bytes / dt / 1e9, bytes / 1e9, dt * 1e3);
-  g.i->buffer_free(g.c, src);
-  g.i->buffer_free(g.c, dst);
-  for (int n : {8192, 4096}) {  // bf16 weights × fp32 activations through the backend's prefill path
-    W w = make_weight(g, SPLASH_BF16, n, n);
-    auto x = randv(size_t(n) * n);
-    float* dx = g.up(x);
-    float* dy = static_cast<float*>(g.alloc(size_t(n) * n * 4));
-    for (int i = 0; i < 3; ++i) g.i->matmul(g.c, &w.d, dx, n, dy, n);
-    g.i->synchronize(g.c);
-    t0 = now();
-    for (int i = 0; i < 10; ++i) g.i->matmul(g.c, &w.d, dx, n, dy, n);
-    g.i->synchronize(g.c);
-    const double t = (now() - t0) / 10;
-    std::printf("bf16 matmul %dx%dx%d (incl. activation conversion): %.0f TFLOP/s\n", n, n, n, 2.0 * n * n * n / t / 1e12);
-  }
-}
-
-// Decode GEMVs alone at the 27B / 35B-A3B shapes (q4, one token), for each rows-per-warp and unroll choice;
-// every variant's output must equal the default's (same arithmetic, other schedule).
-void bench_gemv(Be& g) {
-  auto set_rows = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_rows"));
-  auto set_unroll = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_unroll"));
-  const int64_t shapes[][2] = {{10240, 5120}, {17408, 5120}, {5120, 17408}, {5120, 6144}, {248320, 5120}, {8192, 2048}, {2048, 4096}};
-  for (auto& sh : shapes) {
-    const double bytes = double(sh[0]) * sh[1] / 2 * 1.125;
-    // enough copies that the rotation does not fit the 60 MB L2
-    std::vector<W> ws;
-    for (int k = 0; k < std::max(1, int(240e6 / bytes)); ++k) ws.push_back(make_weight(g, SPLASH_Q4, sh[0], sh[1]));
-    auto x = randv(size_t(sh[1]));
-    float* dx = g.up(x);
-    float* dy = static_cast<float*>(g.alloc(size_t(sh[0]) * 4));
-    set_rows(g.c, 2);
-    set_unroll(g.c, 2);
-    g.i->matmul(g.c, &ws[0].d, dx, 1, dy, sh[0]);
-    const std::vector<float> ref = g.down(dy, size_t(sh[0]));
-    std::printf("gemv q4 %6lldx%-6lld", (long long)sh[0], (long long)sh[1]);
-    for (int unroll : {2, 4})
-      for (int rows : {1, 2, 4}) {
-        set_rows(g.c, rows);
-        set_unroll(g.c, unroll);
-        g.i->matmul(g.c, &ws[0].d, dx, 1, dy, sh[0]);
-        const std::vector<float> got = g.down(dy, size_t(sh[0]));
-        double err = 0, mx = 0;
-        for (size_t k = 0; k < ref.size(); ++k) err = std::max(err, double(std::fabs(got[k] - ref[k]))), mx = std::max(mx, double(std::fabs(ref[k])));
-        if (err > 1e-5 * mx) std::printf(" [rows=%d unroll=%d differs: FAIL]", rows, unroll), ++g_fail;
-        for (int i = 0; i < 5; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, 1, dy, sh[0]);
-        g.i->synchronize(g.c);
-        const int reps = 200;
-        const double t0 = now();
-        for (int i = 0; i < reps; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, 1, dy, sh[0]);
-        g.i->synchronize(g.c);
-        const double t = (now() - t0) / reps;
-        std::printf(" r%d/u%d %6.1f us %4.0f GB/s", rows, unroll, t * 1e6, bytes / t / 1e9);
-      }
-    std::printf("\n");
-    set_rows(g.c, 2);
-    set_unroll(g.c, 2);
-  }
-}
-
-void bench(const std::string& dir, int prompt, int n) {
-  auto m = Model::open(dir, 0, nullptr, 0, false, "cuda");
-  const ModelConfig& c = m->config();
-  int32_t id = m->create_sequence(prompt + n + 16);
-  std::vector<StepItem> items(1);
-  {
-    std::lock_guard<std::mutex> l(m->seq_mutex());
-    items[0].seq = m->find(id);
-  }
-  std::vector<std::vector<float>> out;
-  // warm-up on a short prompt, then reset
-  items[0].tokens.assign(64, 7);
-  items[0].logits = 1;
-  m->step(items, out);
-  items[0].tokens = {1};
-  m->step(items, out);
-  m->truncate_sequence(id, 0);
-  items[0].tokens.resize(prompt);
-  for (int i = 0; i < prompt; ++i) items[0].tokens[i] = (i * 7919 + 3) % c.V;
-  double t0 = now();
-  m->step(items, out);
-  const double pf = now() - t0;
-  t0 = now();
-  for (int i = 0; i < n; ++i) {
-    items[0].tokens = {int32_t((i * 31 + 1) % c.V)};
-    m->step(items, out);
-  }
-  const double dc = (now() - t0) / n;
-  // Weight elements one token multiplies (routed experts: top-k of E), from the config.
-  double elems = double(c.V) * c.H;  // lm_head
-  for (int l = 0; l < c.L; ++l) {
-    if (c.linear[l]) elems += double(c.H) * (c.conv_ch() + c.Dv() + 2 * c.nv) + double(c.Dv()) * c.H;
-    else elems += double(c.H) * (double(c.nh) * c.hd * (c.attn_gate ? 2 : 1) + 2.0 * c.nkv * c.hd) + double(c.nh) * c.hd * c.H;
-    if (c.E > 0) elems += double(c.H) * c.E + 3.0 * c.topk * c.Im * c.H + (c.Is > 0 ? 3.0 * c.Is * c.H + c.H : 0);
-    else elems += 3.0 * c.I * c.H;
-  }
-  // bytes per element of the package's linear weights (packed values + scales + biases), from lm_head
-  const TensorInfo* lw = m->package().find(c.tie ? "embed_tokens.weight" : "lm_head.weight");
-  double bpe = 2;
-  if (lw && lw->dtype == "U32") {
-    const std::string base = c.tie ? "embed_tokens" : "lm_head";
-    const TensorInfo* sc = m->package().find(base + ".scales");
-    bpe = double(lw->bytes + 2 * sc->bytes) / (double(c.V) * c.H);
-  } else if (lw && lw->dtype == "F32") {
-    bpe = 4;
-  }
-  // a decode step reads those weights, the GDN states (read and written), the KV rows so far, one embedding row
-  const double step_bytes = elems * bpe + 2.0 * double(m->gdn_bytes()) +
-                            double(m->kv_bytes_per_token()) * (prompt + n / 2) + double(c.H) * bpe;
-  const double tflops = 2.0 * elems * prompt / pf / 1e12;  // matmul FLOPs only (attention/GDN not counted)
-  std::printf("%s: %d layers, weights %.2f GB; prefill %d tokens %.3f s = %.0f tok/s, %.0f TFLOP/s of matmul;"
-              " decode %.3f ms/token = %.1f tok/s, %.0f GB/s (%.2f GB per step)\n",
-              dir.c_str(), c.L, m->weight_bytes() / 1e9, prompt, pf, prompt / pf, tflops, dc * 1e3, 1 / dc,
-              step_bytes / dc / 1e9, step_bytes / 1e9);
-}
 
 }  // namespace
 

@@ -1,4 +1,4 @@
-// Shared pieces of splash_gpu_test (gpu_test.cpp, gpu_test_vision.cpp): random inputs, a backend's buffers, the
+// Shared pieces of splash_gpu_test (gpu_test.cpp, gpu_bench.cpp, gpu_test_vision.cpp): random inputs, a backend's buffers, the
 // relative-error report that counts failures, host + device copies of a weight, a clock.
 #pragma once
 #include <chrono>
@@ -104,6 +104,11 @@ inline W make_weight(Be& g, int dtype, int64_t rows, int64_t cols, int64_t E = 1
 }
 
 inline double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// gpu_bench.cpp
+void bench_base(Be& g);
+void bench_gemv(Be& g);
+void bench(const std::string& dir, int prompt, int n);
 
 // gpu_test_vision.cpp
 void test_vision_ops(Be& cpu, Be& g);

@@ -9,6 +9,7 @@ import type {Manifest} from '../package/manifest.js'
 import {SplashError} from '../errors.js'
 import {planMemory, formatPlan, assertFits, type MemoryPlan} from './memory-plan.js'
 import {NativeModel} from './native-model.js'
+import {native} from './native.js'
 import {Engine} from './engine.js'
 import type {ModelFamily} from './family.js'
 import type {ModelHost} from './model-host.js'
@@ -84,17 +85,25 @@ export function schedulerOverrides(env: NodeJS.ProcessEnv = process.env): {maxRu
 
 export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
   const manifest = o.manifest
+  // On a device backend the plan is made from the device's free memory, and --max-memory also caps the
+  // backend's device allocations (weights upload, sequence state, scratch).
+  const backend = native.backendInfo()
+  const device = backend.deviceMemory
   const plan = planMemory({
     manifest,
     weightBytes: await fileBytes(o.dir, manifest.weights.files),
     draftBytes: manifest.draft ? await fileBytes(o.dir, manifest.draft.files) : 0,
-    available: await availableMemory(),
+    available: device ? device.free : await availableMemory(),
     maxMemory: o.maxMemory,
     maxContext: o.maxContext,
+    memory: device ? {kind: 'device', backend: backend.backend, total: device.total} : {kind: 'host'},
   })
   for (const line of formatPlan(plan)) o.log(line)
   assertFits(plan)
-  const model = await NativeModel.open(o.dir, plan.contextLimit, {threads: o.threads})
+  const model = await NativeModel.open(o.dir, plan.contextLimit, {
+    threads: o.threads,
+    ...(device && o.maxMemory !== undefined ? {maxMemory: o.maxMemory} : {}),
+  })
   const family = await (await importFamily(manifest.family)).load(o.dir, manifest)
   const engine = new Engine(model, {...schedulerOverrides(), maxRunning: Math.min(plan.batchLimit, schedulerOverrides().maxRunning ?? Infinity)}, o.metrics, {
     cacheBytes: plan.cacheBytes,

@@ -28,9 +28,17 @@ export interface PlanInput {
   /** Tokens per step (chunked prefill) and sequences per step the scheduler will use. */
   tokenBudget?: number
   maxBatch?: number
+  /**
+   * Where the model lives: host memory (CPU backend, the default) or a device backend's memory, where
+   * `available` is the device's free memory and the backend's own scratch (weights dequantised to bf16 for
+   * the prefill GEMMs) is planned too.
+   */
+  memory?: {kind: 'host'} | {kind: 'device'; backend: string; total: number}
 }
 
 export interface MemoryPlan {
+  /** What the budget is: 'host memory' or e.g. 'cuda device memory (free of total)'. */
+  memory: string
   budget: number
   weights: number
   draft: number
@@ -77,6 +85,20 @@ export function stateSizes(c: ModelConfig, draft: DraftConfig | null, kvElementB
   return {recurrentBytes, kvBytesPerToken: targetKv + draftKv, speculativeBytes: block * replayPerToken}
 }
 
+/**
+ * A device backend's own scratch: the prefill and verify GEMMs dequantise a weight to bf16 (its largest, the
+ * LM head when more than a few rows need logits) into a buffer grown by half again, plus 256 MiB for the
+ * runtime's workspaces (cuBLAS, attention partials).
+ */
+export function deviceScratchBytes(c: ModelConfig): number {
+  const largest = Math.max(
+    c.vocab_size * c.hidden_size,
+    c.intermediate_size * c.hidden_size,
+    c.num_attention_heads * c.head_dim * 2 * c.hidden_size,
+  )
+  return Math.ceil(largest * 2 * 1.5) + 256 * 1024 ** 2
+}
+
 /** Activations of one step: the widest projection for every token of the budget, plus logits rows. */
 export function scratchBytes(c: ModelConfig, tokenBudget: number, maxBatch: number, draftBlock: number): number {
   const widest = Math.max(
@@ -101,7 +123,8 @@ export function planMemory(input: PlanInput): MemoryPlan {
   const state = stateSizes(c, draftCfg, elem)
   const perSeq = state.recurrentBytes + state.speculativeBytes
   const budget = input.maxMemory !== undefined ? Math.min(input.maxMemory, input.available) : input.available
-  const scratch = scratchBytes(c, tokenBudget, maxBatch, draftCfg?.block_size ?? 1)
+  const device = input.memory?.kind === 'device' ? input.memory : null
+  const scratch = scratchBytes(c, tokenBudget, maxBatch, draftCfg?.block_size ?? 1) + (device ? deviceScratchBytes(c) : 0)
   const fixed = input.weightBytes + input.draftBytes + scratch
   const minimum = fixed + perSeq + MIN_CONTEXT * state.kvBytesPerToken
   const free = budget - fixed
@@ -115,6 +138,9 @@ export function planMemory(input: PlanInput): MemoryPlan {
   const kvBytes = fits ? free - batchLimit * perSeq : 0
   const kvCapacityTokens = state.kvBytesPerToken > 0 ? Math.floor(kvBytes / state.kvBytesPerToken) : Number.MAX_SAFE_INTEGER
   return {
+    memory: device
+      ? `${device.backend} device memory (${formatBytes(input.available)} free of ${formatBytes(device.total)})`
+      : 'host memory',
     budget,
     weights: input.weightBytes,
     draft: input.draftBytes,
@@ -136,6 +162,7 @@ export function formatPlan(p: MemoryPlan): string[] {
   const row = (k: string, v: string) => `  ${k.padEnd(24)}${v}`
   const lines = [
     'Memory plan',
+    row('memory', p.memory),
     row('budget', formatBytes(p.budget)),
     row('weights', formatBytes(p.weights)),
     row('draft', formatBytes(p.draft)),
@@ -161,6 +188,6 @@ export function assertFits(p: MemoryPlan): void {
   throw new SplashError(
     'model_does_not_fit',
     'invalid_request',
-    `the model does not fit: it needs at least ${formatBytes(p.minimum)} and ${formatBytes(p.budget)} is available\n${formatPlan(p).join('\n')}`,
+    `the model does not fit: it needs at least ${formatBytes(p.minimum)} and ${formatBytes(p.budget)} of ${p.memory} is available\n${formatPlan(p).join('\n')}`,
   )
 }

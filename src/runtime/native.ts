@@ -73,6 +73,27 @@ export interface OpenModelOptions {
   int8?: boolean
   /** Load the package's DFlash draft when it has one (default true; SPLASH_DRAFT=off sets false in NativeModel). */
   draft?: boolean
+  /** On a device backend, the cap on its device memory in bytes (weights, state, activations): `--max-memory`. */
+  maxMemory?: number
+}
+
+/** A device backend's memory: the device's free and total bytes, what this backend holds and its cap (0: none). */
+export interface DeviceMemory {
+  free: number
+  total: number
+  used: number
+  limit: number
+}
+
+/** The backend openModel would choose now (backendInfo()), before any model is loaded. */
+export interface BackendInfo {
+  backend: 'cpu' | 'cuda'
+  /** CPU instruction set, or the device architecture ('sm_90'). */
+  isa: string
+  /** null on the CPU backend (host memory: the planner reads MemAvailable). */
+  deviceMemory: DeviceMemory | null
+  /** Why the CUDA backend was not chosen, when it was tried; else ''. */
+  note: string
 }
 
 /** The loaded DFlash draft (modelInfo().draft), or null. */
@@ -126,6 +147,8 @@ export interface ModelInfo {
   /** The backend the model runs on, and its variant: the CPU's ISA (Isa) or the GPU architecture (sm_90). */
   backend: 'cpu' | 'cuda'
   isa: string
+  /** The device's memory and this model's share of it (device backends), or null. */
+  deviceMemory: DeviceMemory | null
   activationType: 'f32'
   kvType: 'f32'
   /** What q4/q8 matmuls use for activations in this model. */
@@ -246,6 +269,7 @@ export interface RunMatmulOptions {
 
 interface Binding {
   abiVersion: number
+  backendInfo(): BackendInfo
   openModel(dir: string, opts?: OpenModelOptions): Promise<ModelHandle>
   modelInfo(h: ModelHandle): ModelInfo
   sequenceBytes(h: ModelHandle, maxLength: number): number
@@ -310,6 +334,8 @@ export const native = {
       return false
     }
   },
+  /** The backend a model would open on now ($SPLASH_BACKEND, else CUDA when a device is present) and its memory. */
+  backendInfo: () => sync(() => load().backendInfo()),
   openModel: (dir: string, opts: OpenModelOptions = {}) => async(() => load().openModel(dir, opts)),
   modelInfo: (h: ModelHandle) => sync(() => load().modelInfo(h)),
   /** Bytes one sequence of `maxLength` tokens needs (state + KV), for the memory planner. */

@@ -149,6 +149,34 @@ t.test('int8x2 activations (the default) track the fp32 path closely', async (t)
   }
 })
 
+t.test('backendInfo: the backend a model would open on, and its memory', async (t) => {
+  const info = native.backendInfo()
+  // this machine may or may not have a GPU: on the CPU backend there is no device memory to plan from
+  if (info.backend === 'cpu') {
+    t.equal(info.deviceMemory, null, 'host memory: the planner reads MemAvailable')
+  } else {
+    const m = info.deviceMemory!
+    t.ok(m.total > 0 && m.free > 0 && m.free <= m.total, `device memory ${m.free} free of ${m.total}`)
+  }
+  const prev = process.env.SPLASH_BACKEND
+  process.env.SPLASH_BACKEND = 'cpu'
+  t.teardown(() => {
+    if (prev === undefined) delete process.env.SPLASH_BACKEND
+    else process.env.SPLASH_BACKEND = prev
+  })
+  const cpu = native.backendInfo()
+  t.equal(cpu.backend, 'cpu')
+  t.equal(cpu.deviceMemory, null)
+  const pkg = await writeTinyPackage(`${root}/backend-info`, 'hybrid', 'q4', 7)
+  const h = await native.openModel(pkg.dir, {threads: 1, maxMemory: 1024})
+  t.teardown(() => native.closeModel(h))
+  const mi = native.modelInfo(h)
+  t.equal(mi.backend, 'cpu')
+  t.equal(mi.deviceMemory, null, 'maxMemory only caps device backends (the plan caps host memory)')
+  await t.rejects(native.openModel(pkg.dir, {maxMemory: -1}), {code: 'invalid_argument', message: /maxMemory must be a non-negative integer/})
+  await t.rejects(native.openModel(pkg.dir, {maxMemory: 1.5}), {code: 'invalid_argument'})
+})
+
 t.test('sizes and truncation', async (t) => {
   const pkg = await writeTinyPackage(`${root}/sizes`, 'hybrid', 'f32', 19)
   const h = await open(pkg)

@@ -1,6 +1,6 @@
 // Planner arithmetic on real model shapes, and refusal when the model does not fit.
 import t from 'tap'
-import {planMemory, stateSizes, formatPlan, assertFits, MIN_CONTEXT} from '../../src/runtime/memory-plan.js'
+import {planMemory, stateSizes, formatPlan, assertFits, deviceScratchBytes, MIN_CONTEXT} from '../../src/runtime/memory-plan.js'
 import type {Manifest, ModelConfig} from '../../src/package/manifest.js'
 
 const GiB = 1024 ** 3
@@ -68,5 +68,25 @@ t.test('refuses when it does not fit, with the budget line by line', async t => 
   const p = planMemory({manifest: manifest(qwen27b), weightBytes: 14.5 * GiB, draftBytes: 0.9 * GiB, available: 8 * GiB})
   t.notOk(p.fits)
   t.equal(p.contextLimit, 0)
-  t.throws(() => assertFits(p), /the model does not fit: it needs at least [\d.]+ GiB and 8.00 GiB is available\nMemory plan\n  budget/)
+  t.throws(() => assertFits(p), /the model does not fit: it needs at least [\d.]+ GiB and 8.00 GiB of host memory is available\nMemory plan\n  memory +host memory\n  budget/)
+})
+
+t.test('on a device: the budget is its free memory, the backend scratch is planned, --max-memory caps it', async t => {
+  const device = {kind: 'device', backend: 'cuda', total: 139 * GiB} as const
+  const host = planMemory({manifest: manifest(qwen27b), weightBytes: 14.5 * GiB, draftBytes: 0.9 * GiB, available: 130 * GiB})
+  const p = planMemory({manifest: manifest(qwen27b), weightBytes: 14.5 * GiB, draftBytes: 0.9 * GiB, available: 130 * GiB, memory: device})
+  t.ok(p.fits)
+  t.equal(p.budget, 130 * GiB)
+  // the LM head as bf16 (248320 × 5120 × 2 B), grown by half, plus the runtime's workspaces
+  t.equal(deviceScratchBytes(qwen27b), Math.ceil(248320 * 5120 * 2 * 1.5) + 256 * MiB)
+  t.equal(p.scratch, host.scratch + deviceScratchBytes(qwen27b))
+  const used = p.weights + p.draft + p.scratch + p.batchLimit * (p.state.recurrentBytes + p.state.speculativeBytes) + p.kvBytes
+  t.ok(used <= p.budget + 1, 'the plan never exceeds the device budget')
+  t.match(formatPlan(p).join('\n'), /memory +cuda device memory \(130 GiB free of 139 GiB\)/)
+  const capped = planMemory({manifest: manifest(qwen27b), weightBytes: 14.5 * GiB, draftBytes: 0.9 * GiB, available: 130 * GiB, maxMemory: 24 * GiB, memory: device})
+  t.equal(capped.budget, 24 * GiB)
+  t.ok(capped.fits && capped.kvBytes < p.kvBytes)
+  const small = planMemory({manifest: manifest(qwen27b), weightBytes: 14.5 * GiB, draftBytes: 0.9 * GiB, available: 130 * GiB, maxMemory: 16 * GiB, memory: device})
+  t.notOk(small.fits, 'weights + draft + device scratch exceed 16 GiB')
+  t.throws(() => assertFits(small), /and 16\.0 GiB of cuda device memory \(130 GiB free of 139 GiB\) is available/)
 })

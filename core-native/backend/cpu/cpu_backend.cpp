@@ -259,8 +259,8 @@ const splash_backend_i kIface = {
     /* .conv1d_silu      = */ conv1d_silu,
     /* .gdn_recurrent    = */ gdn_recurrent,
     /* .gdn_chunked      = */ gdn_chunked,
-    /* .graph_begin      = */ nullptr,
-    /* .graph_end        = */ nullptr,
+    /* .graph_capture_begin = */ nullptr,
+    /* .graph_capture_end   = */ nullptr,
     /* .get_proc_address = */ nullptr,
     /* .host_memory      = */ 1,
     /* .copy_to_device   = */ copy_to_device,
@@ -279,6 +279,13 @@ const splash_backend_i kIface = {
     /* .gelu             = */ gelu,
     /* .rope_table       = */ rope_table,
     /* .seg_attention    = */ seg_attention,
+    /* .graph_launch     = */ nullptr,
+    /* .graph_free       = */ nullptr,
+    /* .graph_epoch      = */ nullptr,
+    /* .embed_dev        = */ nullptr,
+    /* .rope_seq_dev     = */ nullptr,
+    /* .rows_at          = */ nullptr,
+    /* .add_rmsnorm      = */ nullptr,
 };
 
 struct CpuBackend {

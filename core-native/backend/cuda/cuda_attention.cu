@@ -8,16 +8,18 @@
 namespace splash::cuda {
 namespace {
 
-constexpr int kSplit = 256, kWarps = 4, kMaxPer = 8;  // head_dim ≤ 32·kMaxPer = 256
+// Positions per split: 256 for prefill; 64 for few tokens (decode), where the splits are all the parallelism
+constexpr int kSplit = 256, kSplitFew = 64, kWarps = 4, kMaxPer = 8;  // head_dim ≤ 32·kMaxPer = 256
 
-__global__ void __launch_bounds__(kWarps * 32) k_attn_part(splash_attn_args a, int32_t nsplit, float* part) {
+__global__ void __launch_bounds__(kWarps * 32) k_attn_part(splash_attn_args a, int32_t nsplit, int32_t split, float* part) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int32_t th = blockIdx.x, t = th / a.n_heads, h = th % a.n_heads, sp = blockIdx.y;
   const int32_t hd = a.head_dim, per = (hd + 31) / 32;
   const int32_t kvh = h / (a.n_heads / a.n_kv_heads);
   const int64_t kvs = int64_t(a.n_kv_heads) * hd;
-  const int32_t npos = a.start + t + 1;
-  const int32_t p0 = sp * kSplit, p1 = min(npos, p0 + kSplit);
+  const int32_t npos = (a.start_dev ? *a.start_dev : a.start) + t + 1;
+  const int32_t p0 = sp * split, p1 = min(npos, p0 + split);
+  if (p0 >= npos) return;  // a split past this token's context (graphs size the grid for a capacity)
   const float* q = a.q + t * a.q_stride + int64_t(h) * hd;
   float qv[kMaxPer], acc[kMaxPer];
 #pragma unroll
@@ -73,9 +75,9 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_part(splash_attn_args a, i
   }
 }
 
-__global__ void k_attn_merge(splash_attn_args a, int32_t nsplit, const float* part) {
+__global__ void k_attn_merge(splash_attn_args a, int32_t nsplit, int32_t split, const float* part) {
   const int32_t th = blockIdx.x, t = th / a.n_heads, h = th % a.n_heads, hd = a.head_dim;
-  const int32_t used = (a.start + t + 1 + kSplit - 1) / kSplit;
+  const int32_t used = ((a.start_dev ? *a.start_dev : a.start) + t + 1 + split - 1) / split;
   const float* src = part + int64_t(th) * nsplit * (2 + hd);
   float M = -INFINITY;
   for (int s = 0; s < used; ++s) M = fmaxf(M, src[s * (2 + hd)]);
@@ -104,13 +106,15 @@ void attention(void* ctx, const splash_attn_args* a) {
     if (c->error.empty()) c->error = "attention: head_dim > 256 is not supported by the CUDA backend";
     return;
   }
-  const int32_t nsplit = (a->start + a->n_tokens + kSplit - 1) / kSplit;
+  const int32_t span = a->start_dev ? a->cap : a->start + a->n_tokens;
+  const int32_t split = a->n_tokens <= 8 ? kSplitFew : kSplit;
+  const int32_t nsplit = (span + split - 1) / split;
   const int64_t th = int64_t(a->n_tokens) * a->n_heads;
   auto* part = static_cast<float*>(scratch(c, kAttn, size_t(th) * nsplit * (2 + a->head_dim) * 4));
   if (!part) return;
-  k_attn_part<<<dim3(unsigned(th), unsigned(nsplit)), kWarps * 32, 0, c->stream>>>(*a, nsplit, part);
+  k_attn_part<<<dim3(unsigned(th), unsigned(nsplit)), kWarps * 32, 0, strm(c)>>>(*a, nsplit, split, part);
   SPLASH_LAUNCHED(c, "attention");
-  k_attn_merge<<<unsigned(th), 128, 0, c->stream>>>(*a, nsplit, part);
+  k_attn_merge<<<unsigned(th), 128, 0, strm(c)>>>(*a, nsplit, split, part);
   SPLASH_LAUNCHED(c, "attention_merge");
 }
 

@@ -10,13 +10,47 @@
 
 namespace splash::cuda {
 
+thread_local cudaStream_t tl_stream = nullptr;
+
+void* device_alloc(Ctx* c, size_t bytes) {
+  std::lock_guard<std::mutex> lock(c->mem_mu);
+  if (c->limit && c->used + bytes > c->limit) return nullptr;
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  c->sizes[p] = bytes;
+  c->used += bytes;
+  return p;
+}
+void device_free(Ctx* c, void* p) {
+  if (!p) return;
+  std::lock_guard<std::mutex> lock(c->mem_mu);
+  if (auto it = c->sizes.find(p); it != c->sizes.end()) c->used -= it->second, c->sizes.erase(it);
+  cudaFree(p);
+}
+
 void* scratch(Ctx* c, Scratch s, size_t bytes) {
   if (bytes > c->scratch_cap[s]) {
-    if (c->scratch[s]) cudaFree(c->scratch[s]);  // cudaFree waits for queued work that may still use it
+    if (c->scratch[s] && c->capturing) {
+      c->retired.push_back(c->scratch[s]);  // the recording (and graphs before it) still use it
+    } else if (c->scratch[s]) {
+      device_free(c, c->scratch[s]);  // cudaFree waits for queued work that may still use it
+      for (void* p : c->retired) device_free(c, p);
+      c->retired.clear();
+      ++c->epoch;  // recorded graphs may use what was just freed
+    }
     c->scratch[s] = nullptr;
     c->scratch_cap[s] = 0;
     const size_t n = bytes + bytes / 2 + 256;
-    if (!SPLASH_CK(c, cudaMalloc(&c->scratch[s], n))) return nullptr;
+    c->scratch[s] = device_alloc(c, n);
+    if (!c->scratch[s]) {
+      if (c->error.empty())
+        c->error = "cannot allocate " + std::to_string(n) + " bytes of device scratch" +
+                   (c->limit ? " within the memory limit of " + std::to_string(c->limit) + " bytes" : std::string());
+      return nullptr;
+    }
     c->scratch_cap[s] = n;
   }
   return c->scratch[s];
@@ -28,36 +62,35 @@ Ctx* C(void* p) { return static_cast<Ctx*>(p); }
 
 void* buffer_alloc(void* ctx, size_t bytes) {
   Ctx* c = C(ctx);
-  void* p = nullptr;
-  if (cudaMalloc(&p, bytes == 0 ? 64 : bytes) != cudaSuccess) {
-    cudaGetLastError();
-    return nullptr;
-  }
-  SPLASH_CK(c, cudaMemsetAsync(p, 0, bytes == 0 ? 64 : bytes, c->stream));
+  void* p = device_alloc(c, bytes == 0 ? 64 : bytes);
+  if (!p) return nullptr;
+  SPLASH_CK(c, cudaMemsetAsync(p, 0, bytes == 0 ? 64 : bytes, strm(c)));
   return p;
 }
-void buffer_free(void* ctx, void* p) {
-  if (p) cudaFree(p);
+void buffer_free(void* ctx, void* p) { device_free(C(ctx), p); }
+void synchronize(void* ctx) {
+  if (!spoils_capture(C(ctx))) SPLASH_CK(C(ctx), cudaStreamSynchronize(strm(C(ctx))));
 }
-void synchronize(void* ctx) { SPLASH_CK(C(ctx), cudaStreamSynchronize(C(ctx)->stream)); }
 
 void copy_to_device(void* ctx, void* dst, const void* src, size_t bytes) {
   Ctx* c = C(ctx);
-  SPLASH_CK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
-  SPLASH_CK(c, cudaStreamSynchronize(c->stream));  // the source is the caller's, valid only during the call
+  if (spoils_capture(c)) return;
+  SPLASH_CK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, strm(c)));
+  SPLASH_CK(c, cudaStreamSynchronize(strm(c)));  // the source is the caller's, valid only during the call
 }
 void copy_to_host(void* ctx, void* dst, const void* src, size_t bytes) {
   Ctx* c = C(ctx);
-  SPLASH_CK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-  SPLASH_CK(c, cudaStreamSynchronize(c->stream));
+  if (spoils_capture(c)) return;
+  SPLASH_CK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, strm(c)));
+  SPLASH_CK(c, cudaStreamSynchronize(strm(c)));
 }
 void copy2d(void* ctx, void* dst, size_t dp, const void* src, size_t sp, size_t width, size_t height) {
   Ctx* c = C(ctx);
   if (width == 0 || height == 0) return;
-  if (height == 1) SPLASH_CK(c, cudaMemcpyAsync(dst, src, width, cudaMemcpyDeviceToDevice, c->stream));
-  else SPLASH_CK(c, cudaMemcpy2DAsync(dst, dp, src, sp, width, height, cudaMemcpyDeviceToDevice, c->stream));
+  if (height == 1) SPLASH_CK(c, cudaMemcpyAsync(dst, src, width, cudaMemcpyDeviceToDevice, strm(c)));
+  else SPLASH_CK(c, cudaMemcpy2DAsync(dst, dp, src, sp, width, height, cudaMemcpyDeviceToDevice, strm(c)));
 }
-void memset_zero(void* ctx, void* dst, size_t bytes) { SPLASH_CK(C(ctx), cudaMemsetAsync(dst, 0, bytes, C(ctx)->stream)); }
+void memset_zero(void* ctx, void* dst, size_t bytes) { SPLASH_CK(C(ctx), cudaMemsetAsync(dst, 0, bytes, strm(C(ctx)))); }
 
 // ---- embedding rows
 
@@ -81,50 +114,28 @@ __global__ void k_dequant_rows(splash_weight w, const int32_t* rows, int32_t n, 
   }
 }
 
-void embed(void* ctx, const splash_weight* w, const int32_t* tokens, int32_t n, float* out) {
+void embed_dev(void* ctx, const splash_weight* w, const int32_t* tokens, int32_t n, float* out) {
   Ctx* c = C(ctx);
   if (n <= 0) return;
+  dim3 grid(unsigned(std::min<int64_t>(8, (w->cols + 255) / 256)), unsigned(n));
+  k_dequant_rows<<<grid, 256, 0, strm(c)>>>(*w, tokens, n, out);
+  SPLASH_LAUNCHED(c, "dequant_rows");
+}
+
+void embed(void* ctx, const splash_weight* w, const int32_t* tokens, int32_t n, float* out) {
+  Ctx* c = C(ctx);
+  if (n <= 0 || spoils_capture(c)) return;
   auto* d = static_cast<int32_t*>(scratch(c, kTok, size_t(n) * 4));
   if (!d) return;
-  SPLASH_CK(c, cudaMemcpyAsync(d, tokens, size_t(n) * 4, cudaMemcpyHostToDevice, c->stream));
-  SPLASH_CK(c, cudaStreamSynchronize(c->stream));  // tokens is the caller's host memory
+  SPLASH_CK(c, cudaMemcpyAsync(d, tokens, size_t(n) * 4, cudaMemcpyHostToDevice, strm(c)));
+  SPLASH_CK(c, cudaStreamSynchronize(strm(c)));  // tokens is the caller's host memory
   dim3 grid(unsigned(std::min<int64_t>(8, (w->cols + 255) / 256)), unsigned(n));
-  k_dequant_rows<<<grid, 256, 0, c->stream>>>(*w, d, n, out);
+  k_dequant_rows<<<grid, 256, 0, strm(c)>>>(*w, d, n, out);
   SPLASH_LAUNCHED(c, "dequant_rows");
 }
 void dequant_row(void* ctx, const splash_weight* w, int64_t row, float* out) {
   const int32_t r = int32_t(row);
   embed(ctx, w, &r, 1, out);
-}
-
-// ---- norms
-
-__global__ void k_rmsnorm(const float* x, const float* w, int32_t dim, float eps, float* y, const float* z) {
-  __shared__ float sh[32];
-  const float* xi = x + int64_t(blockIdx.x) * dim;
-  float* yi = y + int64_t(blockIdx.x) * dim;
-  float ss = 0.f;
-  for (int c = threadIdx.x; c < dim; c += blockDim.x) ss += xi[c] * xi[c];
-  ss = block_sum(ss, sh);
-  const float inv = 1.f / sqrtf(ss / float(dim) + eps);
-  if (z) {
-    const float* zi = z + int64_t(blockIdx.x) * dim;
-    for (int c = threadIdx.x; c < dim; c += blockDim.x) yi[c] = xi[c] * inv * w[c] * siluf_(zi[c]);
-  } else {
-    for (int c = threadIdx.x; c < dim; c += blockDim.x) yi[c] = xi[c] * inv * w[c];
-  }
-}
-int norm_threads(int dim) { return dim >= 1024 ? 512 : dim >= 256 ? 256 : dim >= 128 ? 128 : 64; }
-
-void rmsnorm(void* ctx, const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y) {
-  if (n <= 0) return;
-  k_rmsnorm<<<n, norm_threads(dim), 0, C(ctx)->stream>>>(x, w, dim, eps, y, nullptr);
-  SPLASH_LAUNCHED(C(ctx), "rmsnorm");
-}
-void gated_rmsnorm(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y) {
-  if (n <= 0) return;
-  k_rmsnorm<<<n, norm_threads(dim), 0, C(ctx)->stream>>>(x, w, dim, eps, y, z);
-  SPLASH_LAUNCHED(C(ctx), "gated_rmsnorm");
 }
 
 // ---- RoPE: one thread per (token, head, rotated pair)
@@ -135,13 +146,13 @@ struct RopeArgs {
   float theta;
 };
 
-__global__ void k_rope(float* x, int32_t nt, RopeArgs a) {
+__global__ void k_rope(float* x, int32_t nt, RopeArgs a, const int32_t* startp) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t per_tok = int64_t(a.n_heads) * a.half;
   if (i >= nt * per_tok) return;
   const int32_t t = int32_t(i / per_tok), rem = int32_t(i % per_tok), h = rem / a.half, j = rem % a.half;
   // text positions: the three M-RoPE axes coincide, so the section choice does not change the angle
-  const int32_t p = a.start + t;
+  const int32_t p = (startp ? *startp : a.start) + t;
   const float inv_freq = float(1.0 / pow(double(a.theta), double(2 * j) / double(a.rd)));
   const float ang = float(p) * inv_freq;
   float sn, cs;
@@ -157,8 +168,27 @@ void rope_seq(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64_t h
   if (nt <= 0) return;
   RopeArgs a{nh, rd / 2, rd, start, sec ? sec[1] : 0, sec ? sec[2] : 0, sec ? 1 : 0, rs, hs, theta};
   const int64_t n = int64_t(nt) * nh * (rd / 2);
-  k_rope<<<blocks_for(n, 256), 256, 0, C(ctx)->stream>>>(x, nt, a);
+  k_rope<<<blocks_for(n, 256), 256, 0, strm(C(ctx))>>>(x, nt, a, nullptr);
   SPLASH_LAUNCHED(C(ctx), "rope");
+}
+void rope_seq_dev(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64_t hs, int32_t hd, int32_t rd,
+                  const int32_t* start, const int32_t* sec, float theta) {
+  if (nt <= 0) return;
+  RopeArgs a{nh, rd / 2, rd, 0, sec ? sec[1] : 0, sec ? sec[2] : 0, sec ? 1 : 0, rs, hs, theta};
+  const int64_t n = int64_t(nt) * nh * (rd / 2);
+  k_rope<<<blocks_for(n, 256), 256, 0, strm(C(ctx))>>>(x, nt, a, start);
+  SPLASH_LAUNCHED(C(ctx), "rope");
+}
+
+__global__ void k_rows_at(float* dst, const float* src, int64_t n, int64_t width, const int32_t* start) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) dst[int64_t(*start) * width + i] = src[i];
+}
+void rows_at(void* ctx, float* dst, const float* src, int32_t n, int64_t width, const int32_t* start) {
+  const int64_t m = int64_t(n) * width;
+  if (m <= 0) return;
+  k_rows_at<<<blocks_for(m, 256), 256, 0, strm(C(ctx))>>>(dst, src, m, width, start);
+  SPLASH_LAUNCHED(C(ctx), "rows_at");
 }
 
 // Single-token form with distinct (T,H,W) positions.
@@ -185,7 +215,7 @@ __global__ void k_rope3(float* x, int32_t nh, int64_t hs, int32_t rd, int32_t p0
 void rope(void* ctx, float* x, int32_t nh, int64_t hs, int32_t hd, int32_t rd, const int32_t pos[3], const int32_t* sec,
           float theta) {
   const int n = nh * (rd / 2);
-  k_rope3<<<blocks_for(n, 128), 128, 0, C(ctx)->stream>>>(x, nh, hs, rd, pos[0], pos[1], pos[2], sec ? sec[1] : 0,
+  k_rope3<<<blocks_for(n, 128), 128, 0, strm(C(ctx))>>>(x, nh, hs, rd, pos[0], pos[1], pos[2], sec ? sec[1] : 0,
                                                           sec ? sec[2] : 0, sec ? 1 : 0, theta);
   SPLASH_LAUNCHED(C(ctx), "rope");
 }
@@ -195,15 +225,13 @@ void rope(void* ctx, float* x, int32_t nh, int64_t hs, int32_t hd, int32_t rd, c
 __global__ void k_add(float* y, const float* x, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) y[i] += x[i];
 }
-void add(void* ctx, float* y, const float* x, int64_t n) {
-  if (n <= 0) return;
-  k_add<<<std::min<unsigned>(blocks_for(n, 256), 4096), 256, 0, C(ctx)->stream>>>(y, x, n);
-  SPLASH_LAUNCHED(C(ctx), "add");
-}
 
-__global__ void k_swiglu(const float* g, const float* u, int64_t n, float* out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = siluf_(g[i]) * u[i];
+__global__ void k_swiglu(const float* g, const float* u, int64_t n, float* out, QuantOut qo) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = siluf_(g[i]) * u[i];
+    out[i] = v;
+    if (qo.q4) quant_group(v, i, qo.q4, qo.q8, qo.xs, qo.total);  // whole warps: n % 64 == 0
+  }
 }
 
 __global__ void k_gdn_gates(float* b, float* a, const float* A_log, const float* dt_bias, int64_t n, int32_t nv) {
@@ -218,7 +246,7 @@ __global__ void k_gdn_gates(float* b, float* a, const float* A_log, const float*
 void gdn_gates(void* ctx, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv) {
   const int64_t m = int64_t(n) * nv;
   if (m <= 0) return;
-  k_gdn_gates<<<blocks_for(m, 256), 256, 0, C(ctx)->stream>>>(b, a, A_log, dt_bias, m, nv);
+  k_gdn_gates<<<blocks_for(m, 256), 256, 0, strm(C(ctx))>>>(b, a, A_log, dt_bias, m, nv);
   SPLASH_LAUNCHED(C(ctx), "gdn_gates");
 }
 
@@ -231,7 +259,7 @@ __global__ void k_sigmoid_gate(float* x, int64_t xp, const float* g, int64_t gp,
 void sigmoid_gate(void* ctx, float* x, int64_t xp, const float* g, int64_t gp, int32_t rows, int32_t width) {
   const int64_t n = int64_t(rows) * width;
   if (n <= 0) return;
-  k_sigmoid_gate<<<blocks_for(n, 256), 256, 0, C(ctx)->stream>>>(x, xp, g, gp, rows, width);
+  k_sigmoid_gate<<<blocks_for(n, 256), 256, 0, strm(C(ctx))>>>(x, xp, g, gp, rows, width);
   SPLASH_LAUNCHED(C(ctx), "sigmoid_gate");
 }
 
@@ -243,8 +271,38 @@ __global__ void k_gated_add(float* y, const float* x, const float* gate, int32_t
 void gated_add(void* ctx, float* y, const float* x, const float* gate, int32_t n, int32_t dim) {
   const int64_t m = int64_t(n) * dim;
   if (m <= 0) return;
-  k_gated_add<<<blocks_for(m, 256), 256, 0, C(ctx)->stream>>>(y, x, gate, n, dim);
+  k_gated_add<<<blocks_for(m, 256), 256, 0, strm(C(ctx))>>>(y, x, gate, n, dim);
   SPLASH_LAUNCHED(C(ctx), "gated_add");
+}
+
+// out = {free, total} of the device (cudaMemGetInfo), {used, limit} of this backend; false on failure.
+int device_memory(void* ctx, uint64_t out[4]) {
+  Ctx* c = C(ctx);
+  size_t fr = 0, tot = 0;
+  if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  std::lock_guard<std::mutex> lock(c->mem_mu);
+  out[0] = fr, out[1] = tot, out[2] = c->used, out[3] = c->limit;
+  return 1;
+}
+void set_memory_limit(void* ctx, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(C(ctx)->mem_mu);
+  C(ctx)->limit = size_t(bytes);
+}
+
+// Page-locked host memory (device-to-host copies at full bus speed).
+void* host_alloc(void*, size_t bytes) {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+void host_free(void*, void* p) {
+  if (p) cudaFreeHost(p);
 }
 
 const char* last_error(void* ctx) {
@@ -259,25 +317,127 @@ void set_precise(void* ctx, int on) { C(ctx)->precise = on != 0; }
 void set_gemv_rows(void* ctx, int rows) { C(ctx)->gemv_rows = rows; }
 void set_gemv_unroll(void* ctx, int u) { C(ctx)->gemv_unroll = u; }
 
+// ---- decode graphs
+
+void graph_capture_begin(void* ctx) {
+  Ctx* c = C(ctx);
+  c->capture_spoilt = false;
+  c->capture_thread = std::this_thread::get_id();
+  // relaxed: scratch may still be allocated while recording (it is kept, see scratch())
+  if (SPLASH_CK(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed))) c->capturing = true;
+}
+void* graph_capture_end(void* ctx) {
+  Ctx* c = C(ctx);
+  if (!c->capturing) return nullptr;
+  c->capturing = false;
+  cudaGraph_t g = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+  c->capture_thread = std::thread::id();
+  cudaGraphExec_t exec = nullptr;
+  if (e == cudaSuccess && !c->capture_spoilt && c->error.empty()) SPLASH_CK(c, cudaGraphInstantiate(&exec, g, 0));
+  else if (e != cudaSuccess && !c->capture_spoilt) check(c, e, "cudaStreamEndCapture");
+  if (g) cudaGraphDestroy(g);
+  cudaGetLastError();
+  return exec;
+}
+void graph_launch(void* ctx, void* g) {
+  ++C(ctx)->graph_launches;
+  SPLASH_CK(C(ctx), cudaGraphLaunch(static_cast<cudaGraphExec_t>(g), strm(C(ctx))));
+}
+void graph_free(void*, void* g) {
+  if (g) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(g));
+}
+uint64_t graph_epoch(void* ctx) { return C(ctx)->epoch; }
+int64_t graph_launches(void* ctx) { return C(ctx)->graph_launches; }
+
+// Every slot but matmul launches the deferred matmuls first (see flush()).
+template <bool Invalidates, class R, class... A>
+struct Flushed {
+  template <R (*F)(void*, A...)>
+  static R call(void* ctx, A... a) {
+    Ctx* c = C(ctx);
+    const std::thread::id me = std::this_thread::get_id();
+    if (c->pend_thread.load() == me) flush(c);  // only the step's own thread has matmuls waiting
+    if (Invalidates) c->xc_valid = false;       // this slot may write over the last norm's output
+    if (c->capture_thread.load() == std::thread::id() || c->capture_thread.load() == me) return F(ctx, a...);
+    // another thread while a step is being recorded: its own stream, finished before returning
+    tl_stream = c->aux;
+    struct Done {
+      Ctx* c;
+      ~Done() {
+        SPLASH_CK(c, cudaStreamSynchronize(c->aux));
+        tl_stream = nullptr;
+      }
+    } done{c};
+    return F(ctx, a...);
+  }
+};
+template <bool Invalidates, class R, class... A>
+Flushed<Invalidates, R, A...> flushed_of(R (*)(void*, A...));
+template <auto F>
+constexpr auto fl = &decltype(flushed_of<true>(F))::template call<F>;
+// MoE reads the last norm's output (its int8 form serves the experts) and writes neither it nor its planes
+template <auto F>
+constexpr auto fl_keep = &decltype(flushed_of<false>(F))::template call<F>;
+
 void* get_proc_address(void*, const char* name) {
   if (std::strcmp(name, "splash_last_error") == 0) return reinterpret_cast<void*>(&last_error);
-  if (std::strcmp(name, "splash_cuda_set_cublas") == 0) return reinterpret_cast<void*>(&set_cublas);
-  if (std::strcmp(name, "splash_cuda_set_precise") == 0) return reinterpret_cast<void*>(&set_precise);
-  if (std::strcmp(name, "splash_cuda_set_gemv_rows") == 0) return reinterpret_cast<void*>(&set_gemv_rows);
-  if (std::strcmp(name, "splash_cuda_set_gemv_unroll") == 0) return reinterpret_cast<void*>(&set_gemv_unroll);
+  if (std::strcmp(name, "splash_cuda_set_cublas") == 0) return reinterpret_cast<void*>(fl<set_cublas>);
+  if (std::strcmp(name, "splash_cuda_set_precise") == 0) return reinterpret_cast<void*>(fl<set_precise>);
+  if (std::strcmp(name, "splash_cuda_set_gemv_rows") == 0) return reinterpret_cast<void*>(fl<set_gemv_rows>);
+  if (std::strcmp(name, "splash_host_alloc") == 0) return reinterpret_cast<void*>(&host_alloc);
+  if (std::strcmp(name, "splash_host_free") == 0) return reinterpret_cast<void*>(fl<host_free>);
+  if (std::strcmp(name, "splash_device_memory") == 0) return reinterpret_cast<void*>(&device_memory);
+  if (std::strcmp(name, "splash_set_memory_limit") == 0) return reinterpret_cast<void*>(&set_memory_limit);
+  if (std::strcmp(name, "splash_cuda_graph_launches") == 0) return reinterpret_cast<void*>(&graph_launches);
+  if (std::strcmp(name, "splash_cuda_set_gemv_unroll") == 0) return reinterpret_cast<void*>(fl<set_gemv_unroll>);
   return nullptr;
 }
 
 const splash_backend_i kIface = {
-    SPLASH_BACKEND_ABI, "cuda", "sm_90",
-    buffer_alloc, buffer_free, synchronize,
-    matmul, dequant_row,
-    rmsnorm, gated_rmsnorm, rope, swiglu,
-    attention, conv1d_silu, gdn_recurrent, nullptr /* gdn_chunked: the recurrent kernel takes T tokens */,
-    nullptr, nullptr, get_proc_address,
-    0 /* host_memory */, copy_to_device, copy_to_host, copy2d, memset_zero, embed, add, gdn_gates, sigmoid_gate,
-    gated_add, rope_seq, moe,
-    layer_norm, add_bias, gelu, rope_table, seg_attention,
+    /* .abi_version      = */ SPLASH_BACKEND_ABI,
+    /* .name             = */ "cuda",
+    /* .variant          = */ "sm_90",
+    /* .buffer_alloc     = */ fl<buffer_alloc>,
+    /* .buffer_free      = */ fl<buffer_free>,
+    /* .synchronize      = */ fl<synchronize>,
+    /* .matmul           = */ matmul,  // deferred: launched with the next matmuls on the same activations
+    /* .dequant_row      = */ fl<dequant_row>,
+    /* .rmsnorm          = */ fl<rmsnorm>,
+    /* .gated_rmsnorm    = */ fl<gated_rmsnorm>,
+    /* .rope             = */ fl<rope>,
+    /* .swiglu           = */ fl<swiglu>,
+    /* .attention        = */ fl<attention>,
+    /* .conv1d_silu      = */ fl<conv1d_silu>,
+    /* .gdn_recurrent    = */ fl<gdn_recurrent>,
+    /* .gdn_chunked      = */ nullptr,  // the recurrent kernel takes T tokens
+    /* .graph_capture_begin = */ fl<graph_capture_begin>,
+    /* .graph_capture_end   = */ fl<graph_capture_end>,
+    /* .get_proc_address = */ get_proc_address,
+    /* .host_memory      = */ 0,
+    /* .copy_to_device   = */ fl<copy_to_device>,
+    /* .copy_to_host     = */ fl<copy_to_host>,
+    /* .copy2d           = */ fl<copy2d>,
+    /* .memset_zero      = */ fl<memset_zero>,
+    /* .embed            = */ fl<embed>,
+    /* .add              = */ fl<add>,
+    /* .gdn_gates        = */ fl<gdn_gates>,
+    /* .sigmoid_gate     = */ fl<sigmoid_gate>,
+    /* .gated_add        = */ fl<gated_add>,
+    /* .rope_seq         = */ fl<rope_seq>,
+    /* .moe              = */ fl_keep<moe>,
+    /* .layer_norm       = */ fl<layer_norm>,
+    /* .add_bias         = */ fl<add_bias>,
+    /* .gelu             = */ fl<gelu>,
+    /* .rope_table       = */ fl<rope_table>,
+    /* .seg_attention    = */ fl<seg_attention>,
+    /* .graph_launch     = */ fl<graph_launch>,
+    /* .graph_free       = */ fl<graph_free>,
+    /* .graph_epoch      = */ graph_epoch,
+    /* .embed_dev        = */ fl<embed_dev>,
+    /* .rope_seq_dev     = */ fl<rope_seq_dev>,
+    /* .rows_at          = */ fl<rows_at>,
+    /* .add_rmsnorm      = */ fl<add_rmsnorm>,
 };
 
 struct CudaBackend {
@@ -288,10 +448,19 @@ struct CudaBackend {
 
 }  // namespace
 
-void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out) {
+void add(void* ctx, float* y, const float* x, int64_t n) {
   if (n <= 0) return;
-  k_swiglu<<<std::min<unsigned>(blocks_for(n, 256), 4096), 256, 0, C(ctx)->stream>>>(g, u, n, out);
-  SPLASH_LAUNCHED(C(ctx), "swiglu");
+  k_add<<<std::min<unsigned>(blocks_for(n, 256), 4096), 256, 0, strm(C(ctx))>>>(y, x, n);
+  SPLASH_LAUNCHED(C(ctx), "add");
+}
+
+void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out) {
+  Ctx* c = C(ctx);
+  flush(c);  // also called inside the backend, after matmuls that may wait
+  if (n <= 0) return;
+  const QuantOut qo = quant_out(c, n);  // for the down projection
+  k_swiglu<<<std::min<unsigned>(blocks_for(n, 256), 4096), 256, 0, strm(c)>>>(g, u, n, out, qo);
+  if (SPLASH_LAUNCHED(c, "swiglu") && qo.q4) produced(c, out, qo.total);
 }
 
 }  // namespace splash::cuda
@@ -313,7 +482,9 @@ extern "C" __attribute__((visibility("default"))) splash_backend* splash_backend
   cb->iface = kIface;
   cb->ctx.device = device;
   cb->ctx.sms = prop.multiProcessorCount;
-  if (cudaStreamCreateWithFlags(&cb->ctx.stream, cudaStreamNonBlocking) != cudaSuccess) {
+  if (cudaStreamCreateWithFlags(&cb->ctx.stream, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&cb->ctx.aux, cudaStreamNonBlocking) != cudaSuccess) {
+    if (cb->ctx.stream) cudaStreamDestroy(cb->ctx.stream);
     delete cb;
     return nullptr;
   }
@@ -329,10 +500,12 @@ extern "C" __attribute__((visibility("default"))) void splash_backend_cuda_free(
   using namespace splash::cuda;
   if (!b) return;
   auto* cb = reinterpret_cast<CudaBackend*>(b);
+  flush(&cb->ctx);
   cudaStreamSynchronize(cb->ctx.stream);
   cublas_close(&cb->ctx);
-  for (void* p : cb->ctx.scratch)
-    if (p) cudaFree(p);
+  for (void* p : cb->ctx.scratch) device_free(&cb->ctx, p);
+  for (void* p : cb->ctx.retired) device_free(&cb->ctx, p);
   cudaStreamDestroy(cb->ctx.stream);
+  cudaStreamDestroy(cb->ctx.aux);
   delete cb;
 }

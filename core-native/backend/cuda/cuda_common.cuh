@@ -4,18 +4,25 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <atomic>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <thread>
+#include <vector>
 
 #include "splash/backend.h"
 
 namespace splash::cuda {
 
-enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, kMoeY, kMoeR, kWf, kGdn, kNumScratch };
+enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, kMoeY, kMoeR, kWf, kGdn, kPq4, kPq8, kPs,
+               kNumScratch };
 
 struct Ctx {
   int device = 0;
   int sms = 0;
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr;  // every slot's work, in call order (use strm(): see below)
+  cudaStream_t aux = nullptr;     // other threads' calls while a step is being recorded
   std::string error;  // first failure (sticky until read)
   void* scratch[kNumScratch] = {};
   size_t scratch_cap[kNumScratch] = {};
@@ -25,9 +32,38 @@ struct Ctx {
   int (*gemm_ex)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int, const void*,
                  void*, int, int, int, int) = nullptr;
   bool use_cublas = true;
-  bool precise = false;
-  int gemv_rows = 2;    // rows per warp of the int8x2 GEMV ($SPLASH_GEMV_ROWS)
-  int gemv_unroll = 2;  // column-loop unroll of the one-token GEMV ($SPLASH_GEMV_UNROLL)  // fp32 activations in every matmul (no int8 levels, no bf16 GEMM): parity checks
+  bool precise = false;  // fp32 activations in every matmul (no int8 levels, no bf16 GEMM): parity checks
+  int gemv_rows = 4;    // rows per warp of the int8x2 GEMV ($SPLASH_GEMV_ROWS)
+  int gemv_unroll = 2;  // column-loop unroll of the one-token GEMV ($SPLASH_GEMV_UNROLL)
+  // device memory this backend holds (buffers and scratch) and its cap (0: none; --max-memory)
+  std::mutex mem_mu;
+  std::unordered_map<void*, size_t> sizes;
+  size_t used = 0, limit = 0;
+  // decode graphs: while `capturing`, slots are recorded; one that needs the host sets `capture_spoilt`.
+  // Scratch replaced while recording is kept (`retired`: the recording uses it) until the epoch moves.
+  bool capturing = false;
+  bool capture_spoilt = false;
+  std::atomic<std::thread::id> capture_thread{};
+  std::atomic<std::thread::id> pend_thread{};  // the thread whose matmuls are waiting (the step's)
+  uint64_t epoch = 1;
+  int64_t graph_launches = 0;  // for the tests
+  std::vector<void*> retired;
+  // The int8x2 form of the last norm / SwiGLU output (`xc_x`, `xc_total` values), written by that kernel
+  // (kPq4 / kPq8 / kPs); valid until any slot other than a matmul runs (Flushed) or a matmul writes over it.
+  std::atomic<bool> xc_valid{false};
+  const float* xc_x = nullptr;
+  int64_t xc_total = 0;
+  // matmuls on one activation block waiting to be launched together (cuda_matmul.cu: gemv_defer / flush)
+  struct Pending {
+    splash_weight w;
+    float* y;
+    int64_t ys;
+  };
+  static constexpr int kMaxGroup = 4;
+  Pending pend[kMaxGroup];
+  int pend_n = 0, pend_kind = 0;
+  const float* pend_x = nullptr;
+  int32_t pend_nt = 0;
 };
 
 // Records the first CUDA failure; later slots keep running but the model reads the error after the step.
@@ -40,6 +76,21 @@ inline bool check(Ctx* c, cudaError_t e, const char* what) {
 #define SPLASH_LAUNCHED(c, name) ::splash::cuda::check((c), cudaGetLastError(), name)
 
 void* scratch(Ctx* c, Scratch s, size_t bytes);
+// cudaMalloc / cudaFree under the memory cap: null when the cap or the device refuses.
+void* device_alloc(Ctx* c, size_t bytes);
+void device_free(Ctx* c, void* p);
+
+// The stream of this call: the step's stream, except for a call from another thread (creating, freeing or
+// truncating an idle sequence) while a step is being recorded, which must not land in the recording; such a
+// call runs on `aux` and is waited for before it returns (Flushed in cuda_backend.cu).
+extern thread_local cudaStream_t tl_stream;
+inline cudaStream_t strm(const Ctx* c) { return tl_stream ? tl_stream : c->stream; }
+// True (and the recording marked spoilt) when a slot that needs the host is called while recording.
+inline bool spoils_capture(Ctx* c) {
+  if (tl_stream || !c->capturing) return false;
+  c->capture_spoilt = true;
+  return true;
+}
 
 __device__ __forceinline__ float bf16f(uint16_t v) { return __uint_as_float(uint32_t(v) << 16); }
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
@@ -66,14 +117,75 @@ __device__ __forceinline__ float block_sum(float v, float* sh) {
   return warp_sum(t);
 }
 
+// ---- int8x2 activations: per 32 values (a group), scale = amax/127, level 1 and the residual level 2 at
+// 1/256 of the step. Planes: level 1 of all values [total], then level 2 [total]; scales [total/32] then
+// the groups' sums [total/32]. The q4 layout interleaves each 8 values as [0,2,4,6,1,3,5,7] to meet the
+// even/odd nibbles of a word; q8 keeps the order.
+struct QuantOut {
+  int8_t* q4 = nullptr;  // null: do not write (the producer kernels take this)
+  int8_t* q8 = nullptr;
+  float* xs = nullptr;
+  int64_t total = 0;
+};
+
+// All 32 lanes of a warp call this with consecutive values: lane l holds value i = 32·g + l.
+__device__ __forceinline__ void quant_group(float v, int64_t i, int8_t* q4, int8_t* q8, float* xs, int64_t total) {
+  const int lane = int(i & 31);
+  const float amax = warp_max(fabsf(v));
+  const float sum = warp_sum(v);
+  const float sc = amax / 127.f, inv = amax > 0.f ? 127.f / amax : 0.f;
+  const int q1 = max(-127, min(127, int(rintf(v * inv))));
+  const float sc2 = sc / 256.f, inv2 = sc2 > 0.f ? 1.f / sc2 : 0.f;
+  const int q2 = max(-127, min(127, int(rintf((v - sc * float(q1)) * inv2))));
+  const int64_t base = i - lane;
+  if (q8) q8[i] = int8_t(q1), q8[total + i] = int8_t(q2);
+  if (q4) {
+    const int j = lane & 7;
+    const int pos = (lane & ~7) | ((j & 1) ? 4 + (j >> 1) : (j >> 1));
+    q4[base + pos] = int8_t(q1), q4[total + base + pos] = int8_t(q2);
+  }
+  if (lane == 0) xs[i / 32] = sc, xs[total / 32 + i / 32] = sum;
+}
+
+// 8 consecutive weights of row r from column c (c % 8 == 0), any dtype, as fp32.
+__device__ __forceinline__ void load8(const splash_weight& w, int64_t r, int64_t c, float v[8]) {
+  const int64_t C = w.cols;
+  if (w.dtype == SPLASH_F32) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(w.data) + r * C + c);
+    const float4 a = __ldg(p), b = __ldg(p + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else if (w.dtype == SPLASH_BF16) {
+    const uint4 a = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(w.data) + r * C + c));
+    const uint32_t u[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[2 * k] = __uint_as_float(u[k] << 16), v[2 * k + 1] = __uint_as_float(u[k] & 0xFFFF0000u);
+  } else {
+    const int64_t g = r * (C / 64) + c / 64;
+    const float s = bf16f(w.scales[g]), b = bf16f(w.biases[g]);
+    if (w.dtype == SPLASH_Q4) {
+      const uint32_t q = __ldg(static_cast<const uint32_t*>(w.data) + r * (C / 8) + c / 8);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = s * float((q >> (4 * k)) & 15u) + b;
+    } else {
+      const uint2 q = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint32_t*>(w.data) + r * (C / 4) + c / 4));
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = s * float((q.x >> (8 * k)) & 255u) + b, v[4 + k] = s * float((q.y >> (8 * k)) & 255u) + b;
+    }
+  }
+}
+
 inline unsigned blocks_for(int64_t n, int per) { return unsigned((n + per - 1) / per); }
 
 // Entry points of the other translation units.
+// Prefill matmuls (cuda_gemm.cu): bf16 tensor cores; fp32 cuBLAS (false when cuBLAS is absent or unusable).
+void gemm(Ctx* c, const splash_weight* w, const float* x, int32_t nt, float* y, int64_t ys);
+bool sgemm(Ctx* c, const splash_weight* w, const float* x, int32_t nt, float* y, int64_t ys);
 void matmul(void* ctx, const splash_weight* w, const float* x, int32_t n, float* y, int64_t ys);
-// Stacked-expert GEMV (q4/q8, ≤ 1 token per pair): pair p multiplies activation row p / xdiv (of nx rows)
-// by expert eidx[p] (device) into y row p. False when the weight is not eligible (the caller falls back).
-bool matmul_experts(Ctx* c, const splash_weight* base, const float* x, int32_t nx, const int32_t* eidx, int32_t pairs,
-                    int32_t xdiv, float* y, int64_t ys);
+// Stacked-expert GEMVs (q4/q8, ≤ 1 token per pair) of n ≤ 4 weights on the same activations, one launch:
+// pair p multiplies activation row p / xdiv (of nx rows) by expert eidx[p] (device) of each weight g into row
+// p of y[g]. False when a weight is not eligible (the caller falls back).
+bool matmul_experts(Ctx* c, int n, const splash_weight* const* base, const float* x, int32_t nx, const int32_t* eidx,
+                    int32_t pairs, int32_t xdiv, float* const* y, int64_t ys);
 void attention(void* ctx, const splash_attn_args* a);
 void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state, float* y);
 void gdn_recurrent(void* ctx, const splash_gdn_args* a);
@@ -86,6 +198,18 @@ void gelu(void* ctx, float* x, int64_t n, int32_t tanh_approx);
 void rope_table(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64_t hs, int32_t hd, const float* cos,
                 const float* sin);
 void seg_attention(void* ctx, const splash_seg_attn_args* a);
+void add(void* ctx, float* y, const float* x, int64_t n);
+// cuda_norm.cu
+void rmsnorm(void* ctx, const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y);
+void gated_rmsnorm(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y);
+void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n, int32_t dim, float eps, float* x);
+// Launches the matmuls deferred by `matmul` (several weights on one activation block go out as one kernel).
+// Every other slot calls it first, so the queue order is the call order.
+void flush(Ctx* c);
+// The int8x2 planes a producer kernel (norms, SwiGLU) writes next to its fp32 output `y` of `total` values,
+// or an empty QuantOut when it should not (total % 32, precise mode); `produced` records them after launch.
+QuantOut quant_out(Ctx* c, int64_t total);
+void produced(Ctx* c, const float* y, int64_t total);
 void cublas_open(Ctx* c);
 void cublas_close(Ctx* c);
 

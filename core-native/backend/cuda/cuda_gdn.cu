@@ -11,6 +11,7 @@ namespace splash::cuda {
 namespace {
 
 constexpr int kMaxConv = 8, kMaxDkWarps = 8;  // conv kernel ≤ 8, dk ≤ 256
+constexpr int kGdnFewTokens = 16;               // up to this many tokens: the block form with 16 rows per warp
 
 // y[t, c] = silu(Σ_j w[c, j]·buf[t + j, c]) with buf = [state (K−1 rows); x (T rows)].
 __global__ void k_conv1d_silu(const float* x, int32_t nt, int32_t C, int32_t K, const float* w, const float* state,
@@ -42,6 +43,36 @@ __global__ void k_conv_state(const float* x, int32_t nt, int32_t C, int32_t K, f
   for (int j = 0; j < kMaxConv; ++j) {
     if (j >= K - 1) break;
     state[int64_t(j) * C + c] = keep[j];
+  }
+}
+
+// Few tokens (decode): a thread per channel computes its outputs and then moves its own state rows.
+constexpr int kConvFusedTokens = 8;
+__global__ void k_conv1d_silu_state(const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state,
+                                    float* y) {
+  const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float buf[kMaxConv - 1 + kConvFusedTokens], wc[kMaxConv];
+#pragma unroll
+  for (int j = 0; j < kMaxConv; ++j) wc[j] = j < K ? w[int64_t(c) * K + j] : 0.f;
+#pragma unroll
+  for (int j = 0; j < kMaxConv - 1 + kConvFusedTokens; ++j) {
+    const int r = j;  // buf row: state rows, then x rows
+    buf[j] = r < K - 1 ? state[int64_t(r) * C + c] : (r - (K - 1) < nt ? x[int64_t(r - (K - 1)) * C + c] : 0.f);
+  }
+#pragma unroll
+  for (int t = 0; t < kConvFusedTokens; ++t) {
+    if (t >= nt) break;
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < kMaxConv; ++j)
+      if (j < K) s += wc[j] * buf[t + j];
+    y[int64_t(t) * C + c] = siluf_(s);
+  }
+#pragma unroll
+  for (int r = 0; r < kMaxConv - 1 + kConvFusedTokens; ++r) {  // new state = buf rows [nt, nt + K − 1)
+    const int j = r - nt;
+    if (j >= 0 && j < K - 1) state[int64_t(j) * C + c] = buf[r];
   }
 }
 
@@ -99,6 +130,10 @@ __global__ void __launch_bounds__(32) k_gdn_warp(splash_gdn_args a, const float*
     if (colok) S[int64_t(i) * dv + col] = s[i];
 }
 
+// Block form: warp w holds rows [w·RW, (w+1)·RW) of the (head, 32 columns) slice. RW = 16 for few tokens
+// (decode, verify rows): 8 warps per block for dk = 128, 4× the threads of the warp form and a quarter of its
+// serial loads, which decode is bound by; RW = 32 for head sizes the warp form does not take.
+template <int RW>
 __global__ void k_gdn(splash_gdn_args a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int32_t h = blockIdx.x, col = blockIdx.y * 32 + lane;
@@ -107,10 +142,10 @@ __global__ void k_gdn(splash_gdn_args a) {
   float* S = a.state + int64_t(h) * dk * dv;
   __shared__ float qn[32 * kMaxDkWarps], kn[32 * kMaxDkWarps];
   __shared__ float pu[kMaxDkWarps][32], pw[kMaxDkWarps][32], delta[32], red[3][32];
-  float s[32];
+  float s[RW];
 #pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int row = warp * 32 + i;
+  for (int i = 0; i < RW; ++i) {
+    const int row = warp * RW + i;
     s[i] = (colok && row < dk) ? S[int64_t(row) * dv + col] : 0.f;
   }
   const float qscale = 1.f / sqrtf(float(dk));
@@ -131,8 +166,8 @@ __global__ void k_gdn(splash_gdn_args a) {
     __syncthreads();
     float u = 0.f, wq = 0.f;
 #pragma unroll
-    for (int r = 0; r < 32; ++r) {
-      const int row = warp * 32 + r;
+    for (int r = 0; r < RW; ++r) {
+      const int row = warp * RW + r;
       const float kr = row < dk ? kn[row] : 0.f, qr = row < dk ? qn[row] : 0.f;
       u += s[r] * kr;
       wq += s[r] * qr;
@@ -153,16 +188,16 @@ __global__ void k_gdn(splash_gdn_args a) {
     __syncthreads();
     const float d = delta[lane];
 #pragma unroll
-    for (int r = 0; r < 32; ++r) {
-      const int row = warp * 32 + r;
+    for (int r = 0; r < RW; ++r) {
+      const int row = warp * RW + r;
       const float kr = row < dk ? kn[row] : 0.f;
       s[r] = decay * s[r] + kr * d;
     }
     __syncthreads();  // qn/kn/red are rewritten by the next token
   }
 #pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int row = warp * 32 + i;
+  for (int i = 0; i < RW; ++i) {
+    const int row = warp * RW + i;
     if (colok && row < dk) S[int64_t(row) * dv + col] = s[i];
   }
 }
@@ -176,9 +211,14 @@ void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, co
     return;
   }
   if (nt <= 0) return;
-  k_conv1d_silu<<<blocks_for(int64_t(nt) * C, 256), 256, 0, c->stream>>>(x, nt, C, K, w, state, y);
+  if (nt <= kConvFusedTokens) {
+    k_conv1d_silu_state<<<blocks_for(C, 128), 128, 0, strm(c)>>>(x, nt, C, K, w, state, y);
+    SPLASH_LAUNCHED(c, "conv1d_silu_state");
+    return;
+  }
+  k_conv1d_silu<<<blocks_for(int64_t(nt) * C, 256), 256, 0, strm(c)>>>(x, nt, C, K, w, state, y);
   SPLASH_LAUNCHED(c, "conv1d_silu");
-  k_conv_state<<<blocks_for(C, 128), 128, 0, c->stream>>>(x, nt, C, K, state);
+  k_conv_state<<<blocks_for(C, 128), 128, 0, strm(c)>>>(x, nt, C, K, state);
   SPLASH_LAUNCHED(c, "conv_state");
 }
 
@@ -190,19 +230,24 @@ void gdn_recurrent(void* ctx, const splash_gdn_args* a) {
   }
   if (a->n_tokens <= 0) return;
   dim3 grid(unsigned(a->nv), unsigned((a->dv + 31) / 32));
+  if (a->n_tokens <= kGdnFewTokens && a->dk % 16 == 0 && a->dk <= 16 * kMaxDkWarps) {
+    k_gdn<16><<<grid, (a->dk / 16) * 32, 0, strm(c)>>>(*a);
+    SPLASH_LAUNCHED(c, "gdn");
+    return;
+  }
   if (a->dk == 32 || a->dk == 64 || a->dk == 128) {
     auto* prep = static_cast<float*>(scratch(c, kGdn, size_t(a->n_tokens) * a->nk * (2 * a->dk + 4) * 4));
     if (!prep) return;
-    k_gdn_prep<<<unsigned(a->n_tokens * a->nk), a->dk, 0, c->stream>>>(*a, prep);
+    k_gdn_prep<<<unsigned(a->n_tokens * a->nk), a->dk, 0, strm(c)>>>(*a, prep);
     SPLASH_LAUNCHED(c, "gdn_prep");
-    if (a->dk == 32) k_gdn_warp<32><<<grid, 32, 0, c->stream>>>(*a, prep);
-    else if (a->dk == 64) k_gdn_warp<64><<<grid, 32, 0, c->stream>>>(*a, prep);
-    else k_gdn_warp<128><<<grid, 32, 0, c->stream>>>(*a, prep);
+    if (a->dk == 32) k_gdn_warp<32><<<grid, 32, 0, strm(c)>>>(*a, prep);
+    else if (a->dk == 64) k_gdn_warp<64><<<grid, 32, 0, strm(c)>>>(*a, prep);
+    else k_gdn_warp<128><<<grid, 32, 0, strm(c)>>>(*a, prep);
     SPLASH_LAUNCHED(c, "gdn");
     return;
   }
   const int warps = (a->dk + 31) / 32;
-  k_gdn<<<grid, warps * 32, 0, c->stream>>>(*a);
+  k_gdn<32><<<grid, warps * 32, 0, strm(c)>>>(*a);
   SPLASH_LAUNCHED(c, "gdn");
 }
 

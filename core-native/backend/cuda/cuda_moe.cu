@@ -97,13 +97,14 @@ bool moe_device(Ctx* c, const splash_moe_args* a) {
   auto* ye = static_cast<float*>(scratch(c, kMoeY, size_t(P) * H * 4));
   if (!ids || !gb || !ub || !ye) return true;
   auto* wts = reinterpret_cast<float*>(ids + P);
-  k_route<<<N, 256, size_t(E) * 4, c->stream>>>(a->logits, E, K, a->renorm, ids, wts);
+  k_route<<<N, 256, size_t(E) * 4, strm(c)>>>(a->logits, E, K, a->renorm, ids, wts);
   SPLASH_LAUNCHED(c, "moe_route");
-  matmul_experts(c, a->gate, a->x, N, ids, P, K, gb, I);
-  matmul_experts(c, a->up, a->x, N, ids, P, K, ub, I);
+  const splash_weight* gu[2] = {a->gate, a->up};
+  float* const gu_out[2] = {gb, ub};
+  matmul_experts(c, 2, gu, a->x, N, ids, P, K, gu_out, I);  // gate and up in one launch
   swiglu(c, gb, ub, int64_t(P) * I, gb);
-  matmul_experts(c, a->down, gb, P, ids, P, 1, ye, H);
-  k_combine<<<blocks_for(int64_t(N) * H, 256), 256, 0, c->stream>>>(ye, wts, K, H, N, a->out);
+  matmul_experts(c, 1, &a->down, gb, P, ids, P, 1, &ye, H);
+  k_combine<<<blocks_for(int64_t(N) * H, 256), 256, 0, strm(c)>>>(ye, wts, K, H, N, a->out);
   SPLASH_LAUNCHED(c, "moe_combine");
   return true;
 }
@@ -115,10 +116,15 @@ void moe(void* ctx, const splash_moe_args* a) {
   const int N = a->n_tokens, E = a->n_experts, K = a->top_k;
   const int64_t H = a->down->rows, I = a->gate->rows, Cx = a->gate->cols;
   if (N <= 0) return;
+  const size_t ob = size_t(N) * size_t(H) * 4;
+  if (c->xc_valid && reinterpret_cast<uintptr_t>(a->out) < reinterpret_cast<uintptr_t>(c->xc_x) + size_t(c->xc_total) * 4 &&
+      reinterpret_cast<uintptr_t>(c->xc_x) < reinterpret_cast<uintptr_t>(a->out) + ob)
+    c->xc_valid = false;  // the output would overwrite the activations whose int8 form is kept
   if (moe_device(c, a)) return;
+  if (spoils_capture(c)) return;  // the routing below runs on the host
   std::vector<float> p(size_t(N) * E);
-  SPLASH_CK(c, cudaMemcpyAsync(p.data(), a->logits, p.size() * 4, cudaMemcpyDeviceToHost, c->stream));
-  SPLASH_CK(c, cudaStreamSynchronize(c->stream));
+  SPLASH_CK(c, cudaMemcpyAsync(p.data(), a->logits, p.size() * 4, cudaMemcpyDeviceToHost, strm(c)));
+  SPLASH_CK(c, cudaStreamSynchronize(strm(c)));
   std::vector<std::vector<std::pair<int32_t, float>>> routed(E);
   std::vector<int> idx(E);
   for (int t = 0; t < N; ++t) {
@@ -152,13 +158,13 @@ void moe(void* ctx, const splash_moe_args* a) {
   auto* ye = static_cast<float*>(scratch(c, kMoeY, size_t(maxn) * H * 4));
   if (!d_tok || !xe || !gb || !ub || !ye) return;
   auto* d_w = reinterpret_cast<float*>(d_tok + M);
-  SPLASH_CK(c, cudaMemcpyAsync(d_tok, tok.data(), M * 4, cudaMemcpyHostToDevice, c->stream));
-  SPLASH_CK(c, cudaMemcpyAsync(d_w, wts.data(), M * 4, cudaMemcpyHostToDevice, c->stream));
-  SPLASH_CK(c, cudaMemsetAsync(a->out, 0, size_t(N) * H * 4, c->stream));
+  SPLASH_CK(c, cudaMemcpyAsync(d_tok, tok.data(), M * 4, cudaMemcpyHostToDevice, strm(c)));
+  SPLASH_CK(c, cudaMemcpyAsync(d_w, wts.data(), M * 4, cudaMemcpyHostToDevice, strm(c)));
+  SPLASH_CK(c, cudaMemsetAsync(a->out, 0, size_t(N) * H * 4, strm(c)));
   for (int e = 0; e < E; ++e) {
     const int n = off[e + 1] - off[e];
     if (n == 0) continue;
-    k_gather<<<blocks_for(int64_t(n) * Cx, 256), 256, 0, c->stream>>>(a->x, Cx, d_tok + off[e], n, xe);
+    k_gather<<<blocks_for(int64_t(n) * Cx, 256), 256, 0, strm(c)>>>(a->x, Cx, d_tok + off[e], n, xe);
     SPLASH_LAUNCHED(c, "moe_gather");
     const splash_weight g = splash_weight_expert(a->gate, e), u = splash_weight_expert(a->up, e),
                         d = splash_weight_expert(a->down, e);
@@ -166,11 +172,12 @@ void moe(void* ctx, const splash_moe_args* a) {
     matmul(ctx, &u, xe, n, ub, I);
     swiglu(ctx, gb, ub, int64_t(n) * I, gb);
     matmul(ctx, &d, gb, n, ye, H);
-    k_scatter_add<<<blocks_for(int64_t(n) * H, 256), 256, 0, c->stream>>>(a->out, ye, H, d_tok + off[e], d_w + off[e], n);
+    flush(c);
+    k_scatter_add<<<blocks_for(int64_t(n) * H, 256), 256, 0, strm(c)>>>(a->out, ye, H, d_tok + off[e], d_w + off[e], n);
     SPLASH_LAUNCHED(c, "moe_scatter");
   }
   // the host vectors above are sources of queued copies: wait before they go out of scope
-  SPLASH_CK(c, cudaStreamSynchronize(c->stream));
+  SPLASH_CK(c, cudaStreamSynchronize(strm(c)));
 }
 
 }  // namespace splash::cuda

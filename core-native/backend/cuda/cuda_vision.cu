@@ -128,20 +128,20 @@ __global__ void __launch_bounds__(kQ* kTPQ) k_seg_attn(splash_seg_attn_args a, i
 void layer_norm(void* ctx, const float* x, const float* w, const float* b, int32_t n, int32_t dim, float eps, float* y) {
   if (n <= 0) return;
   const int threads = dim >= 1024 ? 512 : dim >= 256 ? 256 : dim >= 128 ? 128 : 64;
-  k_layer_norm<<<n, threads, 0, C(ctx)->stream>>>(x, w, b, dim, eps, y);
+  k_layer_norm<<<n, threads, 0, strm(C(ctx))>>>(x, w, b, dim, eps, y);
   SPLASH_LAUNCHED(C(ctx), "layer_norm");
 }
 
 void add_bias(void* ctx, float* y, const float* b, int32_t n, int32_t dim) {
   const int64_t m = int64_t(n) * dim;
   if (m <= 0) return;
-  k_add_bias<<<std::min<unsigned>(blocks_for(m, 256), 8192), 256, 0, C(ctx)->stream>>>(y, b, m, dim);
+  k_add_bias<<<std::min<unsigned>(blocks_for(m, 256), 8192), 256, 0, strm(C(ctx))>>>(y, b, m, dim);
   SPLASH_LAUNCHED(C(ctx), "add_bias");
 }
 
 void gelu(void* ctx, float* x, int64_t n, int32_t tanh_approx) {
   if (n <= 0) return;
-  k_gelu<<<std::min<unsigned>(blocks_for(n, 256), 8192), 256, 0, C(ctx)->stream>>>(x, n, tanh_approx);
+  k_gelu<<<std::min<unsigned>(blocks_for(n, 256), 8192), 256, 0, strm(C(ctx))>>>(x, n, tanh_approx);
   SPLASH_LAUNCHED(C(ctx), "gelu");
 }
 
@@ -149,7 +149,7 @@ void rope_table(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64_t
                 const float* sin) {
   const int64_t n = int64_t(nt) * nh * (hd / 2);
   if (n <= 0) return;
-  k_rope_table<<<blocks_for(n, 256), 256, 0, C(ctx)->stream>>>(x, nt, rs, nh, hs, hd, cos, sin);
+  k_rope_table<<<blocks_for(n, 256), 256, 0, strm(C(ctx))>>>(x, nt, rs, nh, hs, hd, cos, sin);
   SPLASH_LAUNCHED(C(ctx), "rope_table");
 }
 
@@ -164,10 +164,10 @@ void seg_attention(void* ctx, const splash_seg_attn_args* a) {
   const int32_t segs = (a->n_tokens + a->segment - 1) / a->segment;
   const dim3 grid(unsigned(segs * qblocks), unsigned(a->n_heads));
   const int hd = a->head_dim;
-  if (hd <= 32) k_seg_attn<8><<<grid, kQ * kTPQ, 0, c->stream>>>(*a, qblocks);
-  else if (hd <= 64) k_seg_attn<16><<<grid, kQ * kTPQ, 0, c->stream>>>(*a, qblocks);
-  else if (hd <= 96) k_seg_attn<24><<<grid, kQ * kTPQ, 0, c->stream>>>(*a, qblocks);
-  else k_seg_attn<32><<<grid, kQ * kTPQ, 0, c->stream>>>(*a, qblocks);
+  if (hd <= 32) k_seg_attn<8><<<grid, kQ * kTPQ, 0, strm(c)>>>(*a, qblocks);
+  else if (hd <= 64) k_seg_attn<16><<<grid, kQ * kTPQ, 0, strm(c)>>>(*a, qblocks);
+  else if (hd <= 96) k_seg_attn<24><<<grid, kQ * kTPQ, 0, strm(c)>>>(*a, qblocks);
+  else k_seg_attn<32><<<grid, kQ * kTPQ, 0, strm(c)>>>(*a, qblocks);
   SPLASH_LAUNCHED(c, "seg_attention");
 }
 

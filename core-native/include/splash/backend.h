@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define SPLASH_BACKEND_ABI 3
+#define SPLASH_BACKEND_ABI 4
 
 typedef enum splash_dtype {
   SPLASH_F32 = 0,
@@ -67,6 +67,10 @@ typedef struct splash_attn_args {
   const float* v_cache;
   float* out;             // [T, n_heads*head_dim]
   float scale;
+  // (ABI 4, backends with graph slots only) when set, `start` is read from this device int at run time and
+  // start + n_tokens ≤ `cap` (a recorded graph replays at other positions)
+  const int32_t* start_dev;
+  int32_t cap;
 } splash_attn_args;
 
 // Bidirectional attention inside segments of `segment` consecutive tokens (the frames of the vision encoder):
@@ -143,9 +147,12 @@ typedef struct splash_backend_i {
   void (*gdn_recurrent)(void* ctx, const splash_gdn_args* a);  // one step per token (decode)
   void (*gdn_chunked)(void* ctx, const splash_gdn_args* a);    // (optional) chunked form, chunk 64
 
-  // ---- (optional) later: graph capture for decode, per-position GDN states for verification
-  void (*graph_begin)(void* ctx);  // (optional) NULL on CPU
-  void (*graph_end)(void* ctx);    // (optional) NULL on CPU
+  // ---- (optional, NULL on CPU) decode graphs: the slots called between capture_begin and capture_end are
+  // recorded, not run; graph_launch replays them. capture_end returns NULL when a slot needed the host while
+  // recording (a host copy, host-side routing): the caller then runs the step directly. A graph stays valid
+  // while graph_epoch is unchanged (the backend's own scratch buffers were not reallocated).
+  void (*graph_capture_begin)(void* ctx);
+  void* (*graph_capture_end)(void* ctx);
 
   void* (*get_proc_address)(void* ctx, const char* name);  // (optional) backend-specific extras
 
@@ -185,6 +192,20 @@ typedef struct splash_backend_i {
   void (*rope_table)(void* ctx, float* x, int32_t n_tokens, int64_t row_stride, int32_t n_heads, int64_t head_stride,
                      int32_t head_dim, const float* cos, const float* sin);
   void (*seg_attention)(void* ctx, const splash_seg_attn_args* a);  // bidirectional, per segment
+
+  // ---- (ABI 4) decode graphs (optional, NULL on CPU, all or none) and fused pieces
+  void (*graph_launch)(void* ctx, void* graph);
+  void (*graph_free)(void* ctx, void* graph);
+  uint64_t (*graph_epoch)(void* ctx);
+  // The forms of embed / rope_seq / a KV append that read the step's varying integers from device memory
+  // (`tokens`, `start`: device), so that a recorded graph replays with new tokens and positions.
+  void (*embed_dev)(void* ctx, const splash_weight* w, const int32_t* tokens, int32_t n, float* out);
+  void (*rope_seq_dev)(void* ctx, float* x, int32_t n_tokens, int64_t row_stride, int32_t n_heads, int64_t head_stride,
+                       int32_t head_dim, int32_t rot_dim, const int32_t* start, const int32_t* section, float theta);
+  // dst rows [*start, *start + n) (rows of `width` floats) = src rows [0, n)
+  void (*rows_at)(void* ctx, float* dst, const float* src, int32_t n, int64_t width, const int32_t* start);
+  // (optional) h += y, then x = rmsnorm(h)·w (the residual add and the next norm in one pass)
+  void (*add_rmsnorm)(void* ctx, float* h, const float* y, const float* w, int32_t n, int32_t dim, float eps, float* x);
 } splash_backend_i;
 
 typedef struct splash_backend {

@@ -1,0 +1,142 @@
+// Norms on the GPU: RMSNorm, gated RMSNorm (GDN output), and the residual add + the next RMSNorm in one pass
+// (≤ 8 rows: a cluster of 8 blocks per row meeting through distributed shared memory). Decode-sized outputs
+// also get their int8x2 form for the matmuls that follow (quant_out / produced, cuda_matmul.cu).
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_common.cuh"
+
+namespace splash::cuda {
+namespace {
+
+__global__ void k_rmsnorm(const float* x, const float* w, int32_t dim, float eps, float* y, const float* z, QuantOut qo) {
+  __shared__ float sh[32];
+  const float* xi = x + int64_t(blockIdx.x) * dim;
+  float* yi = y + int64_t(blockIdx.x) * dim;
+  float ss = 0.f;
+  for (int c = threadIdx.x; c < dim; c += blockDim.x) ss += xi[c] * xi[c];
+  ss = block_sum(ss, sh);
+  const float inv = 1.f / sqrtf(ss / float(dim) + eps);
+  const float* zi = z ? z + int64_t(blockIdx.x) * dim : nullptr;
+  for (int c = threadIdx.x; c < dim; c += blockDim.x) {  // whole warps when qo is set (dim % 32 == 0)
+    const float v = zi ? xi[c] * inv * w[c] * siluf_(zi[c]) : xi[c] * inv * w[c];
+    yi[c] = v;
+    if (qo.q4) quant_group(v, int64_t(blockIdx.x) * dim + c, qo.q4, qo.q8, qo.xs, qo.total);
+  }
+}
+// h += y, then x = rmsnorm(h)·w: one block per row, h kept in registers between the two passes.
+constexpr int kAddNormPer = 16;  // dim ≤ 16 · threads
+__global__ void k_add_rmsnorm(float* h, const float* y, const float* w, int32_t dim, float eps, float* x, QuantOut qo) {
+  __shared__ float sh[32];
+  float* hi = h + int64_t(blockIdx.x) * dim;
+  const float* yi = y + int64_t(blockIdx.x) * dim;
+  float v[kAddNormPer];
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < kAddNormPer; ++k) {
+    const int c = threadIdx.x + k * blockDim.x;
+    v[k] = 0.f;
+    if (c < dim) {
+      v[k] = hi[c] + yi[c];
+      hi[c] = v[k];
+      ss += v[k] * v[k];
+    }
+  }
+  ss = block_sum(ss, sh);
+  const float inv = 1.f / sqrtf(ss / float(dim) + eps);
+  float* xi = x + int64_t(blockIdx.x) * dim;
+#pragma unroll
+  for (int k = 0; k < kAddNormPer; ++k) {
+    const int c = threadIdx.x + k * blockDim.x;
+    if (c < dim) {
+      const float o = v[k] * inv * w[c];
+      xi[c] = o;
+      if (qo.q4) quant_group(o, int64_t(blockIdx.x) * dim + c, qo.q4, qo.q8, qo.xs, qo.total);
+    }
+  }
+}
+// Few rows (decode): a cluster of 8 blocks per row, each adding and squaring its eighth of the row; the
+// sums meet through distributed shared memory, so one row uses 8 multiprocessors instead of one.
+constexpr int kNormCluster = 8, kNormClusterThreads = 128, kNormClusterPer = 16;  // dim ≤ 16384
+__global__ void __cluster_dims__(kNormCluster, 1, 1) __launch_bounds__(kNormClusterThreads)
+    k_add_rmsnorm_cluster(float* h, const float* y, const float* w, int32_t dim, float eps, float* x, QuantOut qo) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  __shared__ float sh[32];
+  __shared__ float part;
+  const int rank = int(cluster.block_rank());
+  const int64_t row = blockIdx.x / kNormCluster;
+  // slices of whole 32-value groups
+  const int per = (dim + 32 * kNormCluster - 1) / (32 * kNormCluster) * 32, c0 = rank * per, c1 = min(dim, c0 + per);
+  float* hi = h + row * dim;
+  const float* yi = y + row * dim;
+  float v[kNormClusterPer];
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < kNormClusterPer; ++k) {
+    const int c = c0 + threadIdx.x + k * kNormClusterThreads;
+    v[k] = 0.f;
+    if (c < c1) {
+      v[k] = hi[c] + yi[c];
+      hi[c] = v[k];
+      ss += v[k] * v[k];
+    }
+  }
+  ss = block_sum(ss, sh);
+  if (threadIdx.x == 0) part = ss;
+  cluster.sync();
+  float tot = 0.f;
+  for (int r = 0; r < kNormCluster; ++r) tot += *cluster.map_shared_rank(&part, r);
+  cluster.sync();  // every block has read the others' sums before any exits
+  const float inv = 1.f / sqrtf(tot / float(dim) + eps);
+  float* xi = x + row * dim;
+#pragma unroll
+  for (int k = 0; k < kNormClusterPer; ++k) {
+    const int c = c0 + threadIdx.x + k * kNormClusterThreads;
+    if (c < c1) {
+      const float o = v[k] * inv * w[c];
+      xi[c] = o;
+      if (qo.q4) quant_group(o, row * dim + c, qo.q4, qo.q8, qo.xs, qo.total);
+    }
+  }
+}
+
+int norm_threads(int dim) { return dim >= 1024 ? 512 : dim >= 256 ? 256 : dim >= 128 ? 128 : 64; }
+
+}  // namespace
+
+void rmsnorm(void* ctx, const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y) {
+  Ctx* c = static_cast<Ctx*>(ctx);
+  if (n <= 0) return;
+  const QuantOut qo = dim % 32 == 0 ? quant_out(c, int64_t(n) * dim) : QuantOut{};  // for the matmuls that follow
+  k_rmsnorm<<<n, norm_threads(dim), 0, strm(c)>>>(x, w, dim, eps, y, nullptr, qo);
+  if (SPLASH_LAUNCHED(c, "rmsnorm") && qo.q4) produced(c, y, qo.total);
+}
+void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n, int32_t dim, float eps, float* x) {
+  if (n <= 0) return;
+  Ctx* c = static_cast<Ctx*>(ctx);
+  const QuantOut qo = dim % 32 == 0 ? quant_out(c, int64_t(n) * dim) : QuantOut{};  // for the matmuls that follow
+  if (n <= 8 && dim <= kNormCluster * kNormClusterThreads * kNormClusterPer) {
+    k_add_rmsnorm_cluster<<<unsigned(n) * kNormCluster, kNormClusterThreads, 0, strm(c)>>>(h, y, w, dim, eps, x, qo);
+    if (SPLASH_LAUNCHED(c, "add_rmsnorm") && qo.q4) produced(c, x, qo.total);
+    return;
+  }
+  if (dim > kAddNormPer * 1024) {  // wider than one block holds in registers: the two passes apart
+    add(ctx, h, y, int64_t(n) * dim);
+    rmsnorm(ctx, h, w, n, dim, eps, x);
+    return;
+  }
+  const int threads = std::max(norm_threads(dim), std::min(1024, (dim + kAddNormPer - 1) / kAddNormPer + 31) / 32 * 32);
+  k_add_rmsnorm<<<n, threads, 0, strm(c)>>>(h, y, w, dim, eps, x, qo);
+  if (SPLASH_LAUNCHED(c, "add_rmsnorm") && qo.q4) produced(c, x, qo.total);
+}
+void gated_rmsnorm(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y) {
+  Ctx* c = static_cast<Ctx*>(ctx);
+  if (n <= 0) return;
+  const QuantOut qo = dim % 32 == 0 ? quant_out(c, int64_t(n) * dim) : QuantOut{};  // for the output projection
+  k_rmsnorm<<<n, norm_threads(dim), 0, strm(c)>>>(x, w, dim, eps, y, z, qo);
+  if (SPLASH_LAUNCHED(c, "gated_rmsnorm") && qo.q4) produced(c, y, qo.total);
+}
+
+}  // namespace splash::cuda

@@ -1,0 +1,109 @@
+// Decode steps as recorded graphs. A small decode batch (≤ 8 tokens, no verify rows, no images) queues the
+// same slots every step except for its tokens and positions; on a backend with graph slots those two come
+// from a device array (gvars_dev_: [tokens | each item's length]) uploaded before the step, so the step is
+// recorded once per batch shape and then replayed with one launch. The shape (the key) is what the
+// recorded slots bake in: each item's state buffers, token count, tapped rows and logits rows, and the
+// attention capacity (the length rounded up to a power of two, which sizes the attention grid). A shape is
+// recorded on its second step (the first one runs directly and sizes every activation buffer); a recording
+// that needed the host (host-side MoE routing, precise mode) marks the shape as never recorded.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "model/model.h"
+
+namespace splash {
+namespace {
+
+constexpr int kGraphMaxTokens = 8;  // the GEMV path; larger steps are matmul-bound anyway
+constexpr size_t kMaxGraphs = 64;
+constexpr int32_t kMinCap = 1024;
+
+bool graph_debug() {
+  static const bool on = std::getenv("SPLASH_GRAPH_DEBUG") != nullptr;  // one line per decision on stderr
+  return on;
+}
+
+bool graphs_enabled() {
+  const char* e = std::getenv("SPLASH_CUDA_GRAPHS");  // 0: always queue slot by slot (diagnosis)
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
+}  // namespace
+
+int32_t Model::graph_cap(const Sequence* s, int n) const {
+  int32_t cap = kMinCap;
+  while (cap < s->len + n && cap < s->max_len) cap *= 2;
+  return std::min(cap, s->max_len);
+}
+
+void Model::drop_graphs() {
+  for (auto& [key, e] : graphs_)
+    if (e.exec) be_->iface->graph_free(be_->ctx, e.exec);
+  graphs_.clear();
+}
+
+bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
+  const auto* be = be_->iface;
+  void* bc = be_->ctx;
+  if (!be->graph_capture_begin || N > kGraphMaxTokens || !graphs_enabled()) return false;
+  for (auto& it : items)
+    if (it.verify || !it.positions.empty() || !it.embed_at.empty()) return false;
+  const uint64_t epoch = be->graph_epoch(bc);
+  if (graph_debug())
+    std::fprintf(stderr, "graph: epoch %llu/%llu bufs %llu/%llu graphs %zu\n", (unsigned long long)epoch,
+                 (unsigned long long)graphs_epoch_, (unsigned long long)bufs_gen_, (unsigned long long)graphs_gen_,
+                 graphs_.size());
+  if (epoch != graphs_epoch_ || bufs_gen_ != graphs_gen_ || graphs_.size() >= kMaxGraphs) {
+    drop_graphs();  // what the graphs point at moved
+    graphs_epoch_ = epoch;
+    graphs_gen_ = bufs_gen_;
+  }
+  std::vector<int64_t> key;
+  std::vector<int32_t> vars;
+  key.reserve(items.size() * 6 + 1);
+  key.push_back(b.taps != nullptr);
+  for (auto& it : items) {
+    const Sequence* s = it.seq;
+    const int n = int(it.tokens.size());
+    key.insert(key.end(), {int64_t(reinterpret_cast<uintptr_t>(s->gdn)), int64_t(reinterpret_cast<uintptr_t>(s->kv)), n,
+                           it.head_rows(), graph_cap(s, n)});
+    vars.insert(vars.end(), it.tokens.begin(), it.tokens.end());
+  }
+  for (auto& it : items) vars.push_back(it.seq->len);
+  GraphEntry& e = graphs_[key];
+  if (graph_debug()) std::fprintf(stderr, "graph: seen %d exec %d never %d\n", e.seen, e.exec != nullptr, int(e.never));
+  if (e.never || (!e.exec && e.seen++ == 0)) return false;
+  if (!gvars_dev_) {
+    gvars_dev_ = static_cast<int32_t*>(be->buffer_alloc(bc, size_t(4) * kGraphMaxTokens * 2));
+    if (!gvars_dev_) return false;
+  }
+  be->copy_to_device(bc, gvars_dev_, vars.data(), vars.size() * 4);
+  if (!e.exec) {
+    const uint64_t gen = bufs_gen_;
+    gv_ = gvars_dev_;
+    be->graph_capture_begin(bc);
+    try {
+      queue_step(items, N, b);
+    } catch (...) {
+      gv_ = nullptr;
+      if (void* g = be->graph_capture_end(bc)) be->graph_free(bc, g);
+      throw;
+    }
+    void* g = be->graph_capture_end(bc);
+    gv_ = nullptr;
+    if (graph_debug())
+      std::fprintf(stderr, "graph: recorded %d bufs %llu→%llu epoch %llu→%llu\n", g != nullptr, (unsigned long long)gen,
+                   (unsigned long long)bufs_gen_, (unsigned long long)epoch, (unsigned long long)be->graph_epoch(bc));
+    if (!g || bufs_gen_ != gen || be->graph_epoch(bc) != epoch) {
+      if (g) be->graph_free(bc, g);
+      else e.never = true;
+      return false;  // a buffer moved while recording: run directly, record again later
+    }
+    e.exec = g;
+  }
+  be->graph_launch(bc, e.exec);
+  return true;
+}
+
+}  // namespace splash

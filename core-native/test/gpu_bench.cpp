@@ -1,0 +1,151 @@
+// splash_gpu_test's benchmarks: device copy bandwidth and the bf16 GEMM rate (the ceilings), the decode GEMV
+// alone per schedule, and prefill and decode of a package (scripts/gpu-test.sh runs them on synthetic shapes).
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "test/gpu_test_util.h"
+
+namespace splash::gputest {
+
+void bench_base(Be& g) {
+  const size_t bytes = size_t(2) << 30;
+  void* src = g.alloc(bytes);
+  void* dst = g.alloc(bytes);
+  for (int i = 0; i < 3; ++i) g.i->copy2d(g.c, dst, 0, src, 0, bytes, 1);
+  g.i->synchronize(g.c);
+  const int reps = 10;
+  double t0 = now();
+  for (int i = 0; i < reps; ++i) g.i->copy2d(g.c, dst, 0, src, 0, bytes, 1);
+  g.i->synchronize(g.c);
+  const double dt = (now() - t0) / reps;
+  std::printf("device copy: %.0f GB/s (read + write of %.1f GB in %.3f ms)\n", 2 * bytes / dt / 1e9, bytes / 1e9, dt * 1e3);
+  g.i->buffer_free(g.c, src);
+  g.i->buffer_free(g.c, dst);
+  for (int n : {8192, 4096}) {  // bf16 weights × fp32 activations through the backend's prefill path
+    W w = make_weight(g, SPLASH_BF16, n, n);
+    auto x = randv(size_t(n) * n);
+    float* dx = g.up(x);
+    float* dy = static_cast<float*>(g.alloc(size_t(n) * n * 4));
+    for (int i = 0; i < 3; ++i) g.i->matmul(g.c, &w.d, dx, n, dy, n);
+    g.i->synchronize(g.c);
+    t0 = now();
+    for (int i = 0; i < 10; ++i) g.i->matmul(g.c, &w.d, dx, n, dy, n);
+    g.i->synchronize(g.c);
+    const double t = (now() - t0) / 10;
+    std::printf("bf16 matmul %dx%dx%d (incl. activation conversion): %.0f TFLOP/s\n", n, n, n, 2.0 * n * n * n / t / 1e12);
+  }
+}
+
+// Decode GEMVs alone at the 27B / 35B-A3B shapes (q4, one token), for each rows-per-warp and unroll choice;
+// every variant's output must equal the default's (same arithmetic, other schedule).
+void bench_gemv(Be& g) {
+  auto set_rows = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_rows"));
+  auto set_unroll = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_unroll"));
+  const int64_t shapes[][2] = {{10240, 5120}, {17408, 5120}, {5120, 17408}, {5120, 6144}, {248320, 5120}, {8192, 2048}, {2048, 4096}};
+  for (auto& sh : shapes) {
+    const double bytes = double(sh[0]) * sh[1] / 2 * 1.125;
+    // enough copies that the rotation does not fit the 60 MB L2
+    std::vector<W> ws;
+    for (int k = 0; k < std::max(1, int(240e6 / bytes)); ++k) ws.push_back(make_weight(g, SPLASH_Q4, sh[0], sh[1]));
+    auto x = randv(size_t(sh[1]));
+    float* dx = g.up(x);
+    float* dy = static_cast<float*>(g.alloc(size_t(sh[0]) * 4));
+    set_rows(g.c, 2);
+    set_unroll(g.c, 2);
+    g.i->matmul(g.c, &ws[0].d, dx, 1, dy, sh[0]);
+    const std::vector<float> ref = g.down(dy, size_t(sh[0]));
+    std::printf("gemv q4 %6lldx%-6lld", (long long)sh[0], (long long)sh[1]);
+    for (int unroll : {2, 4})
+      for (int rows : {1, 2, 4}) {
+        set_rows(g.c, rows);
+        set_unroll(g.c, unroll);
+        g.i->matmul(g.c, &ws[0].d, dx, 1, dy, sh[0]);
+        const std::vector<float> got = g.down(dy, size_t(sh[0]));
+        double err = 0, mx = 0;
+        for (size_t k = 0; k < ref.size(); ++k) err = std::max(err, double(std::fabs(got[k] - ref[k]))), mx = std::max(mx, double(std::fabs(ref[k])));
+        if (err > 1e-5 * mx) std::printf(" [rows=%d unroll=%d differs: FAIL]", rows, unroll), ++g_fail;
+        // timed as a recorded graph of 20 matmuls (quantisation + GEMV each), so host launches do not count
+        g.i->graph_capture_begin(g.c);
+        for (int i = 0; i < 20; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, 1, dy, sh[0]);
+        void* graph = g.i->graph_capture_end(g.c);
+        if (!graph) throw std::runtime_error("cannot record the GEMV graph");
+        g.i->graph_launch(g.c, graph);
+        g.i->synchronize(g.c);
+        const int reps = 10;
+        const double t0 = now();
+        for (int i = 0; i < reps; ++i) g.i->graph_launch(g.c, graph);
+        g.i->synchronize(g.c);
+        const double t = (now() - t0) / (reps * 20);
+        g.i->graph_free(g.c, graph);
+        std::printf(" r%d/u%d %6.1f us %4.0f GB/s", rows, unroll, t * 1e6, bytes / t / 1e9);
+      }
+    std::printf("\n");
+    set_rows(g.c, 4);
+    set_unroll(g.c, 2);
+  }
+}
+
+void bench(const std::string& dir, int prompt, int n) {
+  auto m = Model::open(dir, 0, nullptr, 0, false, "cuda");
+  const ModelConfig& c = m->config();
+  int32_t id = m->create_sequence(prompt + 2 * n + 16);
+  std::vector<StepItem> items(1);
+  {
+    std::lock_guard<std::mutex> l(m->seq_mutex());
+    items[0].seq = m->find(id);
+  }
+  std::vector<std::vector<float>> out;
+  // warm-up on a short prompt, then reset
+  items[0].tokens.assign(64, 7);
+  items[0].logits = 1;
+  m->step(items, out);
+  items[0].tokens = {1};
+  m->step(items, out);
+  m->truncate_sequence(id, 0);
+  items[0].tokens.resize(prompt);
+  for (int i = 0; i < prompt; ++i) items[0].tokens[i] = (i * 7919 + 3) % c.V;
+  double t0 = now();
+  m->step(items, out);
+  const double pf = now() - t0;
+  auto decode = [&](int steps) {
+    const double t = now();
+    for (int i = 0; i < steps; ++i) {
+      items[0].tokens = {int32_t((i * 31 + 1) % c.V)};
+      m->step(items, out);
+    }
+    return (now() - t) / steps;
+  };
+  const double dc = decode(n);
+  setenv("SPLASH_CUDA_GRAPHS", "0", 1);  // the same steps queued slot by slot
+  const double dc_direct = decode(n / 2);
+  unsetenv("SPLASH_CUDA_GRAPHS");
+  // Weight elements one token multiplies (routed experts: top-k of E), from the config.
+  double elems = double(c.V) * c.H;  // lm_head
+  for (int l = 0; l < c.L; ++l) {
+    if (c.linear[l]) elems += double(c.H) * (c.conv_ch() + c.Dv() + 2 * c.nv) + double(c.Dv()) * c.H;
+    else elems += double(c.H) * (double(c.nh) * c.hd * (c.attn_gate ? 2 : 1) + 2.0 * c.nkv * c.hd) + double(c.nh) * c.hd * c.H;
+    if (c.E > 0) elems += double(c.H) * c.E + 3.0 * c.topk * c.Im * c.H + (c.Is > 0 ? 3.0 * c.Is * c.H + c.H : 0);
+    else elems += 3.0 * c.I * c.H;
+  }
+  // bytes per element of the package's linear weights (packed values + scales + biases), from lm_head
+  const TensorInfo* lw = m->package().find(c.tie ? "embed_tokens.weight" : "lm_head.weight");
+  double bpe = 2;
+  if (lw && lw->dtype == "U32") {
+    const std::string base = c.tie ? "embed_tokens" : "lm_head";
+    const TensorInfo* sc = m->package().find(base + ".scales");
+    bpe = double(lw->bytes + 2 * sc->bytes) / (double(c.V) * c.H);
+  } else if (lw && lw->dtype == "F32") {
+    bpe = 4;
+  }
+  // a decode step reads those weights, the GDN states (read and written), the KV rows so far, one embedding row
+  const double step_bytes = elems * bpe + 2.0 * double(m->gdn_bytes()) +
+                            double(m->kv_bytes_per_token()) * (prompt + n / 2) + double(c.H) * bpe;
+  const double tflops = 2.0 * elems * prompt / pf / 1e12;  // matmul FLOPs only (attention/GDN not counted)
+  std::printf("%s: %d layers, weights %.2f GB; prefill %d tokens %.3f s = %.0f tok/s, %.0f TFLOP/s of matmul;"
+              " decode %.3f ms/token = %.1f tok/s, %.0f GB/s (%.2f GB per step); without graphs %.3f ms/token\n",
+              dir.c_str(), c.L, m->weight_bytes() / 1e9, prompt, pf, prompt / pf, tflops, dc * 1e3, 1 / dc,
+              step_bytes / dc / 1e9, step_bytes / 1e9, dc_direct * 1e3);
+}
+
+}  // namespace splash::gputest
