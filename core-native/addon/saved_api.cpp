@@ -57,7 +57,8 @@ Napi::Value FreeSaved(const Napi::CallbackInfo& info) {
   });
 }
 
-// savedStats(handle) → {sequences, rows, states, bytes}: what the model holds (leak checks)
+// savedStats(handle) → {sequences, rows, states, bytes, pooled}: what the model holds (leak checks; pooled =
+// idle sequence buffers kept for reuse, bounded by the most live sequences held at once)
 Napi::Value SavedStats(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     auto m = model_arg(info);
@@ -67,6 +68,7 @@ Napi::Value SavedStats(const Napi::CallbackInfo& info) {
     o.Set("rows", double(st.rows));
     o.Set("states", double(st.states));
     o.Set("bytes", double(st.bytes));
+    o.Set("pooled", double(st.pooled));
     return o;
   });
 }

@@ -61,12 +61,13 @@ bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   }
   std::vector<int64_t> key;
   std::vector<int32_t> vars;
-  key.reserve(items.size() * 6 + 1);
+  key.reserve(items.size() * 7 + 1);
   key.push_back(b.taps != nullptr);
   for (auto& it : items) {
     const Sequence* s = it.seq;
     const int n = int(it.tokens.size());
-    key.insert(key.end(), {int64_t(reinterpret_cast<uintptr_t>(s->gdn)), int64_t(reinterpret_cast<uintptr_t>(s->kv)), n,
+    // s->cap: a recycled KV buffer (state_pool.h) may come back with another plane stride
+    key.insert(key.end(), {int64_t(reinterpret_cast<uintptr_t>(s->gdn)), int64_t(reinterpret_cast<uintptr_t>(s->kv)), s->cap, n,
                            it.head_rows(), graph_cap(s, n)});
     vars.insert(vars.end(), it.tokens.begin(), it.tokens.end());
   }

@@ -83,7 +83,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
     }
     for (size_t i = 0; i < items.size(); ++i) {
       Sequence* s = items[i].seq;
-      const size_t plane = size_t(s->max_len + B) * kvw;
+      const size_t plane = size_t(s->cap + B) * kvw;
       float* kc = s->dkv + size_t(li) * 2 * plane;
       float* vc = kc + plane;
       const int nc = coff[i + 1] - coff[i];
@@ -103,7 +103,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
     be->rmsnorm(bc, bk, l.k_norm, Nb * d.nkv, d.hd, d.eps, bk);
     for (size_t i = 0; i < items.size(); ++i) {
       Sequence* s = items[i].seq;
-      const size_t plane = size_t(s->max_len + B) * kvw;
+      const size_t plane = size_t(s->cap + B) * kvw;
       float* kc = s->dkv + size_t(li) * 2 * plane;
       float* vc = kc + plane;
       float* qr = q + i * Bb * size_t(qw);

@@ -152,8 +152,8 @@ void Model::full_attention(const Layer& l, std::vector<StepItem>& items, const f
     auto& it = items[i];
     const int n = int(it.tokens.size());
     Sequence* s = it.seq;
-    float* kc = s->kv + size_t(l.kv_index) * 2 * s->max_len * plane;
-    float* vc = kc + size_t(s->max_len) * plane;
+    float* kc = s->kv + size_t(l.kv_index) * 2 * s->cap * plane;
+    float* vc = kc + size_t(s->cap) * plane;
     if (gv_) {  // recording a graph: the length is read on the device (gv_[N + i])
       const int32_t* len = gv_ + N + i;
       be->rope_seq_dev(bc, q + off * ow, n, ow, c.nh, c.hd, c.hd, c.rot_dim, len, sec, c.rope_theta);

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "backend/loader.h"
+#include "model/state_pool.h"
 #include "model/vision.h"
 #include "runtime/package.h"
 #include "sampler/sampler.h"
@@ -81,15 +83,16 @@ struct DraftLayer {
 
 struct Sequence {
   int32_t id = 0;
-  int32_t max_len = 0;
+  int32_t max_len = 0;   // tokens the sequence may hold (checked by every step)
+  int32_t cap = 0;       // rows its KV planes have room for (≥ max_len: a recycled buffer may be larger)
   int32_t len = 0;
   bool busy = false;    // part of an in-flight step
   bool broken = false;  // a step failed midway; state is undefined
   // All state lives in backend buffers (device memory on a GPU backend).
   float* gdn = nullptr;  // conv + recurrent states of all linear layers: one copyable block
-  float* kv = nullptr;   // [full layers][K|V][max_len][nkv*hd]
+  float* kv = nullptr;   // [full layers][K|V][cap][nkv*hd]
   // speculative decoding
-  float* dkv = nullptr;         // draft KV [draft layers][K|V][max_len + B][nkv*hd] (context rows, then block scratch)
+  float* dkv = nullptr;         // draft KV [draft layers][K|V][cap + B][nkv*hd] (context rows, then block scratch)
   int32_t draft_len = 0;        // positions whose context K/V are in dkv
   float* feat = nullptr;        // tapped target features of positions [draft_len, len), [rows][taps·H]
   int64_t feat_rows = 0, feat_cap = 0;
@@ -186,6 +189,7 @@ class Model {
   void free_saved(int64_t id);                               // throws
   struct SavedStats {
     size_t sequences = 0, rows = 0, states = 0, bytes = 0;
+    size_t pooled = 0;  // idle sequence buffers kept for reuse (state_pool.h)
   };
   SavedStats saved_stats();
   // Vision encoder (null when the package has none). encode_image: processor patches → merged embeddings.
@@ -228,6 +232,7 @@ class Model {
   float* buf(Buf b, size_t floats);
   void* alloc_state(size_t bytes, bool zero);  // sequence state (KV is not zeroed on host memory)
   void free_state(void* p);
+  int32_t kv_capacity(int32_t max_len) const;  // rows to allocate for a sequence of max_len tokens
   void ensure_feat(Sequence* s, int64_t rows);
   void ensure_slots(Sequence* s, int32_t n);
 
@@ -272,11 +277,18 @@ class Model {
   std::mutex seq_mu_, compute_mu_;
   std::unordered_map<int32_t, Sequence> seqs_;
   std::vector<float*> gdn_pool_;  // recycled GDN state blocks (all the same size)
+  // recycled KV, draft KV, feature and verify-state buffers (state_pool.h); emptied before the backend closes
+  StatePool pool_{[this](size_t b) { return alloc_state(b, false); }, [this](void* p) { free_state(p); }};
   int32_t next_id_ = 1;
+  struct HostFree {
+    void operator()(float* p) const { std::free(p); }
+  };
   struct SavedRows {
     int32_t n = 0;
     bool draft = false;
-    std::vector<float> data;  // [target K|V planes][n][nkv·hd], then [draft K|V planes][n][nkv·hd]
+    size_t floats = 0;
+    // [target K|V planes][n][nkv·hd], then [draft K|V planes][n][nkv·hd] (host_state_alloc: huge pages, not zeroed)
+    std::unique_ptr<float[], HostFree> data;
   };
   struct SavedState {
     int32_t len = 0;

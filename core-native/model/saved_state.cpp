@@ -12,7 +12,7 @@ namespace splash {
 
 namespace {
 
-int64_t draft_plane(const DraftConfig& d, const Sequence& s) { return int64_t(s.max_len + d.B) * d.nkv * d.hd; }
+int64_t draft_plane(const DraftConfig& d, const Sequence& s) { return int64_t(s.cap + d.B) * d.nkv * d.hd; }
 
 }  // namespace
 
@@ -38,10 +38,12 @@ int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
   // the draft's context rows are kept only when the draft has seen all of them
   r.draft = has_draft() && s->draft_len >= start + n;
   const int64_t dw = has_draft() ? int64_t(dcfg_.nkv) * dcfg_.hd : 0;
-  r.data.resize(size_t(2 * n_full_ * w + (r.draft ? 2 * dcfg_.L * dw : 0)) * size_t(n));
-  float* out = r.data.data();
+  r.floats = size_t(2 * n_full_ * w + (r.draft ? 2 * dcfg_.L * dw : 0)) * size_t(n);
+  r.data.reset(static_cast<float*>(host_state_alloc(r.floats * 4)));
+  if (!r.data) throw Error("out_of_memory", "cannot allocate " + std::to_string(r.floats * 4) + " bytes for saved rows");
+  float* out = r.data.get();
   for (int64_t p = 0; p < 2 * n_full_; ++p) {
-    be_->iface->copy_to_host(be_->ctx, out, s->kv + (p * s->max_len + start) * w, size_t(n) * w * 4);
+    be_->iface->copy_to_host(be_->ctx, out, s->kv + (p * s->cap + start) * w, size_t(n) * w * 4);
     out += size_t(n) * w;
   }
   if (r.draft) {
@@ -103,9 +105,9 @@ bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state)
   const int64_t dw = has_draft() ? int64_t(dcfg_.nkv) * dcfg_.hd : 0;
   int64_t at = 0;
   for (const SavedRows* r : parts) {
-    const float* in = r->data.data();
+    const float* in = r->data.get();
     for (int64_t p = 0; p < 2 * n_full_; ++p) {
-      be_->iface->copy_to_device(be_->ctx, s->kv + (p * s->max_len + at) * w, in, size_t(r->n) * w * 4);
+      be_->iface->copy_to_device(be_->ctx, s->kv + (p * s->cap + at) * w, in, size_t(r->n) * w * 4);
       in += size_t(r->n) * w;
     }
     if (draft) {
@@ -139,8 +141,9 @@ Model::SavedStats Model::saved_stats() {
   st.sequences = seqs_.size();
   st.rows = saved_rows_.size();
   st.states = saved_states_.size();
-  for (auto& [k, r] : saved_rows_) st.bytes += r.data.size() * 4;
+  for (auto& [k, r] : saved_rows_) st.bytes += r.floats * 4;
   for (auto& [k, r] : saved_states_) st.bytes += r.gdn.size() * 4;
+  st.pooled = pool_.stats().idle;
   return st;
 }
 

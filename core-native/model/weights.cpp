@@ -409,11 +409,12 @@ Model::~Model() {
   if (!be_) return;
   for (auto& [id, s] : seqs_) {
     free_state(s.gdn);
-    free_state(s.kv);
-    free_state(s.dkv);
-    free_state(s.feat);
-    free_state(s.slots);
+    pool_.give(s.kv);
+    pool_.give(s.dkv);
+    pool_.give(s.feat);
+    pool_.give(s.slots);
   }
+  pool_.clear();
   for (float* p : gdn_pool_) free_state(p);
   drop_graphs();
   if (gvars_dev_) be_->iface->buffer_free(be_->ctx, gvars_dev_);
@@ -427,8 +428,18 @@ Model::~Model() {
 }
 
 void* Model::alloc_state(size_t bytes, bool zero) {
-  if (host_memory_ && !zero) return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (host_memory_ && !zero) return host_state_alloc(bytes);
   return be_->iface->buffer_alloc(be_->ctx, bytes);
+}
+
+int32_t Model::kv_capacity(int32_t max_len) const {
+  // Device memory is committed at allocation: exactly what was asked. Host memory is only address space
+  // until touched, so rows are rounded up (a quarter more, to 4096) and a conversation that grows turn by
+  // turn keeps fitting the buffer its previous turn gave back to the pool.
+  if (!host_memory_) return max_len;
+  int64_t cap = (int64_t(max_len) + max_len / 4 + 4095) / 4096 * 4096;
+  if (cfg_.max_pos > 0) cap = std::min<int64_t>(cap, cfg_.max_pos);
+  return int32_t(std::max<int64_t>(cap, max_len));
 }
 
 void Model::free_state(void* p) {
@@ -440,23 +451,24 @@ void Model::free_state(void* p) {
 void Model::ensure_feat(Sequence* s, int64_t rows) {
   if (rows <= s->feat_cap) return;
   const size_t row = dcfg_.taps.size() * size_t(cfg_.H);
-  const int64_t cap = std::max<int64_t>(rows, s->feat_cap * 2);
-  float* p = static_cast<float*>(alloc_state(size_t(cap) * row * 4, false));
+  size_t got = 0;
+  float* p = static_cast<float*>(pool_.take(size_t(std::max<int64_t>(rows, s->feat_cap * 2)) * row * 4, &got));
   if (!p) throw Error("out_of_memory", "cannot allocate draft features");
   if (s->feat_rows > 0) be_->iface->copy2d(be_->ctx, p, 0, s->feat, 0, size_t(s->feat_rows) * row * 4, 1);
-  free_state(s->feat);
+  pool_.give(s->feat);
   s->feat = p;
-  s->feat_cap = cap;
+  s->feat_cap = int64_t(got / (row * 4));
 }
 
 void Model::ensure_slots(Sequence* s, int32_t n) {
   if (n <= s->slots_cap) return;
-  free_state(s->slots);
+  pool_.give(s->slots);
   s->slots = nullptr;
   s->slots_cap = 0;
-  s->slots = static_cast<float*>(alloc_state(size_t(n) * gdn_floats_ * 4, false));
+  size_t got = 0;
+  s->slots = static_cast<float*>(pool_.take(size_t(n) * gdn_floats_ * 4, &got));
   if (!s->slots) throw Error("out_of_memory", "cannot allocate verification states");
-  s->slots_cap = n;
+  s->slots_cap = int32_t(std::min<size_t>(got / (size_t(gdn_floats_) * 4), INT32_MAX));
 }
 
 int32_t Model::create_sequence(int32_t max_len) {
@@ -478,24 +490,32 @@ int32_t Model::create_sequence(int32_t max_len) {
     }
     if (!s.gdn) throw Error("out_of_memory", "cannot allocate sequence state");
   }
-  const size_t kb = size_t(kv_floats_per_token_) * 4 * size_t(max_len);
-  if (kb) {
-    // KV is not zeroed: rows are written before they are read.
-    s.kv = static_cast<float*>(alloc_state(kb, false));
+  // KV is not zeroed: rows are written before they are read. A recycled buffer that holds max_len rows
+  // serves, even when it was made for more; the planes are laid out for the rows both buffers hold.
+  const int32_t want = kv_capacity(max_len);
+  int64_t cap = INT32_MAX;
+  const size_t row = size_t(kv_floats_per_token_) * 4;
+  if (row) {
+    size_t got = 0;
+    s.kv = static_cast<float*>(pool_.take(row * size_t(max_len), row * size_t(want), &got));
     if (!s.kv) {
       if (s.gdn) gdn_pool_.push_back(s.gdn);
-      throw Error("out_of_memory", "cannot allocate a KV cache of " + std::to_string(kb) + " bytes");
+      throw Error("out_of_memory", "cannot allocate a KV cache of " + std::to_string(row * size_t(want)) + " bytes");
     }
+    cap = std::min<int64_t>(cap, int64_t(got / row));
   }
   if (has_draft()) {
-    const size_t db = draft_bytes(max_len);
-    s.dkv = static_cast<float*>(alloc_state(db, false));
+    size_t got = 0;
+    s.dkv = static_cast<float*>(pool_.take(draft_bytes(max_len), draft_bytes(std::min<int64_t>(cap, want)), &got));
     if (!s.dkv) {
       if (s.gdn) gdn_pool_.push_back(s.gdn);
-      free_state(s.kv);
+      pool_.give(s.kv);
       throw Error("out_of_memory", "cannot allocate a draft KV cache");
     }
+    const size_t drow = draft_bytes(1) - draft_bytes(0);
+    cap = std::min<int64_t>(cap, int64_t(got / drow) - dcfg_.B);
   }
+  s.cap = int32_t(cap < INT32_MAX ? cap : max_len);
   s.id = next_id_++;
   seqs_.emplace(s.id, std::move(s));
   return s.id;
@@ -512,10 +532,10 @@ void Model::free_sequence(int32_t id) {
   if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
   if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
   if (s->gdn) gdn_pool_.push_back(s->gdn);
-  free_state(s->kv);
-  free_state(s->dkv);
-  free_state(s->feat);
-  free_state(s->slots);
+  pool_.give(s->kv);
+  pool_.give(s->dkv);
+  pool_.give(s->feat);
+  pool_.give(s->slots);
   seqs_.erase(id);
 }
 

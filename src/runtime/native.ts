@@ -211,6 +211,8 @@ export interface SavedStats {
   rows: number
   states: number
   bytes: number
+  /** Idle sequence buffers kept for reuse (bounded by the most that live sequences held at once). */
+  pooled: number
 }
 
 export interface KernelCheck {

@@ -115,6 +115,31 @@ for (const activations of ['int8x2', 'int8', 'f32'] as const) t.test(`${activati
   t.equal(relErr(g2!, h2!), 0, 'seq 2 continues identically (bit-identical)')
 })
 
+t.test('a sequence on a recycled buffer (made for a longer one, dirty) computes what a fresh one does', async (t) => {
+  const pkg = await writeTinyPackage(`${root}/pool`, 'hybrid', 'f32', 29)
+  const h = await open(pkg)
+  t.teardown(() => native.closeModel(h))
+  const ref = new Reference(pkg)
+  t.equal(native.savedStats(h).pooled, 0, 'nothing pooled before any sequence')
+  const big = native.createSequence(h, {maxLength: 300})
+  await stepOne(h, big, tokensFrom(8, 200, 256), 'none')
+  native.freeSequence(h, big)
+  const idle = native.savedStats(h).pooled
+  t.ok(idle >= 300 * native.modelInfo(h).kvBytesPerToken, `the freed KV buffer is kept for reuse (${idle} bytes)`)
+  // a shorter sequence takes it: its planes are laid out for the rows the buffer has, and its rows hold
+  // the old sequence's values until written
+  const toks = tokensFrom(9, 12, 256)
+  const seq = native.createSequence(h, {maxLength: 20})
+  t.ok(native.savedStats(h).pooled < idle, 'the new sequence took the pooled buffer')
+  const out = await native.step(h, [{seq, tokens: Int32Array.from(toks.slice(0, 10)), logits: 'all'}])
+  const dec = await stepOne(h, seq, toks.slice(10), 'last')
+  const want = ref.forward(ref.newState(), toks)
+  t.ok(relErr(out[0].logits!.subarray(9 * pkg.config.vocab_size, 10 * pkg.config.vocab_size), want[9]) < 1e-4, 'prefill matches the reference')
+  t.ok(relErr(dec!, want[11]) < 1e-4, 'decode matches the reference')
+  await t.rejects(native.step(h, [{seq, tokens: Int32Array.from(tokensFrom(3, 9, 256)), logits: 'none'}]), {code: 'too_long'}, 'maxLength still bounds it')
+  native.freeSequence(h, seq)
+})
+
 // The int8 arithmetic itself is checked exactly in kernels.test.ts (runMatmul); at model level the
 // rounding noise of 64-wide dot products in a 64-wide random model is large, so this is a sanity bound
 // on plain Qwen3 (the hybrid's GDN decay amplifies it further).
