@@ -183,38 +183,75 @@ export class Scheduler {
 
   /**
    * After a step (and its postprocess): the prefix cache saves the state of sequences whose prefill reached
-   * an anchor and of sequences that finished, which are then freed. The draft first takes in its pending
-   * context so that the saved rows carry it. Never throws: a failed save only means a later miss.
+   * an anchor and of sequences that finished, which are then freed. The draft first takes in the pending
+   * context of all of them in one pass, so that the saved rows carry it. Never throws: a failed save only
+   * means a later miss.
    */
   async afterStep(batch: Batch): Promise<void> {
-    for (const seq of batch.anchored) {
-      if (seq.status !== 'running' || seq.cancelled) continue
-      seq.inFlight = true // a cancel meanwhile waits until the save is done
-      try {
-        await this.saveState(seq)
-      } catch {
-        // the cache is an optimisation: the request itself is unaffected
-      } finally {
+    const anchored = batch.anchored.filter(seq => seq.status === 'running' && !seq.cancelled)
+    const releasing = this.releasing.splice(0)
+    for (const seq of anchored) seq.inFlight = true // a cancel meanwhile waits until the save is done
+    try {
+      const saving = anchored.filter(seq => seq.numComputed >= 1)
+      for (const seq of releasing) {
+        if (seq.numComputed < 1) continue
+        try {
+          this.model.truncate?.(seq.slot, seq.numComputed) // a stop inside a verify pass
+          saving.push(seq)
+        } catch {
+          // not saved: the cache is an optimisation, the request itself is unaffected
+        }
+      }
+      const synced = await this.syncDrafts(saving.filter(seq => seq.useDraft))
+      for (const seq of saving) {
+        if (seq.useDraft && !synced.has(seq)) continue
+        try {
+          this.saveState(seq)
+        } catch {
+          // as above
+        }
+      }
+    } finally {
+      for (const seq of anchored) {
         seq.inFlight = false
+        if (seq.cancelled) this.finish(seq, 'cancelled')
       }
-      if (seq.cancelled) this.finish(seq, 'cancelled')
-    }
-    for (const seq of this.releasing.splice(0)) {
-      try {
-        await this.saveState(seq)
-      } catch {
-        // as above
-      }
-      this.model.freeSequence(seq.slot)
+      for (const seq of releasing) this.model.freeSequence(seq.slot)
     }
   }
 
-  private async saveState(seq: Sequence): Promise<void> {
+  /**
+   * The draft takes in the pending context of these sequences: one pass for all of them, or one each when
+   * the pass fails (a sequence the draft refuses must not keep the others from being saved). Returns those
+   * whose draft context is complete.
+   */
+  private async syncDrafts(seqs: Sequence[]): Promise<Set<Sequence>> {
+    const model = this.model
+    if (!model.draft || seqs.length === 0) return new Set()
+    const item = (seq: Sequence) => ({seq: seq.slot, token: seq.request.prompt[0], n: 0})
+    try {
+      await model.draft(seqs.map(item))
+      return new Set(seqs)
+    } catch {
+      const ok = new Set<Sequence>()
+      if (seqs.length > 1) {
+        for (const seq of seqs) {
+          try {
+            await model.draft([item(seq)])
+            ok.add(seq)
+          } catch {
+            // this one is not saved
+          }
+        }
+      }
+      return ok
+    }
+  }
+
+  /** Saves a sequence's computed tokens (prompt, then output) in the prefix cache; its draft context is synced. */
+  private saveState(seq: Sequence): void {
     const cache = this.cache!
     const computed = seq.numComputed
-    if (computed < 1) return
-    if (seq.status === 'finished') this.model.truncate?.(seq.slot, computed) // a stop inside a verify pass
-    if (seq.useDraft && this.model.draft) await this.model.draft([{seq: seq.slot, token: seq.request.prompt[0], n: 0}])
     const p = cacheKeyOf(seq.request) // image pads keyed by the image's hash
     let tokens: Int32Array
     if (computed <= p.length) tokens = p.subarray(0, computed)

@@ -8,6 +8,7 @@ import {Engine} from '../../src/runtime/engine.js'
 import {PrefixCache} from '../../src/runtime/prefix-cache.js'
 import {GREEDY, samplingParams, type SamplingParams} from '../../src/runtime/sampling.js'
 import {synthFixture} from '../helpers/packages.js'
+import {native} from '../../src/runtime/native.js'
 import type {Usage} from '../../src/runtime/request.js'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
@@ -73,13 +74,16 @@ for (const draft of [true, false]) {
       const prompt = randomPrompt(600, m.vocabSize, 17)
       const turn1 = await generate(warm, prompt, GREEDY, 24)
       const next = Int32Array.from([...prompt, ...turn1.tokens, ...randomPrompt(50, m.vocabSize, 99)])
-      const hit = await generate(warm, next, GREEDY, 24)
+      // the draft runs on every step here (not only when the engine's cost gating lets it), so the check below
+      // does not depend on this machine's timings
+      if (draft) process.env.SPLASH_DRAFT_FIXED = '1'
+      const hit = await generate(warm, next, GREEDY, 24).finally(() => delete process.env.SPLASH_DRAFT_FIXED)
       const coldNext = await generate(cold, next, GREEDY, 24)
       t.ok(hit.usage.cachedTokens >= prompt.length + turn1.tokens.length - 1, `the next turn resumes after the answer (${hit.usage.cachedTokens})`)
       t.same(hit.tokens, coldNext.tokens, 'and gives the tokens of a miss')
       if (draft) t.ok(hit.usage.draft, 'the draft still runs on a restored sequence')
       warm.scheduler.cache!.clear()
-      t.same(m.savedStats(), {sequences: 0, rows: 0, states: 0, bytes: 0}, 'nothing is left natively')
+      t.has(m.savedStats(), {sequences: 0, rows: 0, states: 0, bytes: 0}, 'nothing is left natively')
     })
   })
 }
@@ -149,7 +153,7 @@ t.test('blocks are shared, eviction keeps the budget, clear frees everything', a
     m.freeSequence(s2)
     small.clear()
     cache.clear()
-    t.same(m.savedStats(), {sequences: 0, rows: 0, states: 0, bytes: 0}, 'clear frees every block and state')
+    t.has(m.savedStats(), {sequences: 0, rows: 0, states: 0, bytes: 0}, 'clear frees every block and state')
     t.equal(e.scheduler.cache, undefined, 'cacheBytes 0 means no cache')
 
     // bad ids are errors, not crashes
@@ -196,7 +200,9 @@ t.test('1,000 requests with random cancellations leave no sequence behind', asyn
     t.ok(stats.hits > 0, `the cache served hits (${stats.hits})`)
     t.ok(stats.bytes <= stats.capacityBytes)
     t.equal(m.savedStats().sequences, 0, 'no live sequence')
+    // idle buffers kept for reuse never exceed what the 8 running sequences could hold at once
+    t.ok(m.savedStats().pooled <= 8 * native.sequenceBytes(m.handle, 4096 + 64), `pooled buffers are bounded (${m.savedStats().pooled} bytes)`)
     e.scheduler.cache!.clear()
-    t.same(m.savedStats(), {sequences: 0, rows: 0, states: 0, bytes: 0}, 'and nothing saved after clear')
+    t.has(m.savedStats(), {sequences: 0, rows: 0, states: 0, bytes: 0}, 'and nothing saved after clear')
   })
 })
