@@ -49,8 +49,10 @@ export async function realTurn(t: Test, bin: string, args: string[]): Promise<vo
     TERM: 'dumb',
   }
   const res = await runSplash([bin, ...args], env, work, 600_000)
-  t.comment(`${bin} stdout: ${res.stdout.slice(0, 2000)}`)
-  if (res.stderr) t.comment(`${bin} stderr: ${res.stderr.slice(-4000)}`)
+  // As JSON strings: a random-weight model's bytes can hold control characters and line breaks that, raw in a TAP
+  // comment, end the subtest's stream early (tap then counts none of the assertions below).
+  t.comment(`${bin} stdout: ${JSON.stringify(res.stdout.slice(0, 2000))}`)
+  if (res.stderr) t.comment(`${bin} stderr: ${JSON.stringify(res.stderr.slice(-4000))}`)
   t.equal(res.code, 0, `${bin} finished its turn with exit code 0`)
   // The served model has random weights: what it says (often only a think block, which agents do not print) is
   // luck, so the turn is checked on the server's side: the agent's requests got generated answers.
