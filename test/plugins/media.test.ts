@@ -9,7 +9,7 @@ import {readFileSync} from 'node:fs'
 import sharp from 'sharp'
 import {startServe, type ServerProcess} from '../helpers/cli.js'
 import {synthFixture} from '../helpers/packages.js'
-import {makePdf} from '../webui/browser.js'
+import {makePdf} from '../helpers/pdf.js'
 
 const FIXTURE = new URL('../fixtures/reference/qwen3_5-vl-image/', import.meta.url).pathname
 const pngA = readFileSync(`${FIXTURE}image-a.png`) // 96×64 → 3×2 merged tokens

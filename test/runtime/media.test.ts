@@ -2,7 +2,7 @@
 // conversation's media parts (documents on a text-only family, images refused without a vision encoder).
 import t from 'tap'
 import {cacheKeyOf, decodeBase64, parseDataUrl, resolveMedia, MEDIA_DEFAULTS, type PromptMedia} from '../../src/runtime/media.js'
-import {makePdf} from '../webui/browser.js'
+import {makePdf} from '../helpers/pdf.js'
 
 t.test('data URLs and base64', async t => {
   t.same(parseDataUrl('data:image/png;base64,aGk=', 'p'), {mediaType: 'image/png', data: new Uint8Array([104, 105])})

@@ -9,31 +9,7 @@ import {readPdfOffThread} from '../../src/runtime/pdf-pool.js'
 import {PDF_DEFAULTS} from '../../src/runtime/pdf.js'
 import {startServe} from '../helpers/cli.js'
 import {synthFixture} from '../helpers/packages.js'
-
-/** A PDF of `pages` pages, each saying "Page n" and drawing `lines` strokes (what makes it slow to read). */
-function heavyPdf(pages: number, lines: number): Buffer {
-  const draw = Array.from({length: lines}, (_, i) => `${i % 600} ${(i * 7) % 780} m ${(i * 3) % 600} ${(i * 11) % 780} l S`).join('\n')
-  const objects = ['<< /Type /Catalog /Pages 2 0 R >>', '', '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>']
-  const kids: string[] = []
-  for (let p = 0; p < pages; p++) {
-    const stream = `BT /F1 12 Tf 72 720 Td (Page ${p + 1}) Tj ET\n${draw}`
-    kids.push(`${objects.length + 1} 0 R`)
-    objects.push(`<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents ${objects.length + 2} 0 R /Resources << /Font << /F1 3 0 R >> >> >>`)
-    objects.push(`<< /Length ${stream.length} >>\nstream\n${stream}\nendstream`)
-  }
-  objects[1] = `<< /Type /Pages /Kids [${kids.join(' ')}] /Count ${pages} >>`
-  let out = '%PDF-1.4\n'
-  const offsets: number[] = []
-  objects.forEach((o, i) => {
-    offsets.push(out.length)
-    out += `${i + 1} 0 obj\n${o}\nendobj\n`
-  })
-  const xref = out.length
-  out += `xref\n0 ${objects.length + 1}\n0000000000 65535 f \n`
-  for (const off of offsets) out += `${String(off).padStart(10, '0')} 00000 n \n`
-  out += `trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`
-  return Buffer.from(out, 'latin1')
-}
+import {heavyPdf} from '../helpers/pdf.js'
 
 t.test('readPdfOffThread: pages from a worker, refusals as 400s naming the part', async t => {
   const pages = await readPdfOffThread(new Uint8Array(heavyPdf(3, 20)), 'messages[0].content[0]', PDF_DEFAULTS)

@@ -8,7 +8,8 @@ import {tmpdir} from 'node:os'
 import path from 'node:path'
 import type {Browser, BrowserContext, Page, Request} from 'playwright-core'
 import {runCli, startServe, type ServerProcess} from '../helpers/cli.js'
-import {contrast, haveChromium, launchChromium, makePdf, makePng, screenshot} from './browser.js'
+import {makePdf} from '../helpers/pdf.js'
+import {contrast, haveChromium, launchChromium, makePng, screenshot} from './browser.js'
 
 // The package's own window (4096), stated so that every answer of the random-weight model is bounded.
 const SERVE_ARGS = ['--max-context', '4096']
