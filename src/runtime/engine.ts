@@ -18,6 +18,8 @@ export const DEFAULT_LIMITS: SchedulerLimits = {tokenBudget: 512, maxRunning: 16
 export interface EngineOptions {
   /** Bytes the prefix cache may hold (0 or absent: no prefix cache). SPLASH_PREFIX_CACHE=off disables it. */
   cacheBytes?: number
+  /** The most tokens any request may generate (default: SPLASH_MAX_OUTPUT_TOKENS, else no cap beyond the context). */
+  maxOutputTokens?: number
 }
 
 /** SPLASH_PREFIX_CACHE=off (or 0/false/no): every prompt is computed in full (diagnosis and benchmarks). */
@@ -26,8 +28,18 @@ export function prefixCacheDisabled(env: NodeJS.ProcessEnv = process.env): boole
   return v === 'off' || v === '0' || v === 'false' || v === 'no'
 }
 
+/**
+ * SPLASH_MAX_OUTPUT_TOKENS=N: no request generates more than N tokens, whatever its max_tokens (like llama.cpp's
+ * --n-predict); the request ends with finish reason `length`. Unset, empty or not a positive integer: no cap.
+ */
+export function outputTokenCap(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const v = Number((env.SPLASH_MAX_OUTPUT_TOKENS ?? '').trim())
+  return Number.isSafeInteger(v) && v > 0 ? v : undefined
+}
+
 export class Engine {
   readonly scheduler: Scheduler
+  readonly maxOutputTokens: number | undefined
   private loop: Promise<void> | undefined
 
   constructor(
@@ -36,6 +48,7 @@ export class Engine {
     private readonly metrics?: Metrics,
     options: EngineOptions = {},
   ) {
+    this.maxOutputTokens = options.maxOutputTokens ?? outputTokenCap()
     const store = model.store
     const cacheBytes = options.cacheBytes ?? 0
     const cache =
@@ -51,6 +64,8 @@ export class Engine {
    * Throws a SplashError synchronously when the request cannot be accepted (too long, queue full).
    */
   submit(request: GenerationRequest, onEvent: (event: GenerationEvent) => void): GenerationHandle {
+    const cap = this.maxOutputTokens
+    if (cap !== undefined && request.maxTokens > cap) request = {...request, maxTokens: cap}
     const seq = this.scheduler.add(request, this.measured(onEvent))
     const cancel = () => this.scheduler.cancel(seq)
     const signal = request.signal

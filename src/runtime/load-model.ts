@@ -108,6 +108,7 @@ export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
   const engine = new Engine(model, {...schedulerOverrides(), maxRunning: Math.min(plan.batchLimit, schedulerOverrides().maxRunning ?? Infinity)}, o.metrics, {
     cacheBytes: plan.cacheBytes,
   })
+  if (engine.maxOutputTokens !== undefined) o.log(`Output capped at ${engine.maxOutputTokens} tokens per request (SPLASH_MAX_OUTPUT_TOKENS)`)
   o.metrics?.info('splash_model_info', 'The served package and the backend it runs on', {
     package: manifest.name,
     family: manifest.family,

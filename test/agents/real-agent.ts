@@ -32,7 +32,10 @@ export function skipReason(bin: string, install: string): string | false {
 export async function realTurn(t: Test, bin: string, args: string[]): Promise<void> {
   const agent = findRealAgent(bin)!
   // Claude Code's own system prompt and tools come to ~66K tokens with the tiny package's small tokenizer.
-  const served = await serveTinyModel({maxContext: '128K'})
+  // A terse package: a random-weight model over a 512-token vocabulary rarely ends an answer by itself, and a long
+  // answer nearly always holds a tool-call opener (the grammar then completes a valid call), so with the package's
+  // own stops an agent could go on calling tools for as long as the test allowed (a 600 s Codex run once).
+  const served = await serveTinyModel({maxContext: '128K', terse: true})
   const scratch = mkdtempSync(path.join(os.tmpdir(), `splash-real-${bin}-`))
   t.teardown(() => {
     served.stop()

@@ -13,6 +13,16 @@ export interface ServedModel {
   stop(): void
 }
 
+/** The stop list of a terse package: its own stops, the tool-call opener and every fourth ordinary token. */
+function terseStops(tokenizerFile: string, stops: number[], vocab: number): number[] {
+  const tok = JSON.parse(readFileSync(tokenizerFile, 'utf8')) as {added_tokens: Array<{id: number; content: string}>}
+  const special = new Set(tok.added_tokens.map(a => a.id))
+  const opener = tok.added_tokens.find(a => a.content === '<tool_call>')
+  if (!opener) throw new Error(`${tokenizerFile} has no <tool_call> token`)
+  const ordinary = Array.from({length: vocab}, (_, id) => id).filter(id => id % 4 === 1 && !special.has(id))
+  return [...new Set([...stops, opener.id, ...ordinary])]
+}
+
 /** Waits until /ready says the model is loaded (the server may print Ready before loading finishes). */
 async function waitReady(server: ServerProcess, timeoutMs = 300_000): Promise<void> {
   const end = Date.now() + timeoutMs
@@ -28,8 +38,12 @@ async function waitReady(server: ServerProcess, timeoutMs = 300_000): Promise<vo
   }
 }
 
-/** Builds the tiny synthetic package and serves it with a 64K window (every agent's floor is met). */
-export async function serveTinyModel(opts: {apiKey?: string; maxContext?: string} = {}): Promise<ServedModel> {
+/**
+ * Builds the tiny synthetic package and serves it with a 64K window (every agent's floor is met). `terse`: the
+ * package's stop list also takes every fourth ordinary token and the tool-call opener, so the random model's answers
+ * end after a few tokens and never open a tool call (for real agents, which otherwise may call tools turn after turn).
+ */
+export async function serveTinyModel(opts: {apiKey?: string; maxContext?: string; terse?: boolean} = {}): Promise<ServedModel> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'splash-agent-model-'))
   const pkg = path.join(dir, 'tiny-hybrid')
   const synth = await runCli(['package', 'synth', '--preset', 'tiny-hybrid', '--out', pkg], {}, 300_000)
@@ -41,8 +55,12 @@ export async function serveTinyModel(opts: {apiKey?: string; maxContext?: string
   // Hermes refuses under 64K). splash.json is not among the hashed files, so the fixture may declare a longer
   // range; random weights do not care how far RoPE goes.
   const manifestPath = path.join(pkg, 'splash.json')
-  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as {config: {max_position_embeddings: number}}
+  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as {
+    config: {max_position_embeddings: number; vocab_size: number}
+    tokenizer: {file: string; eos_token_ids: number[]}
+  }
   manifest.config.max_position_embeddings = Math.max(manifest.config.max_position_embeddings, 262144)
+  if (opts.terse) manifest.tokenizer.eos_token_ids = terseStops(path.join(pkg, manifest.tokenizer.file), manifest.tokenizer.eos_token_ids, manifest.config.vocab_size)
   writeFileSync(manifestPath, JSON.stringify(manifest, null, 2))
   const args = ['--model', pkg, '--max-context', opts.maxContext ?? '64K']
   if (opts.apiKey) args.push('--api-key', opts.apiKey)
