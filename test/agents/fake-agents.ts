@@ -139,7 +139,8 @@ export function runSplash(args: string[], env: NodeJS.ProcessEnv, cwd: string, t
     child.stderr?.on('data', d => (stderr += d))
     const timer = setTimeout(() => {
       child.kill('SIGKILL')
-      reject(new Error(`splash ${args.join(' ')} did not finish in ${timeoutMs} ms\n${stdout}\n${stderr}`))
+      // the output as JSON strings: a model's raw bytes in a TAP line can end the stream early
+      reject(new Error(`splash ${args.join(' ')} did not finish in ${timeoutMs} ms; stdout ${JSON.stringify(stdout.slice(-2000))}; stderr ${JSON.stringify(stderr.slice(-2000))}`))
     }, timeoutMs)
     child.on('close', code => {
       clearTimeout(timer)
