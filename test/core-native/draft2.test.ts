@@ -1,8 +1,13 @@
 // The DFlash 2 draft pass (model/draft.cpp, draft_conv.cpp, draft_selector.cpp) against the numpy reference
 // (tools/reference/dflash2_reference.py, float64) on the synthetic tiny-qwen3 package with a DFlash 2 draft
 // (sliding window 12, shorter than the block, so every row's window cuts the keys on both sides): the transformed
-// logits of the drafted rows, the selector's greedy walk and its sampled walk for given uniforms.
-import {readFileSync} from 'node:fs'
+// logits of the drafted rows, the selector's greedy walk and its sampled walk for given uniforms. A fixture with
+// `overrides` (draft.config keys: here a full and a sliding layer, is_causal null, so the sliding layer is causal)
+// runs on a copy of the package whose splash.json carries them.
+import {cp, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
+import {readFileSync, readdirSync} from 'node:fs'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
 import t from 'tap'
 import {native} from '../../src/runtime/native.js'
 import {GREEDY} from '../../src/runtime/sampling.js'
@@ -10,6 +15,7 @@ import {synthFixture} from '../helpers/packages.js'
 
 interface Fixture {
   package: {preset: string; quant: 'bf16'; window: number}
+  overrides: Record<string, unknown>
   prompt: number[]
   anchor: number
   logits: number[]
@@ -20,10 +26,21 @@ interface Fixture {
   sampled: number[]
 }
 
-const fx = JSON.parse(readFileSync(new URL('../fixtures/dflash2/tiny-qwen3.json', import.meta.url), 'utf8')) as Fixture
+const FIXTURES = new URL('../fixtures/dflash2/', import.meta.url)
 
-t.test('DFlash 2 draft pass equals the numpy reference (f32 activations)', async t => {
-  const dir = await synthFixture(fx.package.preset, fx.package.quant, {dflash2: {window: fx.package.window}})
+for (const file of readdirSync(FIXTURES).filter(f => f.endsWith('.json')))
+t.test(`DFlash 2 draft pass equals the numpy reference: ${file} (f32 activations)`, async t => {
+  const fx = JSON.parse(readFileSync(new URL(file, FIXTURES), 'utf8')) as Fixture
+  let dir = await synthFixture(fx.package.preset, fx.package.quant, {dflash2: {window: fx.package.window}})
+  if (Object.keys(fx.overrides).length > 0) {
+    const copy = await mkdtemp(join(tmpdir(), 'splash-draft2-'))
+    t.teardown(() => rm(copy, {recursive: true, force: true}))
+    await cp(dir, copy, {recursive: true})
+    const m = JSON.parse(await readFile(join(copy, 'splash.json'), 'utf8'))
+    m.draft.config = {...m.draft.config, ...fx.overrides}
+    await writeFile(join(copy, 'splash.json'), JSON.stringify(m))
+    dir = copy
+  }
   const h = await native.openModel(dir, {activations: 'f32', threads: 2})
   t.teardown(() => native.closeModel(h))
   const info = native.modelInfo(h)

@@ -10,6 +10,8 @@ pass for the block [anchor, mask x (B-1)] at the prompt's end, and writes a fixt
 test/core-native/draft2.test.ts runs the native draft on the same package and compares.
 
 Usage: python3 tools/reference/dflash2_reference.py PACKAGE_DIR OUT.json [--prompt-len 20] [--seed 20261202]
+       [--override '{"layer_types": [...], "is_causal": null}']
+--override replaces draft.config keys (recorded in the fixture; the test applies them to a copy of the package).
 """
 import argparse
 import json
@@ -200,9 +202,11 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=20)
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--override", default="{}")
     a = ap.parse_args()
     m = json.load(open(f"{a.package}/splash.json"))
-    cfg, d = m["config"], m["draft"]["config"]
+    overrides = json.loads(a.override)
+    cfg, d = m["config"], {**m["draft"]["config"], **overrides}
     if m["family"] != "qwen3" or m["weights"]["quant"] != "bf16":
         raise SystemExit("needs a bf16 package with a plain Qwen3 target (preset tiny-qwen3)")
     tw = Weights({k: v for f in m["weights"]["files"] for k, v in load_safetensors(f"{a.package}/{f}").items()})
@@ -218,7 +222,8 @@ def main():
     sampled, qs, _ = selector(dw, d, hidden, logits, anchor, a.temperature, uniforms)
     fixture = {
         "about": "tools/reference/dflash2_reference.py: numpy DFlash 2 draft pass (float64) on a synthetic package",
-        "package": {"preset": "tiny-qwen3", "quant": "bf16", "draft": "dflash2", "window": d["sliding_window"], "seed": 7},
+        "package": {"preset": "tiny-qwen3", "quant": "bf16", "draft": "dflash2", "window": m["draft"]["config"]["sliding_window"], "seed": 7},
+        "overrides": overrides,
         "prompt": prompt,
         "anchor": anchor,
         "logits": [float(x) for x in logits.astype(np.float32).ravel()],
