@@ -76,7 +76,6 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   const int G = d.nh / d.nkv;
   const int64_t NbH = int64_t(Nb) * H;
   const bool conv = d.conv_k > 0;
-  std::vector<float> dyn_attn, dyn_mlp;  // the conv's dynamic kernels of the current layer (host)
   for (int li = 0; li < d.L; ++li) {
     const DraftLayer& l = dlayers_[li];
     const bool sliding = !d.sliding.empty() && d.sliding[li], causal = !d.causal.empty() && d.causal[li];
@@ -101,7 +100,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
     }
     if (!block) continue;
     be->rmsnorm(bc, h, l.in_norm, Nb, H, d.eps, x);
-    if (conv) draft_conv(l, 0, true, x, Nb, Bb, dyn_attn);
+    if (conv) draft_conv(l, 0, true, x, Nb, Bb);
     be->matmul(bc, &l.q, x, Nb, q, qw);
     be->matmul(bc, &l.k, x, Nb, bk, kvw);
     be->matmul(bc, &l.v, x, Nb, bv, kvw);
@@ -147,15 +146,15 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
         be->copy2d(bc, orow + kh * gw, size_t(qw) * 4, op + kh * Bb * gw, gw * 4, gw * 4, size_t(Bb));
     }
     be->matmul(bc, &l.o, o, Nb, y, H);
-    if (conv) draft_conv(l, 0, false, y, Nb, Bb, dyn_attn);
+    if (conv) draft_conv(l, 0, false, y, Nb, Bb);
     be->add(bc, h, y, NbH);
     be->rmsnorm(bc, h, l.post_norm, Nb, H, d.eps, x);
-    if (conv) draft_conv(l, 1, true, x, Nb, Bb, dyn_mlp);
+    if (conv) draft_conv(l, 1, true, x, Nb, Bb);
     be->matmul(bc, &l.gate, x, Nb, I1, d.I);
     be->matmul(bc, &l.up, x, Nb, I2, d.I);
     be->swiglu(bc, I1, I2, int64_t(Nb) * d.I, I1);
     be->matmul(bc, &l.down, I1, Nb, y, H);
-    if (conv) draft_conv(l, 1, false, y, Nb, Bb, dyn_mlp);
+    if (conv) draft_conv(l, 1, false, y, Nb, Bb);
     be->add(bc, h, y, NbH);
   }
   if (!block) {
@@ -202,28 +201,13 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   }
   // the selector reads the raw logits (its top-k) and the normed rows; without it, the rows are transformed here
   if (selector && any_sample) {
-    std::vector<DraftItem*> picked;
     std::vector<DraftItem> sub;
-    std::vector<size_t> soff{0};
+    std::vector<size_t> soff;
     for (size_t i = 0; i < items.size(); ++i)
-      if (items[i].sample) {
-        DraftItem one = items[i];
-        one.n = int(one.sample->rows.size());  // the rows it samples: the first ones
-        sub.push_back(one);
-        picked.push_back(&items[i]);
-        soff.push_back(soff.back() + size_t(one.n));
-      }
-    // the sampling items' rows, packed (each takes its first rows)
-    float* srows = buf(kDX, soff.back() * H);
-    std::vector<float> slog(soff.back() * c.V);
-    for (size_t j = 0, i = 0; i < items.size(); ++i) {
-      if (!items[i].sample) continue;
-      be->copy2d(bc, srows + soff[j] * H, 0, sel + roff[i] * H, 0, size_t(sub[j].n) * H * 4, 1);
-      std::copy(lh + roff[i] * c.V, lh + (roff[i] + sub[j].n) * c.V, slog.begin() + soff[j] * c.V);
-      ++j;
-    }
-    draft_select(sub, soff, srows, slog.data());
-    for (size_t j = 0; j < sub.size(); ++j) picked[j]->sampled = std::move(sub[j].sampled);
+      if (items[i].sample) sub.push_back(items[i]), soff.push_back(roff[i]);
+    draft_select(sub, soff, sel, lh);
+    for (size_t j = 0, i = 0; i < items.size(); ++i)
+      if (items[i].sample) items[i].sampled = std::move(sub[j++].sampled);
   } else if (transform) {
     draft2::transform_logits(lh, size_t(R) * c.V, d.out_mul, d.softcap);
   }

@@ -36,19 +36,23 @@ void draft2::conv_taps(const float* x, const float* dyn, int64_t dyn_stride, con
   }
 }
 
-void Model::draft_conv(const DraftLayer& l, int which, bool prepare, float* x, int Nb, int Bb, std::vector<float>& dyn) {
+void Model::draft_conv(const DraftLayer& l, int which, bool prepare, float* x, int Nb, int Bb) {
   const DraftConfig& d = dcfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;
   const int K = d.conv_k, groups = d.H / d.conv_g;
   const int64_t D = int64_t(2) * K * groups;
+  std::vector<float>& dyn = d2h_.dyn[which];
   if (prepare) {
     float* dd = buf(kDDyn, size_t(Nb) * D);
     be->matmul(bc, &l.conv_proj[which], x, Nb, dd, D);
     dyn.resize(size_t(Nb) * D);
     be->copy_to_host(bc, dyn.data(), dd, dyn.size() * 4);
   }
-  std::vector<float> in(size_t(Nb) * d.H), out(in.size());
+  std::vector<float>& in = d2h_.in;
+  std::vector<float>& out = d2h_.out;
+  in.resize(size_t(Nb) * d.H);
+  out.resize(in.size());
   be->copy_to_host(bc, in.data(), x, in.size() * 4);
   const int half = prepare ? 0 : 1;
   const float* base = l.conv_base[which] + size_t(half) * K * d.H;

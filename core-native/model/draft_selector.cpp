@@ -48,24 +48,36 @@ void Model::draft_select(std::vector<DraftItem>& items, const std::vector<size_t
   const DraftConfig& d = dcfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;
-  const int V = cfg_.V, k = d.sel_k, rank = d.sel_rank;
-  const int R = int(roff.back()), Nk = R * k, ni = int(items.size());
+  const int V = cfg_.V, k = d.sel_k, rank = d.sel_rank, ni = int(items.size());
+  // the walked rows, packed: item i's at soff[i]..soff[i+1]
+  std::vector<size_t> soff(size_t(ni) + 1, 0);
+  for (int i = 0; i < ni; ++i) soff[i + 1] = soff[i] + items[i].sample->rows.size();
+  const int R = int(soff.back()), Nk = R * k;
   std::vector<int32_t> cand(static_cast<size_t>(Nk));
   std::vector<float> unary(static_cast<size_t>(Nk));
-  for (int r = 0; r < R; ++r) {  // the transform is increasing: the top-k of the raw logits, then transformed
-    draft2::top_k(lh + size_t(r) * V, V, k, cand.data() + size_t(r) * k, unary.data() + size_t(r) * k);
-    draft2::transform_logits(unary.data() + size_t(r) * k, size_t(k), d.out_mul, d.softcap);
-  }
   std::vector<int32_t> anchors(static_cast<size_t>(ni));
-  for (int i = 0; i < ni; ++i) anchors[i] = items[i].anchor;
+  float* hs = buf(kDSelH, size_t(R) * d.H);
+  for (int i = 0; i < ni; ++i) {
+    anchors[i] = items[i].anchor;
+    const size_t n = soff[i + 1] - soff[i];
+    be->copy2d(bc, hs + soff[i] * d.H, 0, sel + roff[i] * d.H, 0, n * d.H * 4, 1);
+    for (size_t t = 0; t < n; ++t) {  // the transform is increasing: the top-k of the raw logits, then transformed
+      const size_t r = soff[i] + t;
+      draft2::top_k(lh + (roff[i] + t) * V, V, k, cand.data() + r * k, unary.data() + r * k);
+      draft2::transform_logits(unary.data() + r * k, size_t(k), d.out_mul, d.softcap);
+    }
+  }
   // device: P(h) [R, rank], then successor rows of the candidates, predecessor rows of the candidates and anchors
   float* p = buf(kDSelP, size_t(R) * rank);
-  be->matmul(bc, &dsel_proj_, sel, R, p, rank);
+  be->matmul(bc, &dsel_proj_, hs, R, p, rank);
   float* cb = buf(kDSelCb, (size_t(2) * Nk + ni) * rank);
   be->embed(bc, &dsel_succ_, cand.data(), Nk, cb);
   be->embed(bc, &dsel_pred_, cand.data(), Nk, cb + size_t(Nk) * rank);
   be->embed(bc, &dsel_pred_, anchors.data(), ni, cb + size_t(2) * Nk * rank);
-  std::vector<float> hp(static_cast<size_t>(R) * rank), rows((size_t(2) * Nk + ni) * rank);
+  std::vector<float>& hp = d2h_.hp;
+  std::vector<float>& rows = d2h_.rows;
+  hp.resize(size_t(R) * rank);
+  rows.resize((size_t(2) * Nk + ni) * rank);
   be->copy_to_host(bc, hp.data(), p, hp.size() * 4);
   be->copy_to_host(bc, rows.data(), cb, rows.size() * 4);
   check_backend();
@@ -79,10 +91,11 @@ void Model::draft_select(std::vector<DraftItem>& items, const std::vector<size_t
     Sequence* s = it.seq;
     const double T = it.sample->params.temperature;
     const float* a = pred + (size_t(Nk) + i) * rank;  // the anchor's predecessor row
-    if (T > 0) s->draft_q.assign(size_t(it.n) * V, 0.f);
+    const int n = int(soff[i + 1] - soff[i]);
+    if (T > 0) s->draft_q.assign(size_t(n) * V, 0.f);
     it.sampled.clear();
-    for (int t = 0; t < it.n; ++t) {
-      const size_t row = roff[i] + size_t(t);
+    for (int t = 0; t < n; ++t) {
+      const size_t row = soff[i] + size_t(t);
       for (int x = 0; x < rank; ++x) ap[x] = a[x] * hp[row * rank + x];
       int best = 0;
       for (int j = 0; j < k; ++j) {

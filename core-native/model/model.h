@@ -233,12 +233,13 @@ class Model {
   // DFlash 2 parts of the draft pass: the conv of sublayer `which` (0 attention, 1 MLP) on the device rows x
   // [Nb, H] of blocks of Bb rows, in place; `prepare` first computes the dynamic kernels of both convs from x into
   // dyn (host), which the finish conv then reads (model/draft_conv.cpp).
-  void draft_conv(const DraftLayer& l, int which, bool prepare, float* x, int Nb, int Bb, std::vector<float>& dyn);
+  void draft_conv(const DraftLayer& l, int which, bool prepare, float* x, int Nb, int Bb);
   // One item's block rows attended one by one, each over its own key range (sliding window, causal block).
   void draft_attention_rows(const float* q, float* o, const float* kc, const float* vc, int len, int Bb, bool sliding,
                             bool causal, float scale);
-  // The candidate selector over rows `sel` [R, H] (normed, device) with their raw logits lh [R, V] (host); item i owns
-  // rows roff[i]..roff[i+1] and samples all of them: fills its `sampled` and, at T > 0, its sequence's draft_q
+  // The candidate selector: item i walks its first items[i].sample->rows.size() drafted rows, whose normed hidden
+  // states are rows roff[i].. of sel (device) and raw logits rows roff[i].. of lh [.., V] (host): roff[i] is the
+  // item's first row, not a prefix sum. Fills its `sampled` and, at T > 0, its sequence's draft_q
   // (model/draft_selector.cpp).
   void draft_select(std::vector<DraftItem>& items, const std::vector<size_t>& roff, const float* sel, const float* lh);
   Model() = default;
@@ -265,7 +266,7 @@ class Model {
   // Step activations: one growable backend buffer per use, kept across steps.
   enum Buf { kH, kX, kY, kQKV, kZ, kB, kA, kConv, kO, kQG, kK, kV, kQ, kG, kU, kSh, kGate, kRouter, kTaps, kSel,
              kLogits, kDFeat, kDCtx, kDH, kDX, kDY, kDCk, kDCv, kDQ, kDBk, kDBv, kDO, kDI1, kDI2, kDQp, kDOp, kDDyn,
-             kDSelP, kDSelCb, kNumBufs };
+             kDSelH, kDSelP, kDSelCb, kNumBufs };
   float* buf(Buf b, size_t floats);
   void* alloc_state(size_t bytes, bool zero);  // sequence state (KV is not zeroed on host memory)
   void free_state(void* p);
@@ -306,6 +307,10 @@ class Model {
   std::vector<DraftLayer> dlayers_;
   splash_weight dfc_{};
   splash_weight dsel_proj_{}, dsel_pred_{}, dsel_succ_{};  // DFlash 2 candidate selector
+  // host scratch of the DFlash 2 parts, kept across passes (touching fresh pages costs more than the work here)
+  struct Draft2Host {
+    std::vector<float> in, out, dyn[2], hp, rows;
+  } d2h_;
   const float *dhnorm_ = nullptr, *dnorm_ = nullptr;
   std::vector<int> tap_slot_;  // per target layer: index in taps, or -1
   int64_t gdn_floats_ = 0, kv_floats_per_token_ = 0, n_full_ = 0;
