@@ -12,6 +12,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const out = path.resolve(process.argv[2] ?? '.gpu')
 const {buildPackage} = await import(path.join(root, 'dist/src/package/builder.js'))
 const {makeTokenizer, SYNTH_CHAT_TEMPLATE} = await import(path.join(root, 'dist/src/package/synth-tokenizer.js'))
+const {synthPackage} = await import(path.join(root, 'dist/src/package/synth.js'))
 
 await rm(out, {recursive: true, force: true})
 await mkdir(out, {recursive: true})
@@ -36,4 +37,7 @@ for (const variant of (await readdir(fixtures, {withFileTypes: true})).filter(d 
     for (const q of ['q4', 'q8']) await buildPackage({checkpoint: ck, out: path.join(out, 'fixtures', `${variant}-${q}`), quant: q})
 }
 await rm(work, {recursive: true, force: true})
+// a DFlash 2 draft (conv, candidate selector, a sliding window shorter than the block): its draft logits on CUDA
+// against the CPU (the conv taps and the selector's walk run on the host on both)
+await synthPackage({preset: 'tiny-hybrid', quant: 'q4', seed: 7, draft: 'dflash2', draftWindow: 12, out: path.join(out, 'fixtures', 'tiny-hybrid-dflash2')})
 console.log('prepared', out, existsSync(path.join(out, 'fixtures')) ? '(with fixtures)' : '')

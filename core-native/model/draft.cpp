@@ -2,7 +2,9 @@
 // committed positions not yet seen by the draft are projected into every draft layer's K/V cache; the block
 // [anchor, mask×(B−1)] at positions len..len+B−1 attends to all cached context and to the whole block; the
 // target's embedding and lm_head are reused. Matmuls of all items are batched; every op goes through the
-// backend table and the logits come back to the host once.
+// backend table and the logits come back to the host once. DFlash 2 (§2, model.h DraftConfig): sliding-window and
+// causal layers attend row by row, the conv wraps both sublayers (draft_conv.cpp), and the candidate selector
+// picks the drafts (draft_selector.cpp).
 #include <cmath>
 #include <algorithm>
 #include <cstring>
@@ -73,8 +75,10 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   float* op = buf(kDOp, size_t(Bb) * qw);
   const int G = d.nh / d.nkv;
   const int64_t NbH = int64_t(Nb) * H;
+  const bool conv = d.conv_k > 0;
   for (int li = 0; li < d.L; ++li) {
     const DraftLayer& l = dlayers_[li];
+    const bool sliding = !d.sliding.empty() && d.sliding[li], causal = !d.causal.empty() && d.causal[li];
     // context K/V into the cache
     if (Nc > 0) {
       be->matmul(bc, &l.k, ctx, Nc, ck, kvw);
@@ -96,6 +100,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
     }
     if (!block) continue;
     be->rmsnorm(bc, h, l.in_norm, Nb, H, d.eps, x);
+    if (conv) draft_conv(l, 0, true, x, Nb, Bb);
     be->matmul(bc, &l.q, x, Nb, q, qw);
     be->matmul(bc, &l.k, x, Nb, bk, kvw);
     be->matmul(bc, &l.v, x, Nb, bv, kvw);
@@ -112,6 +117,12 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
       be->rope_seq(bc, kr, Bb, kvw, d.nkv, d.hd, d.hd, d.hd, s->len, nullptr, d.theta);
       be->copy2d(bc, kc + size_t(s->len) * kvw, 0, kr, 0, size_t(Bb) * kvw * 4, 1);
       be->copy2d(bc, vc + size_t(s->len) * kvw, 0, bv + i * Bb * size_t(kvw), 0, size_t(Bb) * kvw * 4, 1);
+      float* orow = o + i * Bb * size_t(qw);
+      const float scale = 1.f / std::sqrt(float(d.hd));
+      if (causal || (sliding && s->len + Bb > d.window)) {
+        draft_attention_rows(qr, orow, kc, vc, s->len, Bb, sliding, causal, scale);
+        continue;
+      }
       // every block query sees the context and the whole block: the block's B queries become the query heads of
       // one token whose window ends at the end of the block, ordered by KV head ([kv head][row][head in group]) so
       // that GQA maps each onto its own KV head; one call per item and layer
@@ -129,19 +140,21 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
       a.k_cache = kc;
       a.v_cache = vc;
       a.out = op;
-      a.scale = 1.f / std::sqrt(float(d.hd));
+      a.scale = scale;
       be->attention(bc, &a);
-      float* orow = o + i * Bb * size_t(qw);
       for (int kh = 0; kh < d.nkv; ++kh)
         be->copy2d(bc, orow + kh * gw, size_t(qw) * 4, op + kh * Bb * gw, gw * 4, gw * 4, size_t(Bb));
     }
     be->matmul(bc, &l.o, o, Nb, y, H);
+    if (conv) draft_conv(l, 0, false, y, Nb, Bb);
     be->add(bc, h, y, NbH);
     be->rmsnorm(bc, h, l.post_norm, Nb, H, d.eps, x);
+    if (conv) draft_conv(l, 1, true, x, Nb, Bb);
     be->matmul(bc, &l.gate, x, Nb, I1, d.I);
     be->matmul(bc, &l.up, x, Nb, I2, d.I);
     be->swiglu(bc, I1, I2, int64_t(Nb) * d.I, I1);
     be->matmul(bc, &l.down, I1, Nb, y, H);
+    if (conv) draft_conv(l, 1, false, y, Nb, Bb);
     be->add(bc, h, y, NbH);
   }
   if (!block) {
@@ -176,21 +189,71 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
       s->feat_rows = 0;
     }
   }
+  const bool selector = d.sel_k > 0, transform = d.out_mul != 1.f || d.softcap > 0.f;
+  bool any_sample = false;
+  for (DraftItem& it : items) {
+    it.seq->draft_tokens.clear();
+    it.seq->draft_q.clear();
+    it.seq->draft_at = -1;
+    any_sample |= bool(it.sample);
+    if (it.sample && it.sample->rows.size() > size_t(it.n))
+      throw Error("invalid_argument", "draft: more sampled rows than drafted positions");
+  }
+  // the selector reads the raw logits (its top-k) and the normed rows; without it, the rows are transformed here
+  if (selector && any_sample) {
+    std::vector<DraftItem> sub;
+    std::vector<size_t> soff;
+    for (size_t i = 0; i < items.size(); ++i)
+      if (items[i].sample) sub.push_back(items[i]), soff.push_back(roff[i]);
+    draft_select(sub, soff, sel, lh);
+    for (size_t j = 0, i = 0; i < items.size(); ++i)
+      if (items[i].sample) items[i].sampled = std::move(sub[j++].sampled);
+  } else if (transform) {
+    draft2::transform_logits(lh, size_t(R) * c.V, d.out_mul, d.softcap);
+  }
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
     Sequence* s = it.seq;
     const float* rows = lh + roff[i] * c.V;
-    s->draft_tokens.clear();
-    s->draft_q.clear();
-    s->draft_at = -1;
     if (it.sample) {
       // sampled drafts keep their distributions for the verify pass (sampler/speculative.cpp)
-      sampler::sample_draft(rows, c.V, *it.sample, it.sampled, s->draft_q);
+      if (!selector) sampler::sample_draft(rows, c.V, *it.sample, it.sampled, s->draft_q);
       for (const auto& x : it.sampled) s->draft_tokens.push_back(x.token);
       s->draft_at = s->len;
       s->draft_V = c.V;
     }
-    if (it.logits) out[i].assign(rows, rows + size_t(it.n) * c.V);
+    if (it.logits) {
+      out[i].assign(rows, rows + size_t(it.n) * c.V);
+      if (selector && transform) draft2::transform_logits(out[i].data(), out[i].size(), d.out_mul, d.softcap);
+    }
+  }
+}
+
+void Model::draft_attention_rows(const float* q, float* o, const float* kc, const float* vc, int len, int Bb,
+                                 bool sliding, bool causal, float scale) {
+  const DraftConfig& d = dcfg_;
+  const int64_t qw = int64_t(d.nh) * d.hd, kvw = int64_t(d.nkv) * d.hd;
+  for (int j = 0; j < Bb; ++j) {
+    // keys [lo, hi) of the row at position p: its window (p − W, p + W) and, when causal, none after p
+    const int p = len + j;
+    int lo = 0, hi = causal ? p + 1 : len + Bb;
+    if (sliding) {
+      lo = std::max(0, p - d.window + 1);
+      hi = std::min(hi, p + d.window);
+    }
+    splash_attn_args a{};
+    a.n_tokens = 1;
+    a.n_heads = d.nh;
+    a.n_kv_heads = d.nkv;
+    a.head_dim = d.hd;
+    a.start = hi - 1 - lo;
+    a.q = q + j * qw;
+    a.q_stride = qw;
+    a.k_cache = kc + size_t(lo) * kvw;
+    a.v_cache = vc + size_t(lo) * kvw;
+    a.out = o + j * qw;
+    a.scale = scale;
+    be_->iface->attention(be_->ctx, &a);
   }
 }
 

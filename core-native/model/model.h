@@ -70,16 +70,41 @@ struct Layer {
 // layers → hidden_norm = context features; per draft layer (Qwen3 decoder layer) K/V of context positions
 // come from those features (cached per sequence), the block [anchor, mask×(B−1)] attends to the context and
 // bidirectionally to itself; logits through the target's lm_head.
+// DFlash 2 (§2) adds, when the config asks: sliding-window layers (a block row at position p sees keys
+// (p − window, p + window) ∩ its causal range), the grouped dynamic causal conv around both sublayers of every
+// layer (model/draft_conv.cpp) and the candidate selector over the top-k of each drafted row
+// (model/draft_selector.cpp); the draft's logits are scaled by out_mul and soft-capped at softcap.
 struct DraftConfig {
   int B = 0, mask = 0, L = 0, H = 0, I = 0, nh = 0, nkv = 0, hd = 0;
   float theta = 10000.f, eps = 1e-6f;
   std::vector<int> taps;  // target decoder layers whose outputs are tapped
+  int window = 0;              // sliding window (0: none)
+  std::vector<bool> sliding;   // per layer: sliding_attention
+  std::vector<bool> causal;    // per layer: block rows attend causally to each other
+  int conv_k = 0, conv_g = 0;  // grouped dynamic conv: taps, channels per group (0: no conv)
+  int sel_rank = 0, sel_k = 0; // candidate selector: codebook rank, candidates per row (0: no selector)
+  float out_mul = 1.f, softcap = 0.f;
 };
 
 struct DraftLayer {
   const float *in_norm = nullptr, *post_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
   splash_weight q{}, k{}, v{}, o{}, gate{}, up{}, down{};
+  // DFlash 2 conv, [0] around attention, [1] around the MLP: base kernels [2][K][H] (host memory: the taps run on
+  // the host) and the kernel projections [2·K·H/G, H]
+  const float* conv_base[2] = {nullptr, nullptr};
+  splash_weight conv_proj[2]{};
 };
+
+// The DFlash 2 selector's host pieces (model/draft_selector.cpp).
+namespace draft2 {
+// The k largest of v[0..V) (ties to the lower index), largest first.
+void top_k(const float* v, int V, int k, int32_t* ids, float* vals);
+// x ← softcap·tanh(mul·x / softcap) (softcap 0: mul·x only).
+void transform_logits(float* x, size_t n, float mul, float softcap);
+// y = the grouped dynamic causal conv of one block's `rows` rows of x [rows, H] (model/draft_conv.cpp).
+void conv_taps(const float* x, const float* dyn, int64_t dyn_stride, const float* base, int rows, int H, int K, int G,
+               float* y);
+}  // namespace draft2
 
 struct Sequence {
   int32_t id = 0;
@@ -205,6 +230,18 @@ class Model {
   void draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>& out);
 
  private:
+  // DFlash 2 parts of the draft pass: the conv of sublayer `which` (0 attention, 1 MLP) on the device rows x
+  // [Nb, H] of blocks of Bb rows, in place; `prepare` first computes the dynamic kernels of both convs from x into
+  // dyn (host), which the finish conv then reads (model/draft_conv.cpp).
+  void draft_conv(const DraftLayer& l, int which, bool prepare, float* x, int Nb, int Bb);
+  // One item's block rows attended one by one, each over its own key range (sliding window, causal block).
+  void draft_attention_rows(const float* q, float* o, const float* kc, const float* vc, int len, int Bb, bool sliding,
+                            bool causal, float scale);
+  // The candidate selector: item i walks its first items[i].sample->rows.size() drafted rows, whose normed hidden
+  // states are rows roff[i].. of sel (device) and raw logits rows roff[i].. of lh [.., V] (host): roff[i] is the
+  // item's first row, not a prefix sum. Fills its `sampled` and, at T > 0, its sequence's draft_q
+  // (model/draft_selector.cpp).
+  void draft_select(std::vector<DraftItem>& items, const std::vector<size_t>& roff, const float* sel, const float* lh);
   Model() = default;
   void bind_weights();
   void load_draft_files(const std::string& dir);
@@ -228,7 +265,8 @@ class Model {
   void check_backend();  // throws Error("backend_error") when the backend recorded a failure  // device copies of every weight and norm (backends without host memory)
   // Step activations: one growable backend buffer per use, kept across steps.
   enum Buf { kH, kX, kY, kQKV, kZ, kB, kA, kConv, kO, kQG, kK, kV, kQ, kG, kU, kSh, kGate, kRouter, kTaps, kSel,
-             kLogits, kDFeat, kDCtx, kDH, kDX, kDY, kDCk, kDCv, kDQ, kDBk, kDBv, kDO, kDI1, kDI2, kDQp, kDOp, kNumBufs };
+             kLogits, kDFeat, kDCtx, kDH, kDX, kDY, kDCk, kDCv, kDQ, kDBk, kDBv, kDO, kDI1, kDI2, kDQp, kDOp, kDDyn,
+             kDSelH, kDSelP, kDSelCb, kNumBufs };
   float* buf(Buf b, size_t floats);
   void* alloc_state(size_t bytes, bool zero);  // sequence state (KV is not zeroed on host memory)
   void free_state(void* p);
@@ -268,6 +306,11 @@ class Model {
   DraftConfig dcfg_;
   std::vector<DraftLayer> dlayers_;
   splash_weight dfc_{};
+  splash_weight dsel_proj_{}, dsel_pred_{}, dsel_succ_{};  // DFlash 2 candidate selector
+  // host scratch of the DFlash 2 parts, kept across passes (touching fresh pages costs more than the work here)
+  struct Draft2Host {
+    std::vector<float> in, out, dyn[2], hp, rows;
+  } d2h_;
   const float *dhnorm_ = nullptr, *dnorm_ = nullptr;
   std::vector<int> tap_slot_;  // per target layer: index in taps, or -1
   int64_t gdn_floats_ = 0, kv_floats_per_token_ = 0, n_full_ = 0;

@@ -34,6 +34,35 @@ bool flag(const Json& c, const char* key, bool def) {
   return v->b;
 }
 
+// The DFlash 2 keys of draft.config (DEVELOPMENT.md "The draft"); absent or null keys leave a DFlash draft.
+void parse_draft2(const Json& cj, DraftConfig& d, int V) {
+  d.window = inum(cj, "sliding_window", 0);
+  const Json* kinds = cj.find("layer_types");
+  const Json* causal = cj.find("is_causal");
+  for (int i = 0; i < d.L; ++i) {
+    bool sl = false;
+    if (kinds && !kinds->isNull()) {
+      if (kinds->kind != Json::Array || int(kinds->arr.size()) != d.L) bad("draft.config.layer_types must have one entry per layer");
+      const Json& k = kinds->arr[i];
+      if (k.kind != Json::String || (k.str != "sliding_attention" && k.str != "full_attention")) bad("bad draft.config.layer_types entry");
+      sl = k.str == "sliding_attention";
+    }
+    if (sl && d.window <= 0) bad("draft.config: sliding_attention layers need sliding_window");
+    d.sliding.push_back(sl);
+    // as the reference code: without is_causal, sliding layers are causal and full ones bidirectional
+    d.causal.push_back(causal && !causal->isNull() ? flag(cj, "is_causal", false) : sl);
+  }
+  d.conv_k = inum(cj, "conv_kernel_size", 0);
+  d.conv_g = inum(cj, "conv_group_size", 0);
+  if ((d.conv_k > 0) != (d.conv_g > 0) || (d.conv_g > 0 && d.H % d.conv_g)) bad("bad draft.config conv_kernel_size / conv_group_size");
+  d.sel_rank = inum(cj, "selector_rank", 0);
+  d.sel_k = inum(cj, "selector_top_k", 0);
+  if ((d.sel_rank > 0) != (d.sel_k > 0) || d.sel_k > V) bad("bad draft.config selector_rank / selector_top_k");
+  d.out_mul = float(num(cj, "output_multiplier", 1.0));
+  d.softcap = float(num(cj, "final_logit_softcapping", 0.0));
+  if (!(d.out_mul > 0.f) || d.softcap < 0.f) bad("bad draft.config output_multiplier / final_logit_softcapping");
+}
+
 ModelConfig parse_config(const Json& m) {
   ModelConfig c;
   const Json& j = *m.find("config");
@@ -247,6 +276,19 @@ void Model::bind_weights() {
       l.gate = lin(p + "mlp.gate_proj", d.I, d.H);
       l.up = lin(p + "mlp.up_proj", d.I, d.H);
       l.down = lin(p + "mlp.down_proj", d.H, d.I);
+      if (d.conv_k > 0) {
+        const char* names[2] = {"attention_conv", "mlp_conv"};
+        for (int j = 0; j < 2; ++j) {
+          l.conv_base[j] = vec(p + names[j] + ".base_kernel", int64_t(2) * d.conv_k * d.H);
+          l.conv_proj[j] = lin(p + names[j] + ".kernel_projection", int64_t(2) * d.conv_k * (d.H / d.conv_g), d.H);
+          l.conv_proj[j].flags |= SPLASH_WEIGHT_FAST;
+        }
+      }
+    }
+    if (d.sel_k > 0) {
+      dsel_proj_ = lin("draft.candidate_selector.hidden_projection", d.sel_rank, d.H);
+      dsel_pred_ = lin("draft.candidate_selector.predecessor_codebook", c.V, d.sel_rank);
+      dsel_succ_ = lin("draft.candidate_selector.successor_codebook", c.V, d.sel_rank);
     }
     // the draft only proposes tokens: its matmuls may take the backend's fastest activations
     dfc_.flags |= SPLASH_WEIGHT_FAST;
@@ -267,9 +309,6 @@ void Model::load_draft_files(const std::string& dir) {
   const Json* files = dr->find("files");
   if (!cj || cj->kind != Json::Object || !files || files->kind != Json::Array || files->arr.empty())
     bad("splash.json: draft needs config and files");
-  // DFlash 2 modules are not implemented: such a draft is not loaded (plain decode).
-  for (const char* k : {"conv_kernel_size", "selector_rank", "sliding_window"})
-    if (const Json* v = cj->find(k); v && !v->isNull()) return;
   DraftConfig d;
   d.B = inum(*cj, "block_size", 0, true);
   d.mask = inum(*cj, "mask_token_id", 0, true);
@@ -290,6 +329,7 @@ void Model::load_draft_files(const std::string& dir) {
   if (d.B < 2 || d.mask < 0 || d.mask >= cfg_.V || d.L <= 0 || d.H != cfg_.H || d.nh <= 0 || d.nkv <= 0 ||
       d.nh % d.nkv || d.hd <= 0 || d.hd > 512 || d.hd % 2)
     bad("bad draft config");
+  parse_draft2(*cj, d, cfg_.V);
   for (auto& f : files->arr) {
     if (f.kind != Json::String || f.str.empty() || f.str.find("..") != std::string::npos || f.str[0] == '/')
       bad("splash.json: bad draft file name");
@@ -398,8 +438,11 @@ void Model::upload_weights() {
       vec(l.post_norm, d.H);
       vec(l.q_norm, d.hd);
       vec(l.k_norm, d.hd);
-      for (splash_weight* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) w(*p);
+      for (splash_weight* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down, &l.conv_proj[0], &l.conv_proj[1]}) w(*p);
     }
+    // the selector's projection runs on the device; its codebooks are gathered there (embed); the conv base
+    // kernels stay on the host, where the conv taps run
+    for (splash_weight* p : {&dsel_proj_, &dsel_pred_, &dsel_succ_}) w(*p);
   }
   be->synchronize(be_->ctx);
 }

@@ -9,7 +9,7 @@ import {Checkpoint} from './checkpoint.js'
 import {draftConfigOf, draftPlans} from './draft.js'
 import {architectureOf, loadFamilies, pickFamily} from './family.js'
 import {finishPackage} from './finish.js'
-import {DEFAULT_REASONING, type Manifest, type Quant} from './manifest.js'
+import {DEFAULT_REASONING, draftConfigProblem, type Manifest, type ModelConfig, type Quant} from './manifest.js'
 import {copyTokenizer} from './tokenizer-files.js'
 import {builderId} from './version.js'
 import {shardNames, shardPlans, writePlans} from './weights.js'
@@ -87,21 +87,29 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
   } finally {
     await ck.close()
   }
-  if (o.draft) manifest.draft = await buildDraft(o.draft, out, o.quant, manifest.config.num_hidden_layers, log)
+  if (o.draft) manifest.draft = await buildDraft(o.draft, out, o.quant, manifest.config, log)
   else log('no --draft: the package has no draft (speculative decoding off)')
   return finishPackage(out, manifest)
 }
 
-async function buildDraft(dir: string, out: string, quant: Quant, targetLayers: number, log: (l: string) => void) {
+async function buildDraft(dir: string, out: string, quant: Quant, target: ModelConfig, log: (l: string) => void) {
   const ck = await Checkpoint.open(dir)
   try {
     const config = draftConfigOf(ck.config)
+    const targetLayers = target.num_hidden_layers
     const bad = config.target_layer_ids.find(l => l >= targetLayers)
     if (bad !== undefined) {
       throw new SplashError('invalid_checkpoint', 'invalid_request', `draft taps layer ${bad} but the target has ${targetLayers} layers`)
     }
+    const why = draftConfigProblem(config, target.vocab_size)
+    if (why) throw new SplashError('invalid_checkpoint', 'invalid_request', `draft config.json: ${why}`)
     const plans = draftPlans(ck, config)
-    log(`draft: ${config.num_hidden_layers} layers, taps [${config.target_layer_ids}] → ${out}/${DRAFT_FILE}`)
+    const codebook = plans.find(p => p.name === 'candidate_selector.successor_codebook')
+    if (codebook && codebook.shape[0] !== target.vocab_size) {
+      throw new SplashError('invalid_checkpoint', 'invalid_request', `draft selector codebooks have ${codebook.shape[0]} rows for a vocabulary of ${target.vocab_size}`)
+    }
+    const kind = config.conv_kernel_size !== null || config.selector_rank !== null ? 'DFlash 2' : 'DFlash'
+    log(`draft (${kind}): ${config.num_hidden_layers} layers, taps [${config.target_layer_ids}] → ${out}/${DRAFT_FILE}`)
     await writePlans(`${out}/${DRAFT_FILE}`, plans, quant, {checkpoint: ck})
     return {config, files: [DRAFT_FILE]}
   } finally {

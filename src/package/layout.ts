@@ -99,7 +99,7 @@ export function visionLayout(v: VisionManifest['config']): LayoutEntry[] {
   return out
 }
 
-export function draftLayout(d: DraftConfig, targetHidden: number): LayoutEntry[] {
+export function draftLayout(d: DraftConfig, targetHidden: number, vocab: number): LayoutEntry[] {
   const H = d.hidden_size
   const hd = d.head_dim
   const out: LayoutEntry[] = [lin('fc', [H, d.target_layer_ids.length * targetHidden]), f32('hidden_norm', [H], 'norm')]
@@ -118,7 +118,21 @@ export function draftLayout(d: DraftConfig, targetHidden: number): LayoutEntry[]
       lin(`${o}.mlp.up_proj`, [d.intermediate_size, H]),
       lin(`${o}.mlp.down_proj`, [H, d.intermediate_size]),
     )
+    if (d.conv_kernel_size !== null && d.conv_group_size !== null) {
+      const dyn = (2 * d.conv_kernel_size * H) / d.conv_group_size
+      for (const c of ['attention_conv', 'mlp_conv']) {
+        out.push(f32(`${o}.${c}.base_kernel`, [2, d.conv_kernel_size, H], 'conv'), lin(`${o}.${c}.kernel_projection`, [dyn, H]))
+      }
+    }
   }
   out.push(f32('norm', [H], 'norm'))
+  if (d.selector_rank !== null) {
+    const R = d.selector_rank
+    out.push(
+      lin('candidate_selector.hidden_projection', [R, H]),
+      lin('candidate_selector.predecessor_codebook', [vocab, R]),
+      lin('candidate_selector.successor_codebook', [vocab, R]),
+    )
+  }
   return out
 }

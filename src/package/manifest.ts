@@ -61,6 +61,13 @@ export const DraftConfigSchema = Type.Object({
   conv_group_size: Nullable(Int(1)),
   selector_rank: Nullable(Int(1)),
   selector_top_k: Nullable(Int(1)),
+  // DFlash 2 (DEVELOPMENT.md "The draft"): per-layer attention kind (absent: every layer full), block causality
+  // (null/absent: sliding layers causal, full ones bidirectional, as the reference code decides), and the
+  // transform of the draft's logits (× output_multiplier, then c·tanh(x/c) with c = final_logit_softcapping)
+  layer_types: Type.Optional(Type.Array(Type.Union([Type.Literal('full_attention'), Type.Literal('sliding_attention')]))),
+  is_causal: Type.Optional(Nullable(Type.Boolean())),
+  output_multiplier: Type.Optional(Nullable(Type.Number({exclusiveMinimum: 0}))),
+  final_logit_softcapping: Type.Optional(Nullable(Type.Number({minimum: 0}))),
 })
 export type DraftConfig = Static<typeof DraftConfigSchema>
 
@@ -182,8 +189,25 @@ export function validateManifest(value: unknown, where = MANIFEST_FILE): Manifes
   if (m.draft) {
     const bad = m.draft.config.target_layer_ids.find(l => l >= m.config.num_hidden_layers)
     if (bad !== undefined) throw invalid(where, `draft.config.target_layer_ids has layer ${bad} of ${m.config.num_hidden_layers}`)
+    const why = draftConfigProblem(m.draft.config, m.config.vocab_size)
+    if (why) throw invalid(where, `draft.config: ${why}`)
   }
   return m
+}
+
+/** What is inconsistent in a draft config (the DFlash 2 keys go together), or undefined. */
+export function draftConfigProblem(d: DraftConfig, vocab: number): string | undefined {
+  if (d.layer_types && d.layer_types.length !== d.num_hidden_layers) {
+    return `layer_types has ${d.layer_types.length} entries for ${d.num_hidden_layers} layers`
+  }
+  if (d.layer_types?.includes('sliding_attention') && d.sliding_window === null) return 'sliding_attention layers need sliding_window'
+  if ((d.conv_kernel_size === null) !== (d.conv_group_size === null)) return 'conv_kernel_size and conv_group_size go together'
+  if (d.conv_group_size !== null && d.hidden_size % d.conv_group_size !== 0) {
+    return `hidden_size ${d.hidden_size} is not a multiple of conv_group_size ${d.conv_group_size}`
+  }
+  if ((d.selector_rank === null) !== (d.selector_top_k === null)) return 'selector_rank and selector_top_k go together'
+  if (d.selector_top_k !== null && d.selector_top_k > vocab) return `selector_top_k ${d.selector_top_k} exceeds the vocabulary (${vocab})`
+  return undefined
 }
 
 /** Reads and validates `<dir>/splash.json`. */

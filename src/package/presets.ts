@@ -82,6 +82,24 @@ function draft(o: {layers: number; hidden: number; intermediate: number; heads: 
   }
 }
 
+/** The DFlash 2 form of a preset's draft (the z-lab DFlash2DraftModel config: every layer sliding with the given
+ *  window and bidirectional in the block, the grouped dynamic conv with kernel 2 over groups of 16, the candidate
+ *  selector over the top 16 with codebooks of rank 256, or 64 for hidden sizes below 1024). */
+export function dflash2(d: DraftConfig, window = 2048): DraftConfig {
+  return {
+    ...d,
+    sliding_window: window,
+    layer_types: Array.from({length: d.num_hidden_layers}, () => 'sliding_attention' as const),
+    is_causal: false,
+    conv_kernel_size: 2,
+    conv_group_size: 16,
+    selector_rank: d.hidden_size < 1024 ? 64 : 256,
+    selector_top_k: 16,
+    output_multiplier: 1 / Math.sqrt(26),
+    final_logit_softcapping: 20,
+  }
+}
+
 export const PRESETS: Record<string, Preset> = {
   'qwen3.8-27b': {
     family: 'qwen3_5',
@@ -135,6 +153,20 @@ export const PRESETS: Record<string, Preset> = {
       },
       preprocessor: {min_pixels: 1024, max_pixels: 65536, image_mean: [0.5, 0.5, 0.5], image_std: [0.5, 0.5, 0.5]},
     },
+  },
+  // a plain Qwen3 target (attention layers only) with a 2-layer draft: what tools/reference/dflash2_reference.py
+  // computes in numpy
+  'tiny-qwen3': {
+    family: 'qwen3',
+    architecture: 'Qwen3ForCausalLM',
+    config: {
+      hidden_size: 64, num_hidden_layers: 4, vocab_size: 512, layer_types: ['full_attention', 'full_attention', 'full_attention', 'full_attention'],
+      rms_norm_eps: 1e-6, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 32, attn_output_gate: false, rope_theta: 1000000,
+      partial_rotary_factor: 1, mrope_section: null, mrope_interleaved: false, intermediate_size: 128, tie_word_embeddings: false,
+      max_position_embeddings: 4096, qk_norm: 'plain',
+    },
+    draft: draft({layers: 2, hidden: 64, intermediate: 128, heads: 2, kvHeads: 1, headDim: 32, taps: [1, 2], mask: 511}),
+    specialBase: 480,
   },
   'tiny-moe': {
     family: 'qwen3_5_moe',

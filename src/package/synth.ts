@@ -9,7 +9,7 @@ import {DRAFT_FILE, WEIGHTS_FILE} from './builder.js'
 import {finishPackage} from './finish.js'
 import {draftLayout, modelLayout, visionLayout, type LayoutEntry} from './layout.js'
 import {DEFAULT_REASONING, type FileEntry, type Manifest, type Quant} from './manifest.js'
-import {PRESETS, withLayers} from './presets.js'
+import {dflash2, PRESETS, withLayers} from './presets.js'
 import {bf16Bits} from './quantize.js'
 import {SafetensorsWriter} from './safetensors.js'
 import {CHUNK, Keystream, SequentialFile} from './synth-io.js'
@@ -24,6 +24,9 @@ export interface SynthOptions {
   layers?: number
   seed?: number
   name?: string
+  /** The draft's kind: DFlash (default) or DFlash 2 (presets.ts dflash2), with its sliding window. */
+  draft?: 'dflash' | 'dflash2'
+  draftWindow?: number
   log?: (line: string) => void
 }
 
@@ -140,12 +143,13 @@ export async function synthPackage(o: SynthOptions): Promise<Manifest> {
   if (o.layers !== undefined && (!Number.isInteger(o.layers) || o.layers < 1 || o.layers > L)) {
     throw new SplashError('invalid_layers', 'invalid_request', `--layers must be between 1 and ${L} for ${o.preset}`)
   }
-  const p = withLayers(base, o.layers)
+  const shaped = withLayers(base, o.layers)
+  const p = o.draft === 'dflash2' ? {...shaped, draft: dflash2(shaped.draft, o.draftWindow)} : shaped
   const seed = o.seed ?? 0
   const out = resolve(o.out)
   await mkdir(out, {recursive: true})
   const model = [...modelLayout(p.config), ...(p.vision ? visionLayout(p.vision.config) : [])]
-  const draft = draftLayout(p.draft, p.config.hidden_size)
+  const draft = draftLayout(p.draft, p.config.hidden_size, p.config.vocab_size)
   const t0 = Date.now()
   log(`${o.preset}${o.layers ? ` (${o.layers} of ${L} layers)` : ''}: ${model.length} tensors + draft ${draft.length}, ${o.quant} → ${out}`)
   const known = new Map<string, FileEntry>()
@@ -181,7 +185,11 @@ export async function synthPackage(o: SynthOptions): Promise<Manifest> {
         ? {...p.vision, tokens: {vision_start: tok.specials['<|vision_start|>'], vision_end: tok.specials['<|vision_end|>'], image_pad: tok.specials['<|image_pad|>']}}
         : null,
       kernels: [],
-      provenance: {source: `preset:${o.preset}${o.layers ? `:layers=${o.layers}` : ''}:seed=${seed}`, builder: builderId(), kind: 'synthetic'},
+      provenance: {
+        source: `preset:${o.preset}${o.layers ? `:layers=${o.layers}` : ''}${o.draft === 'dflash2' ? `:draft=dflash2` : ''}:seed=${seed}`,
+        builder: builderId(),
+        kind: 'synthetic',
+      },
     },
     known,
   )

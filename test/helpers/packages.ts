@@ -7,14 +7,16 @@ import {join} from 'node:path'
 import {synthPackage} from '../../src/package/synth.js'
 import type {Quant} from '../../src/package/manifest.js'
 
-export async function synthFixture(preset = 'tiny-hybrid', quant: Quant = 'q4'): Promise<string> {
+/** `draft`: a DFlash 2 draft with this sliding window instead of the preset's DFlash one. */
+export async function synthFixture(preset = 'tiny-hybrid', quant: Quant = 'q4', draft?: {dflash2: {window: number}}): Promise<string> {
   const root = join(tmpdir(), 'splash-test-packages')
-  const dir = join(root, `${preset}-${quant}-v1`)
+  const kind = draft ? `-dflash2w${draft.dflash2.window}` : ''
+  const dir = join(root, `${preset}-${quant}${kind}-v1`)
   if (existsSync(join(dir, 'splash.json'))) return dir
   await mkdir(root, {recursive: true})
   const tmp = `${dir}.tmp-${process.pid}`
   await rm(tmp, {recursive: true, force: true})
-  await synthPackage({preset, out: tmp, quant, seed: 7})
+  await synthPackage({preset, out: tmp, quant, seed: 7, ...(draft ? {draft: 'dflash2' as const, draftWindow: draft.dflash2.window} : {})})
   await rename(tmp, dir).catch(async () => rm(tmp, {recursive: true, force: true}))
   return dir
 }

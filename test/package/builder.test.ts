@@ -206,6 +206,65 @@ t.test('chat template file and draft', async t => {
   await t.rejects(buildPackage({checkpoint: src, out: join(root, 'bad'), quant: 'q4', draft: d}), /taps layer 9/)
 })
 
+t.test('DFlash 2 draft (z-lab DFlash2DraftModel layout)', async t => {
+  const src = join(root, 'draft2src')
+  writeFixture(src, {kind: 'qwen3', names: 'text'})
+  await flushFixtures()
+  const V = JSON.parse(readFileSync(join(src, 'config.json'), 'utf8')).vocab_size as number
+  const {writeSafetensors} = await import('../../src/package/safetensors.js')
+  const {toBf16} = await import('../../src/package/quantize.js')
+  const {mkdirSync} = await import('node:fs')
+  const H = 64
+  const bf = (shape: number[]) => ({name: '', dtype: 'BF16' as const, shape, data: toBf16(new Float32Array(shape.reduce((a, b) => a * b, 1)).fill(0.25))})
+  const at = (name: string, shape: number[]) => ({...bf(shape), name})
+  const d = join(root, 'draft2')
+  mkdirSync(d, {recursive: true})
+  const ts = [at('fc.weight', [H, 2 * H]), at('hidden_norm.weight', [H]), at('norm.weight', [H])]
+  for (let i = 0; i < 2; i++) {
+    const p = `layers.${i}`
+    ts.push(at(`${p}.input_layernorm.weight`, [H]), at(`${p}.post_attention_layernorm.weight`, [H]))
+    for (const [x, rows] of [['q_proj', 64], ['k_proj', 32], ['v_proj', 32]] as const) ts.push(at(`${p}.self_attn.${x}.weight`, [rows, H]))
+    ts.push(at(`${p}.self_attn.o_proj.weight`, [H, 64]), at(`${p}.self_attn.q_norm.weight`, [32]), at(`${p}.self_attn.k_norm.weight`, [32]))
+    ts.push(at(`${p}.mlp.gate_proj.weight`, [128, H]), at(`${p}.mlp.up_proj.weight`, [128, H]), at(`${p}.mlp.down_proj.weight`, [H, 128]))
+    for (const c of ['attention_conv', 'mlp_conv']) ts.push(at(`${p}.${c}.base_kernel`, [2, 2, H]), at(`${p}.${c}.kernel_projection.weight`, [(2 * 2 * H) / 16, H]))
+  }
+  // the codebooks are stored without ".weight" (the reference code maps the names when it loads them)
+  ts.push(at('candidate_selector.hidden_projection.weight', [64, H]))
+  ts.push(at('candidate_selector.predecessor_codebook', [V, 64]), at('candidate_selector.successor_codebook', [V, 64]))
+  await writeSafetensors(join(d, 'model.safetensors'), ts)
+  const config = {
+    architectures: ['DFlash2DraftModel'], hidden_size: H, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 2,
+    num_key_value_heads: 1, head_dim: 32, rms_norm_eps: 1e-5, rope_parameters: {rope_theta: 500000, rope_type: 'default'},
+    is_causal: false, layer_types: ['sliding_attention', 'full_attention'], sliding_window: 2048, use_sliding_window: true, vocab_size: V,
+    dflash_config: {
+      block_size: 16, conv_group_size: 16, conv_kernel_size: 2, final_logit_softcapping: 20, mask_token_id: 90,
+      output_multiplier: 0.19611613513818404, selector_rank: 64, selector_top_k: 16, target_layer_ids: [1, 2],
+    },
+  }
+  writeFileSync(join(d, 'config.json'), JSON.stringify(config))
+  const out = join(root, 'withdraft2')
+  const m = await buildPackage({checkpoint: src, out, quant: 'q4', draft: d})
+  t.match(m.draft?.config, {
+    block_size: 16, sliding_window: 2048, layer_types: ['sliding_attention', 'full_attention'], is_causal: false, rope_theta: 500000,
+    conv_kernel_size: 2, conv_group_size: 16, selector_rank: 64, selector_top_k: 16, output_multiplier: 0.19611613513818404, final_logit_softcapping: 20,
+  })
+  const r = await SafetensorsReader.open(join(out, 'draft.safetensors'))
+  t.same([...(await r.readFloat32('layers.1.mlp_conv.base_kernel'))].slice(0, 2), [0.25, 0.25], 'conv base kernels stored F32')
+  t.same(r.info('layers.0.attention_conv.kernel_projection.weight').shape, [16, (H * 4) / 32], 'kernel projection quantized q4')
+  t.same(r.info('candidate_selector.successor_codebook.weight').shape, [V, (64 * 4) / 32], 'codebooks stored like embeddings')
+  await r.close()
+  t.same(await checkPackage(out, m), [])
+  // codebooks over another vocabulary, a conv group that does not divide the hidden size, a window without a kind
+  const write = (c: object) => writeFileSync(join(d, 'config.json'), JSON.stringify(c))
+  write({...config, dflash_config: {...config.dflash_config, conv_group_size: 24}})
+  await t.rejects(buildPackage({checkpoint: src, out: join(root, 'bad2'), quant: 'q4', draft: d}), /not a multiple of conv_group_size/)
+  write({...config, is_causal: undefined, use_sliding_window: false})
+  await t.rejects(buildPackage({checkpoint: src, out: join(root, 'bad3'), quant: 'q4', draft: d}), /without a sliding window/)
+  await writeSafetensors(join(d, 'model.safetensors'), ts.map(x => (x.name.endsWith('_codebook') ? at(x.name, [V + 1, 64]) : x)))
+  write(config)
+  await t.rejects(buildPackage({checkpoint: src, out: join(root, 'bad4'), quant: 'q4', draft: d}), /codebooks have/)
+})
+
 t.test('quantized checkpoints other than MLX affine are refused', async t => {
   const src = join(root, 'fp8')
   writeFixture(src, {kind: 'qwen3', names: 'text'})

@@ -27,7 +27,7 @@ t.test('big presets have the real shapes (no files written)', async t => {
   t.same(byName.get('layers.3.self_attn.q_proj')?.shape, [12288, 5120])
   t.same(byName.get('layers.0.linear_attn.conv1d')?.shape, [10240, 4])
   t.same(byName.get('layers.0.mlp.down_proj')?.shape, [5120, 17408])
-  const d27 = params(draftLayout(p27.draft, 5120))
+  const d27 = params(draftLayout(p27.draft, 5120, p27.config.vocab_size))
   t.ok(d27 > 1.5e9 && d27 < 1.9e9, `27B draft has ${(d27 / 1e9).toFixed(2)}B parameters`)
   const p35 = PRESETS['qwen3.6-35b-a3b']
   const l35 = modelLayout(p35.config)

@@ -43,6 +43,8 @@ async function withModel<T>(dir: string, draft: boolean, fn: (m: NativeModel) =>
 for (const [name, dir] of [
   ['default package', async () => DEFAULT],
   ['synthetic tiny-hybrid (random weights)', async () => synthFixture('tiny-hybrid', 'q4')],
+  // drafting under the grammar samples the DFlash 2 draft's transformed logits (not the selector)
+  ['synthetic tiny-hybrid, DFlash 2 draft', async () => synthFixture('tiny-hybrid', 'q4', {dflash2: {window: 12}})],
 ] as const) {
   t.test(name, async t => {
     const d = await dir()

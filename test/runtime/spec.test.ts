@@ -1,5 +1,5 @@
 // Speculative decoding through the engine: greedy output with the draft is token-for-token the output with
-// SPLASH_DRAFT=off (default package and a synthetic one, several prompts, batched with ragged acceptance), with
+// SPLASH_DRAFT=off (default package and synthetic ones with a DFlash and a DFlash 2 draft, several prompts, batched with ragged acceptance), with
 // and without penalties (verify rows count the drafts before them); sampled output (rejection rule) follows the
 // target distribution (chi-square, end to end through the engine, top-k and top-p paths) and a seed gives the
 // same output on every run, serial or batched, with logprobs; acceptance is reported in usage and in the metrics.
@@ -76,6 +76,8 @@ t.test('SPLASH_DRAFT=off is recognised', async t => {
 for (const [name, dir, stop] of [
   ['default package', async () => DEFAULT, [16377, 16375]],
   ['synthetic tiny-hybrid', async () => synthFixture('tiny-hybrid', 'q4'), []],
+  // DFlash 2 (conv, candidate selector, sliding window 12: shorter than the block, cut on both sides)
+  ['synthetic tiny-hybrid, DFlash 2 draft', async () => synthFixture('tiny-hybrid', 'q4', {dflash2: {window: 12}}), []],
 ] as const) {
   t.test(`${name}: seeded sampling with the draft gives the same output every run, serial or batched (T 0.7, T 1 with top_p / top_k / min_p, penalties, logprobs)`, async t => {
     const d = await dir()
@@ -188,6 +190,7 @@ const CHI_999 = [0, 10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.8
 for (const [name, dir, params] of [
   ['default package', async () => DEFAULT, {temperature: 1, topK: 8}],
   ['synthetic tiny-hybrid', async () => synthFixture('tiny-hybrid', 'q4'), {temperature: 1, topK: 8}],
+  ['synthetic tiny-hybrid, DFlash 2 draft', async () => synthFixture('tiny-hybrid', 'q4', {dflash2: {window: 12}}), {temperature: 1, topK: 8}],
   ['default package', async () => DEFAULT, {temperature: 0.7, topP: 0.9}],
 ] as const)
 t.test(`${name}: sampled output with the draft follows the target distribution (${JSON.stringify(params)})`, async t => {

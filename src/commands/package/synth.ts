@@ -9,6 +9,7 @@ export default class PackageSynth extends BaseCommand {
   static override examples = [
     '<%= config.bin %> package synth --preset qwen3.8-27b --out ./synth-27b',
     '<%= config.bin %> package synth --preset qwen3.6-35b-a3b --layers 4 --out ./synth-35b-4l',
+    '<%= config.bin %> package synth --preset tiny-hybrid --draft dflash2 --draft-window 24 --out ./tiny-dflash2',
   ]
 
   static override flags = {
@@ -18,6 +19,8 @@ export default class PackageSynth extends BaseCommand {
     quant: Flags.string({summary: 'Weight format', options: ['q4', 'q8', 'bf16'], default: 'q4'}),
     seed: Flags.integer({summary: 'Random seed (same seed, same files)', default: 0, min: 0}),
     name: Flags.string({summary: 'Model name clients use (default: splash/synth-<preset>)'}),
+    draft: Flags.string({summary: 'Draft kind: DFlash, or DFlash 2 (conv, candidate selector, sliding window)', options: ['dflash', 'dflash2'], default: 'dflash'}),
+    'draft-window': Flags.integer({summary: 'Sliding window of a DFlash 2 draft', default: 2048, min: 1}),
   }
 
   async run(): Promise<void> {
@@ -29,6 +32,8 @@ export default class PackageSynth extends BaseCommand {
       quant: flags.quant as 'q4' | 'q8' | 'bf16',
       seed: flags.seed,
       name: flags.name,
+      draft: flags.draft as 'dflash' | 'dflash2',
+      draftWindow: flags['draft-window'],
       log: line => process.stderr.write(`${line}\n`),
     })
     const size = m.files.reduce((n, f) => n + f.size, 0)

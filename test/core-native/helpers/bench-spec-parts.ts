@@ -1,6 +1,7 @@
 // Per-call costs of the speculative path (a report, not a test): decode, verify of n tokens, draft pass.
 // npx tsx test/core-native/helpers/bench-spec-parts.ts <package-dir> [threads]
 import {native} from '../../../src/runtime/native.ts'
+import {GREEDY} from '../../../src/runtime/sampling.ts'
 if (!process.argv[2]) {
   console.log('usage: npx tsx test/core-native/helpers/bench-spec-parts.ts <package-dir> [threads]')
   process.exit(0)
@@ -38,3 +39,7 @@ for (const n of [2, 4, 8, 16]) {
   })
 }
 for (const n of [1, 4, 15]) await time(`draft (n=${n})`, async () => native.draft(h, [{seq: s, token: 5, n}]))
+// the drafts chosen in the pass (argmax rows; a DFlash 2 draft's selector walk)
+for (const n of [4, 15]) {
+  await time(`draft, greedy drafts (n=${n})`, async () => native.draft(h, [{seq: s, token: 5, n, sample: {params: GREEDY, rows: Array.from({length: n}, () => ({}))}}]))
+}
