@@ -4,10 +4,9 @@
 //   mask fill (the wasm call alone), the fill plus its copy out of the wasm heap (what the matcher calls),
 //   accepting a token, and the native masked sample against an unmasked one (the mask's conversion and use);
 // - the cost that adds to the wall time of a step: constrained and unconstrained generations interleaved
-//   (greedy, and sampled at T = 0.7 with a seed), ms per token, median of the rounds. Greedy rows compute a
-//   mask only when the grammar refuses the in-step argmax (Scheduler.settleLazyMasks); sampled rows compute
-//   every mask while the step runs (Scheduler.prepareMasks); the fraction of greedy tokens that needed one
-//   is reported.
+//   (greedy, and sampled at T = 0.7 with a seed), ms per token, median of the rounds. Plain rows compute a
+//   mask only when the grammar refuses the in-step token (GrammarRows.settle), and while refusals go on
+//   (GrammarRows.prepare, during the step); the fraction of tokens that needed one is reported.
 // The last two grammars are Codex's tools under tool_choice auto and a forced call of Codex's apply_patch tool (its Lark grammar, in the XML call form).
 //   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens] [rounds]
 import {join} from 'node:path'
@@ -21,6 +20,7 @@ import {Grammars, type GrammarSpec} from '../src/grammar/compiler.ts'
 import {toolCallGrammar} from '../models/qwen3_5/tool-grammar.ts'
 import type {GrammarMatcherState} from '../src/grammar/matcher.ts'
 import {QwenTokenizer} from '../models/qwen3_5/tokenizer.ts'
+import {CountedConstraint as Counted} from '../test/helpers/counted-constraint.ts'
 
 const dir = process.argv[2] ?? new URL('../packages/default/', import.meta.url).pathname
 const maxTokens = Number(process.argv[3] ?? 96)
@@ -50,32 +50,6 @@ const SCHEMAS: Record<string, unknown> = {
   'Codex tools under auto (free text, triggered calls)': CODEX_AUTO,
 }
 const SAMPLED = samplingParams({temperature: 0.7, seed: 7})
-
-/** Counts the masks computed and the tokens accepted. */
-class Counted implements TokenConstraint {
-  masks = 0
-  tokens: number[] = []
-  constructor(private readonly inner: TokenConstraint) {}
-  get ready() {
-    return this.inner.ready
-  }
-  nextMask() {
-    if (!this.inner.ready) this.masks++
-    return this.inner.nextMask()
-  }
-  accept(token: number) {
-    const ok = this.inner.accept(token)
-    if (ok) this.tokens.push(token)
-    return ok
-  }
-  rollBack(n: number) {
-    this.inner.rollBack(n)
-    this.tokens.length -= n
-  }
-  dispose() {
-    this.inner.dispose()
-  }
-}
 
 const prompt = Int32Array.from(tokenizer.encode('<|im_start|>user\nDescribe an example record as JSON.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n'))
 process.env.SPLASH_DRAFT = 'off'
@@ -172,12 +146,13 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
   const compileMs = performance.now() - t0
   const wall = {plainGreedy: [] as number[], greedy: [] as number[], plainSampled: [] as number[], sampled: [] as number[]}
   const split = {plainGreedy: [] as Array<[number, number]>, greedy: [] as Array<[number, number]>, plainSampled: [] as Array<[number, number]>, sampled: [] as Array<[number, number]>}
-  const keep = (k: keyof typeof wall, r: {msPerToken: number; step: number; between: number}) => {
+  const keep = <R extends {msPerToken: number; step: number; between: number}>(k: keyof typeof wall, r: R): R => {
     wall[k].push(r.msPerToken)
     split[k].push([r.step, r.between])
     return r
   }
   let lazy = {masks: 0, tokens: 0}
+  let lazySampled = {masks: 0, tokens: 0}
   let sampledTokens: number[] = []
   for (let r = 0; r < rounds; r++) {
     keep('plainGreedy', await timed(() => run(GREEDY)))
@@ -186,7 +161,8 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
     lazy = {masks: g.masks, tokens: out.tokens}
     keep('plainSampled', await timed(() => run(SAMPLED)))
     const s = new Counted(await grammars.matcher(spec))
-    keep('sampled', await timed(() => run(SAMPLED, s)))
+    const sampledOut = keep('sampled', await timed(() => run(SAMPLED, s)))
+    lazySampled = {masks: s.masks, tokens: sampledOut.tokens}
     sampledTokens = s.tokens
   }
   const parts = await breakdown(await grammars.matcher(spec), sampledTokens)
@@ -202,7 +178,7 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
       `  per mask (replay of ${sampledTokens.length} sampled tokens): fill ${parts.fill.toFixed(3)} ms (p99 ${parts.fillP99.toFixed(3)}), copy out of wasm ${parts.copy.toFixed(3)} ms, ` +
       `accept ${parts.accept.toFixed(3)} ms, native conversion + masked sample ${parts.convert.toFixed(3)} ms → ${perMask.toFixed(3)} ms = ${pct(perMask)} of the ${step.toFixed(2)} ms step\n` +
       `  greedy: masks for ${lazy.masks} of ${lazy.tokens} tokens; ${median(wall.greedy).toFixed(2)} vs ${median(wall.plainGreedy).toFixed(2)} ms/token unconstrained: adds ${added('greedy', 'plainGreedy')}\n` +
-      `  sampled T=0.7 (every mask computed during the step): ${median(wall.sampled).toFixed(2)} vs ${median(wall.plainSampled).toFixed(2)} ms/token: adds ${added('sampled', 'plainSampled')}`,
+      `  sampled T=0.7: masks for ${lazySampled.masks} of ${lazySampled.tokens} tokens; ${median(wall.sampled).toFixed(2)} vs ${median(wall.plainSampled).toFixed(2)} ms/token: adds ${added('sampled', 'plainSampled')}`,
   )
 }
 model.close()

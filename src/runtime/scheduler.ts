@@ -5,6 +5,7 @@ import type {DraftRequest, StepItem, StepModel, StepResult} from './step-model.j
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Sequence} from './sequence.js'
 import type {SampledToken, SampleRequest, SampleRow} from './sampling.js'
+import {GrammarRows} from './grammar-rows.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from './prefix-cache.js'
 import {FIXED_COST, MeasuredCost, bestBlock} from './spec-policy.js'
@@ -44,12 +45,17 @@ export class Scheduler {
   /** Called after every verify pass (metrics). */
   onAcceptance: AcceptanceObserver | undefined
 
+  /** Grammar masks of constrained rows (the engine calls prepare() while a step runs and settle() after it). */
+  readonly grammar: GrammarRows
+
   constructor(
     private readonly model: StepModel,
     private readonly limits: SchedulerLimits,
     /** The prefix cache (absent: every prompt is computed in full). */
     readonly cache?: PrefixCache,
-  ) {}
+  ) {
+    this.grammar = new GrammarRows(model)
+  }
 
   /** Draft block length when speculative decoding is available (0: plain decode). */
   private get blockSize(): number {
@@ -132,10 +138,10 @@ export class Scheduler {
       items.push({
         seq: seq.slot,
         tokens: Int32Array.of(seq.lastToken),
-        // with a grammar the logits row comes back too: its mask is computed while the step runs (prepareMasks)
+        // with a grammar the logits row comes back too, for a draw under the mask when the grammar refuses the token
         logits: seq.request.constraint ? 'last' : 'none',
         capture: seq.useDraft,
-        sample: this.sampleRequest(seq, [this.nextRow(seq, 0)]),
+        sample: seq.sampleRequest([seq.nextRow(0)]),
         ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, 1),
       })
     }
@@ -271,24 +277,13 @@ export class Scheduler {
     const r = seq.request
     const start = seq.numComputed
     const last = start + n === seq.promptLength
-    if (r.promptLogprobs === undefined) return last && r.maxTokens > 0 ? this.sampleRequest(seq, [this.nextRow(seq, 0)]) : undefined
+    if (r.promptLogprobs === undefined) return last && r.maxTokens > 0 ? seq.sampleRequest([seq.nextRow(0)]) : undefined
     const rows: SampleRow[] = []
     for (let i = 0; i < n; i++) {
       const pos = start + i + 1
-      rows.push(pos < seq.promptLength ? {token: r.prompt[pos]} : this.nextRow(seq, 0))
+      rows.push(pos < seq.promptLength ? {token: r.prompt[pos]} : seq.nextRow(0))
     }
-    return {...this.sampleRequest(seq, rows), logprobs: Math.max(r.promptLogprobs, r.logprobs ?? 0)}
-  }
-
-  /** The sampled row for the r-th token from now: its uniform (r-th of the stream, not consumed) or a forced token. */
-  private nextRow(seq: Sequence, r: number): SampleRow {
-    if (r === 0 && seq.forced.length > 0) return {token: seq.forced[0]}
-    return seq.request.sampling.temperature > 0 ? {uniform: seq.rng.peek(r)} : {}
-  }
-
-  private sampleRequest(seq: Sequence, rows: SampleRow[]): SampleRequest {
-    const r = seq.request
-    return {params: r.sampling, rows, logprobs: r.logprobs, penalties: seq.penalties?.get()}
+    return {...seq.sampleRequest(rows), logprobs: Math.max(r.promptLogprobs, r.logprobs ?? 0)}
   }
 
   /**
@@ -347,54 +342,9 @@ export class Scheduler {
       const n = seq.drafts.length
       // with a grammar, draft r's mask depends on drafts 1..r−1: the logits come back and fillDrafts samples
       if (seq.request.constraint) return {seq: seq.slot, token: seq.lastToken, n}
-      const rows = Array.from({length: n}, (_, r) => (rejection(seq) ? {uniform: seq.rng.peek(3 * r)} : this.nextRow(seq, r)))
+      const rows = Array.from({length: n}, (_, r) => (rejection(seq) ? {uniform: seq.rng.peek(3 * r)} : seq.nextRow(r)))
       return {seq: seq.slot, token: seq.lastToken, n, sample: {params: seq.request.sampling, rows, penalties: seq.penalties?.get()}}
     })
-  }
-
-  /**
-   * Computes the grammar masks the sequences of a batch need when its logits come back (the mask for the
-   * token after each sequence's last accepted one). The engine runs this while the step runs, so the
-   * mask for step t+1 is ready when the sampler needs it. Verify passes have theirs from fillDrafts.
-   */
-  async prepareMasks(batch: Batch): Promise<void> {
-    for (const [i, seq] of batch.seqs.entries()) {
-      const c = seq.request.constraint
-      if (!c || seq.status === 'finished' || seq.verifyMasks || this.lazyMask(batch, i)) continue
-      await c.nextMask()
-    }
-  }
-
-  /**
-   * A greedy plain row needs no mask when the grammar allows its in-step argmax: the argmax under the mask is
-   * then that very token (the first index of the row's maximum). While the grammar keeps allowing the argmax
-   * such rows skip prepareMasks; after a refusal the next masks are computed while the step runs again, until
-   * one allows the argmax (refusals come in runs at the grammar's fixed parts). Drafting and sampled (T > 0)
-   * rows always have the mask computed while the step runs.
-   */
-  private lazyMask(batch: Batch, i: number): boolean {
-    const seq = batch.seqs[i]!
-    return seq.grammarLazy && seq.request.sampling.temperature === 0 && !batch.drafting.includes(i) && !batch.items[i]!.verify
-  }
-
-  /**
-   * After the step, for the rows lazyMask left without a mask: the grammar takes the in-step argmax when it
-   * allows it (postprocess then commits it as it is); otherwise the mask is computed now and postprocess
-   * samples the row under it.
-   */
-  async settleLazyMasks(batch: Batch, results: StepResult[]): Promise<void> {
-    for (const [i, seq] of batch.seqs.entries()) {
-      const c = seq.request.constraint
-      const sampled = results[i]?.sampled
-      if (!c || c.ready || !sampled || seq.cancelled || seq.status !== 'running' || seq.forced.length > 0 || !this.lazyMask(batch, i)) continue
-      if (seq.inPrefill && seq.numComputed + batch.items[i]!.tokens.length < seq.promptLength) continue // not the prompt's end
-      const token = sampled[sampled.length - 1]!.token
-      if (c.accept(token)) seq.grammarAccepted = token
-      else {
-        seq.grammarLazy = false
-        await c.nextMask()
-      }
-    }
   }
 
   /**
@@ -405,39 +355,21 @@ export class Scheduler {
    * the anchor (verify() advances it by what it commits).
    */
   async fillDrafts(batch: Batch, drafted: StepResult[]): Promise<void> {
-    const vocab = this.model.vocabSize
     for (let j = 0; j < batch.drafting.length; j++) {
       const i = batch.drafting[j]!
       const seq = batch.seqs[i]!
-      const c = seq.request.constraint
       let masks: Int32Array[] | undefined
-      if (c) {
+      if (seq.request.constraint) {
         const logits = drafted[j]!.logits
         if (!logits) throw new Error('the draft returned no logits')
-        masks = []
-        let k = seq.drafts.length
-        for (let r = 0; r < k; r++) {
-          const mask = await c.nextMask()
-          masks.push(mask)
-          const row = {...this.nextRow(seq, r), allowed: mask}
-          const d = this.model.sampleRows(logits.subarray(r * vocab, (r + 1) * vocab), {params: seq.request.sampling, rows: [row]})[0]!.token
-          if (seq.request.stopTokenIds.includes(d) || !c.accept(d)) {
-            k = r
-            break
-          }
-          seq.drafts[r] = d
-        }
-        seq.drafts.length = k
-        masks.push(await c.nextMask())
-        c.rollBack(k)
-        seq.verifyMasks = masks
+        masks = seq.verifyMasks = await this.grammar.draft(seq, logits)
       } else {
         const sampled = drafted[j]!.sampled
         if (!sampled || sampled.length !== seq.drafts.length) throw new Error('the draft returned no tokens')
         seq.drafts = sampled.map(x => x.token)
       }
       const rows = masks
-        ? Array.from({length: seq.drafts.length + 1}, (_, r) => ({...this.nextRow(seq, r), allowed: masks[r]}))
+        ? Array.from({length: seq.drafts.length + 1}, (_, r) => ({...seq.nextRow(r), allowed: masks[r]}))
         : this.verifyRows(seq)
       batch.items[i] = {
         seq: seq.slot,
@@ -445,7 +377,7 @@ export class Scheduler {
         logits: 'none',
         capture: true,
         verify: true,
-        sample: this.sampleRequest(seq, rows),
+        sample: seq.sampleRequest(rows),
         ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, seq.drafts.length + 1),
       }
     }
@@ -458,7 +390,7 @@ export class Scheduler {
    */
   private verifyRows(seq: Sequence): SampleRow[] {
     const k = seq.drafts.length
-    if (!rejection(seq)) return Array.from({length: k + 1}, (_, r) => this.nextRow(seq, r))
+    if (!rejection(seq)) return Array.from({length: k + 1}, (_, r) => seq.nextRow(r))
     const rows: SampleRow[] = seq.drafts.map((d, r) => ({draft: d, accept: seq.rng.peek(3 * r + 1), uniform: seq.rng.peek(3 * r + 2)}))
     rows.push({uniform: seq.rng.peek(3 * k)})
     return rows
@@ -510,18 +442,18 @@ export class Scheduler {
       commit.push(forced === rows[0].token ? this.reported(seq, rows[0]) : {token: forced})
       acc = -1
     }
-    // row r was sampled natively with the r-th uniform of the stream (nextRow), as plain decoding would
+    // row r was sampled natively with the r-th token's uniforms of the stream (nextRow), as plain decoding would
     for (; acc >= 0 && acc < k; acc++) {
       commit.push(this.reported(seq, rows[acc]))
       if (rows[acc].token !== seq.drafts[acc]) break
     }
     if (acc < 0) acc = 0
     else if (acc === k) commit.push(this.reported(seq, rows[k]))
-    if (s.temperature !== 0 && forced === undefined) {
+    if (rejection(seq) && forced === undefined) {
       // the uniforms the pass used: 3 per verified draft, and one more for the last row when all were accepted
-      const used = rejection(seq) ? (acc === k ? 3 * k + 1 : 3 * (acc + 1)) : commit.length
+      const used = acc === k ? 3 * k + 1 : 3 * (acc + 1)
       for (let i = 0; i < used; i++) seq.rng.next()
-    }
+    } else if (forced === undefined) seq.consumeUniforms(commit.length)
     seq.numComputed += 1 + acc
     seq.specPasses++
     seq.specCommitted += commit.length
@@ -564,27 +496,19 @@ export class Scheduler {
 
   /**
    * The next token: a forced one (scored when it was known at schedule time) or the native sample. With a
-   * grammar, the row is sampled again under the mask prepared while the step ran (same uniform), unless
-   * settleLazyMasks already had the grammar take the greedy argmax.
+   * grammar, the in-step token when the grammar allows it (already accepted by GrammarRows.settle, or checked
+   * against the mask prepared while the step ran), else the draw under the mask (GrammarRows.choose).
    */
   private accept(seq: Sequence, row: SampledToken, logits: Float32Array | null): void {
     const forced = seq.forced.shift()
     const c = seq.request.constraint
     if (forced !== undefined) {
-      if (seq.grammarAccepted !== undefined) c?.rollBack(1) // a token forced since the argmax was taken
+      if (seq.grammarAccepted !== undefined) c?.rollBack(1) // a token forced since the grammar took the in-step one
       seq.grammarAccepted = undefined
       return this.acceptToken(seq, forced === row.token ? this.reported(seq, row) : {token: forced})
     }
-    if (c && seq.grammarAccepted === undefined) {
-      if (!c.ready) throw new Error('the grammar mask for this position was not prepared')
-      if (!logits) throw new Error('the model returned no logits for a constrained position')
-      const greedy = seq.request.sampling.temperature === 0
-      const allowed = ((c.ready[row.token >> 5]! >>> (row.token & 31)) & 1) === 1
-      if (greedy) seq.grammarLazy = allowed
-      // an allowed greedy argmax is the masked argmax too; anything else is sampled again under the mask
-      if (!(greedy && allowed)) row = this.model.sampleRows(logits, this.sampleRequest(seq, [{...this.nextRow(seq, 0), allowed: c.ready}]))[0]!
-    }
-    if (seq.request.sampling.temperature > 0) seq.rng.next() // the uniform nextRow peeked is used now
+    if (c && seq.grammarAccepted === undefined) row = this.grammar.choose(seq, row, logits)
+    seq.consumeUniforms(1) // the uniforms nextRow peeked are used now
     this.acceptToken(seq, this.reported(seq, row))
   }
 
