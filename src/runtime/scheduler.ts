@@ -1,11 +1,12 @@
 // Continuous batching: which sequences run in the next step and with how many tokens, and what happens
 // after the step (sampling, stop conditions, freeing). schedule() → model.step() → postprocess().
-import {cacheKeyOf, mediaFields} from './media.js'
+import {mediaFields} from './media.js'
 import type {DraftRequest, StepItem, StepModel, StepResult} from './step-model.js'
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Sequence} from './sequence.js'
 import type {SampledToken, SampleRequest, SampleRow} from './sampling.js'
 import {GrammarRows} from './grammar-rows.js'
+import {PrefixSaves} from './prefix-saves.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from './prefix-cache.js'
 import {FIXED_COST, MeasuredCost, bestBlock} from './spec-policy.js'
@@ -30,9 +31,6 @@ export interface Batch {
   anchored: Sequence[]
 }
 
-/** Automatic anchors inside long prompts: a state snapshot every this many positions. */
-export const ANCHOR_EVERY = 4096
-
 /** Acceptance-length observer (tokens committed per target verify pass). */
 export type AcceptanceObserver = (committed: number, drafted: number) => void
 
@@ -47,6 +45,8 @@ export class Scheduler {
 
   /** Grammar masks of constrained rows (the engine calls prepare() while a step runs and settle() after it). */
   readonly grammar: GrammarRows
+  /** Restores and saves prompt states with the prefix cache (absent without a cache or a state store). */
+  private readonly saves: PrefixSaves | undefined
 
   constructor(
     private readonly model: StepModel,
@@ -55,6 +55,7 @@ export class Scheduler {
     readonly cache?: PrefixCache,
   ) {
     this.grammar = new GrammarRows(model)
+    this.saves = cache && model.store ? new PrefixSaves(model, model.store, cache) : undefined
   }
 
   /** Draft block length when speculative decoding is available (0: plain decode). */
@@ -112,7 +113,7 @@ export class Scheduler {
       // An image prompt speculates too: its verify rows carry the target's M-RoPE positions (index + rope delta);
       // the draft keeps its own 1-D positions. Penalties are applied per verified row (drafted prefix counted).
       seq.useDraft = this.blockSize > 1
-      this.resume(seq)
+      this.saves?.resume(seq)
       this.running.push(seq)
     }
     const seqs: Sequence[] = []
@@ -163,60 +164,15 @@ export class Scheduler {
   }
 
   /**
-   * Admission with the prefix cache: restores the longest cached prefix of the prompt (at least one
-   * prompt token is always computed, for its logits) and picks the positions where this prompt's state
-   * will be saved: the request's own anchors, every ANCHOR_EVERY positions, and the end of the prompt
-   * less one token (a replay of the same prompt then computes only that token).
-   */
-  private resume(seq: Sequence): void {
-    const cache = this.cache
-    const store = this.model.store
-    const r = seq.request
-    if (!cache || !store || r.promptLogprobs !== undefined) return
-    const hit = cache.lookup(cacheKeyOf(r), seq.promptLength - 1)
-    if (hit) {
-      const draft = store.restore(seq.slot, hit.rows, hit.state)
-      seq.numComputed = hit.length
-      seq.numCached = hit.length
-      if (!draft) seq.useDraft = false
-    }
-    const anchors = new Set<number>()
-    for (const a of r.cacheAnchors ?? []) anchors.add(a)
-    for (let a = ANCHOR_EVERY; a < seq.promptLength; a += ANCHOR_EVERY) anchors.add(a)
-    anchors.add(seq.promptLength - 1)
-    seq.anchors = [...anchors].filter(a => Number.isInteger(a) && a > seq.numComputed && a < seq.promptLength).sort((a, b) => a - b)
-  }
-
-  /**
    * After a step (and its postprocess): the prefix cache saves the state of sequences whose prefill reached
-   * an anchor and of sequences that finished, which are then freed. The draft first takes in the pending
-   * context of all of them in one pass, so that the saved rows carry it. Never throws: a failed save only
-   * means a later miss.
+   * an anchor and of sequences that finished, which are then freed (PrefixSaves). Never throws.
    */
   async afterStep(batch: Batch): Promise<void> {
     const anchored = batch.anchored.filter(seq => seq.status === 'running' && !seq.cancelled)
     const releasing = this.releasing.splice(0)
     for (const seq of anchored) seq.inFlight = true // a cancel meanwhile waits until the save is done
     try {
-      const saving = anchored.filter(seq => seq.numComputed >= 1)
-      for (const seq of releasing) {
-        if (seq.numComputed < 1) continue
-        try {
-          this.model.truncate?.(seq.slot, seq.numComputed) // a stop inside a verify pass
-          saving.push(seq)
-        } catch {
-          // not saved: the cache is an optimisation, the request itself is unaffected
-        }
-      }
-      const synced = await this.syncDrafts(saving.filter(seq => seq.useDraft))
-      for (const seq of saving) {
-        if (seq.useDraft && !synced.has(seq)) continue
-        try {
-          this.saveState(seq)
-        } catch {
-          // as above
-        }
-      }
+      await this.saves?.save(anchored, releasing)
     } finally {
       for (const seq of anchored) {
         seq.inFlight = false
@@ -224,49 +180,6 @@ export class Scheduler {
       }
       for (const seq of releasing) this.model.freeSequence(seq.slot)
     }
-  }
-
-  /**
-   * The draft takes in the pending context of these sequences: one pass for all of them, or one each when
-   * the pass fails (a sequence the draft refuses must not keep the others from being saved). Returns those
-   * whose draft context is complete.
-   */
-  private async syncDrafts(seqs: Sequence[]): Promise<Set<Sequence>> {
-    const model = this.model
-    if (!model.draft || seqs.length === 0) return new Set()
-    const item = (seq: Sequence) => ({seq: seq.slot, token: seq.request.prompt[0], n: 0})
-    try {
-      await model.draft(seqs.map(item))
-      return new Set(seqs)
-    } catch {
-      const ok = new Set<Sequence>()
-      if (seqs.length > 1) {
-        for (const seq of seqs) {
-          try {
-            await model.draft([item(seq)])
-            ok.add(seq)
-          } catch {
-            // this one is not saved
-          }
-        }
-      }
-      return ok
-    }
-  }
-
-  /** Saves a sequence's computed tokens (prompt, then output) in the prefix cache; its draft context is synced. */
-  private saveState(seq: Sequence): void {
-    const cache = this.cache!
-    const computed = seq.numComputed
-    const p = cacheKeyOf(seq.request) // image pads keyed by the image's hash
-    let tokens: Int32Array
-    if (computed <= p.length) tokens = p.subarray(0, computed)
-    else {
-      tokens = new Int32Array(computed)
-      tokens.set(p)
-      tokens.set(seq.output.slice(0, computed - p.length), p.length)
-    }
-    cache.save(seq.slot, tokens)
   }
 
   /**
@@ -539,7 +452,7 @@ export class Scheduler {
       const i = this.running.indexOf(seq)
       if (i >= 0) this.running.splice(i, 1)
       // a finished generation's state goes to the prefix cache first (afterStep frees it)
-      if (this.cache && this.model.store && reason !== 'cancelled' && !seq.inFlight) this.releasing.push(seq)
+      if (this.saves && reason !== 'cancelled' && !seq.inFlight) this.releasing.push(seq)
       else this.model.freeSequence(seq.slot)
     }
     const completion = seq.output.length - (reason === 'stop' ? 1 : 0)
