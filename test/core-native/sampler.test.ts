@@ -113,7 +113,7 @@ t.test('the grammar after the filters (retry): equals the reference on each path
   const logits = randomLogits(rng, 300, 1, false)
   const half = mask(300, id => id % 2 === 1)
   const greedy = samplingParams({temperature: 0})
-  t.equal(native.sampleLogits(logits, 300, {params: greedy, rows: [{retry: 0.5, allowed: half}]})[0]!.token, native.sampleLogits(logits, 300, {params: greedy, rows: [{allowed: half}]})[0]!.token)
+  t.equal(native.sampleLogits(logits, 300, {params: greedy, rows: [{retry: 0.5, allowed: half}]})[0]!.token, native.sampleLogits(logits, 300, {params: greedy, rows: [{allowed: half}]})[0]!.token, 'T = 0: the masked argmax either way')
 })
 
 t.test('the grammar after the filters follows F restricted to the allowed tokens (chi-square, V = 40)', async t => {
@@ -143,6 +143,11 @@ t.test('the grammar after the filters follows F restricted to the allowed tokens
     const {chi, df} = chiSquare(counts, want, n)
     t.ok(df >= 2 && chi < CHI_999[Math.min(df, 16)]!, `${JSON.stringify(params)}: chi-square ${chi.toFixed(2)} with ${df} df; F(allowed) = ${mass.toFixed(3)}, first draw kept ${first} of ${n}`)
     t.ok(first > 0.2 * n && first < 0.8 * n, 'both draws taken')
+    // the second draw needs its own uniform: drawing it with the first one's is not F | allowed, and the test sees it
+    const same = new Map<number, number>()
+    for (const {token} of native.sampleLogits(big, V, {params, rows: rows.map(r => ({...r, retry: r.uniform}))})) same.set(token, (same.get(token) ?? 0) + 1)
+    const wrong = chiSquare(same, want, n)
+    t.ok(wrong.chi > CHI_999[Math.min(wrong.df, 16)]!, `the same uniform twice: chi-square ${wrong.chi.toFixed(2)} with ${wrong.df} df`)
   }
 })
 
