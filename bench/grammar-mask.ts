@@ -4,11 +4,13 @@
 //   mask fill (the wasm call alone), the fill plus its copy out of the wasm heap (what the matcher calls),
 //   accepting a token, and the native masked sample against an unmasked one (the mask's conversion and use);
 // - the cost that adds to the wall time of a step: constrained and unconstrained generations interleaved
-//   (greedy, and sampled at T = 0.7 with a seed), ms per token, median of the rounds. Plain rows compute a
-//   mask only when the grammar refuses the in-step token (GrammarRows.settle), and while refusals go on
-//   (GrammarRows.prepare, during the step); the fraction of tokens that needed one is reported.
+//   (greedy, and sampled at T = 0.7 with a seed), ms per token, median of the rounds; the median step as the
+//   JS thread sees it plus the JS time after it (constrained less unconstrained: the critical path a token
+//   adds, steadier under load than whole generations); the process's CPU time per token (all threads). Plain
+//   rows compute a mask only when the grammar refuses the in-step token (GrammarRows.settle), and while
+//   refusals go on (GrammarRows.prepare, during the step); the fraction of tokens that needed one is reported.
 // The last two grammars are Codex's tools under tool_choice auto and a forced call of Codex's apply_patch tool (its Lark grammar, in the XML call form).
-//   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens] [rounds]
+//   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens] [rounds] [grammar-name-part]
 import {join} from 'node:path'
 import {NativeModel} from '../src/runtime/native-model.ts'
 import {Engine} from '../src/runtime/engine.ts'
@@ -25,6 +27,7 @@ import {CountedConstraint as Counted} from '../test/helpers/counted-constraint.t
 const dir = process.argv[2] ?? new URL('../packages/default/', import.meta.url).pathname
 const maxTokens = Number(process.argv[3] ?? 96)
 const rounds = Number(process.argv[4] ?? 5)
+const only = process.argv[5] // run only the grammars whose name contains this
 const manifest = await readManifest(dir)
 const tokenizer = await QwenTokenizer.load(join(dir, manifest.tokenizer.file))
 const stop = [...manifest.tokenizer.eos_token_ids]
@@ -79,17 +82,21 @@ function timed<T>(f: () => Promise<T>): Promise<T & {step: number; between: numb
 }
 
 /** ms per token from the first to the last token (unconstrained runs ignore EOS: as many tokens as allowed). */
-async function run(sampling: SamplingParams, constraint?: TokenConstraint): Promise<{tokens: number; msPerToken: number}> {
+async function run(sampling: SamplingParams, constraint?: TokenConstraint): Promise<{tokens: number; msPerToken: number; cpuPerToken: number}> {
   let tokens = 0
   let first = 0
   let last = 0
+  let cpu0 = process.cpuUsage()
+  let cpu = cpu0
   for await (const ev of engine.generate({prompt, maxTokens, sampling, stopTokenIds: constraint ? stop : [], constraint})) {
     if (ev.type !== 'token') continue
     tokens++
     last = performance.now()
-    if (tokens === 1) first = last
+    cpu = process.cpuUsage(cpu0)
+    if (tokens === 1) (first = last), (cpu0 = process.cpuUsage())
   }
-  return {tokens, msPerToken: (last - first) / Math.max(1, tokens - 1)}
+  const n = Math.max(1, tokens - 1)
+  return {tokens, msPerToken: (last - first) / n, cpuPerToken: (cpu.user + cpu.system) / 1000 / n}
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0
@@ -139,6 +146,7 @@ async function breakdown(matcher: GrammarMatcherState, tokens: number[]) {
 await run(GREEDY) // warm up
 console.log(`package ${manifest.name}, vocab ${vocab}, ${maxTokens} tokens max, draft off, 2 threads, ${rounds} interleaved rounds`)
 for (const [name, schema] of Object.entries(SCHEMAS)) {
+  if (only && !name.includes(only)) continue
   const spec: GrammarSpec =
     schema === undefined ? {type: 'json_object'} : schema === APPLY_PATCH_CALL || schema === CODEX_AUTO ? {type: 'structural', format: schema as typeof CODEX_AUTO} : {type: 'json_schema', schema, param: 'x'}
   const t0 = performance.now()
@@ -146,8 +154,10 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
   const compileMs = performance.now() - t0
   const wall = {plainGreedy: [] as number[], greedy: [] as number[], plainSampled: [] as number[], sampled: [] as number[]}
   const split = {plainGreedy: [] as Array<[number, number]>, greedy: [] as Array<[number, number]>, plainSampled: [] as Array<[number, number]>, sampled: [] as Array<[number, number]>}
-  const keep = <R extends {msPerToken: number; step: number; between: number}>(k: keyof typeof wall, r: R): R => {
+  const cpu = {plainGreedy: [] as number[], greedy: [] as number[], plainSampled: [] as number[], sampled: [] as number[]}
+  const keep = <R extends {msPerToken: number; cpuPerToken: number; step: number; between: number}>(k: keyof typeof wall, r: R): R => {
     wall[k].push(r.msPerToken)
+    cpu[k].push(r.cpuPerToken)
     split[k].push([r.step, r.between])
     return r
   }
@@ -170,7 +180,13 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
   const pct = (ms: number) => `${((100 * ms) / step).toFixed(1)}%`
   const added = (c: keyof typeof wall, u: keyof typeof wall) => {
     const part = (k: keyof typeof wall, j: number) => median(split[k].map(x => x[j]!))
-    return `${(median(wall[c]) - median(wall[u])).toFixed(3)} ms (${(100 * (median(wall[c]) / median(wall[u]) - 1)).toFixed(1)}%); step as seen from JS ${part(c, 0).toFixed(3)} vs ${part(u, 0).toFixed(3)} ms, JS between steps ${part(c, 1).toFixed(3)} vs ${part(u, 1).toFixed(3)} ms`
+    // the median step and the JS time after it, constrained less unconstrained: the wall time a token adds on the
+    // JS thread's critical path, steadier under load than whole-generation wall times
+    const path = part(c, 0) + part(c, 1) - part(u, 0) - part(u, 1)
+    return (
+      `${(median(wall[c]) - median(wall[u])).toFixed(3)} ms (${(100 * (median(wall[c]) / median(wall[u]) - 1)).toFixed(1)}%; median of the rounds' own ratios ${(100 * (median(wall[c].map((x, r) => x / wall[u][r]!)) - 1)).toFixed(1)}%); step as seen from JS ${part(c, 0).toFixed(3)} vs ${part(u, 0).toFixed(3)} ms, JS between steps ${part(c, 1).toFixed(3)} vs ${part(u, 1).toFixed(3)} ms ` +
+      `→ ${path.toFixed(3)} ms per step (${((100 * path) / (part(u, 0) + part(u, 1))).toFixed(1)}%); CPU (all threads) ${median(cpu[c]).toFixed(2)} vs ${median(cpu[u]).toFixed(2)} ms/token (${(100 * (median(cpu[c]) / median(cpu[u]) - 1)).toFixed(1)}%)`
+    )
   }
   const perMask = parts.fill + parts.copy + parts.accept + parts.convert
   console.log(
