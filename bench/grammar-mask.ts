@@ -4,12 +4,13 @@
 //   mask fill (the wasm call alone), the fill plus its copy out of the wasm heap (what the matcher calls),
 //   accepting a token, and the native masked sample against an unmasked one (the mask's conversion and use);
 // - the cost that adds to the wall time of a step: constrained and unconstrained generations interleaved
-//   (greedy, and sampled at T = 0.7 with a seed), ms per token, median of the rounds. Greedy rows compute a
-//   mask only when the grammar refuses the in-step argmax (Scheduler.settleLazyMasks); sampled rows compute
-//   every mask while the step runs (Scheduler.prepareMasks); the fraction of greedy tokens that needed one
-//   is reported.
+//   (greedy, and sampled at T = 0.7 with a seed), ms per token, median of the rounds; the median step as the
+//   JS thread sees it plus the JS time after it (constrained less unconstrained: the critical path a token
+//   adds, steadier under load than whole generations); the process's CPU time per token (all threads). Plain
+//   rows compute a mask only when the grammar refuses the in-step token (GrammarRows.settle), and while
+//   refusals go on (GrammarRows.prepare, during the step); the fraction of tokens that needed one is reported.
 // The last two grammars are Codex's tools under tool_choice auto and a forced call of Codex's apply_patch tool (its Lark grammar, in the XML call form).
-//   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens] [rounds]
+//   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens] [rounds] [grammar-name-part]
 import {join} from 'node:path'
 import {NativeModel} from '../src/runtime/native-model.ts'
 import {Engine} from '../src/runtime/engine.ts'
@@ -21,10 +22,12 @@ import {Grammars, type GrammarSpec} from '../src/grammar/compiler.ts'
 import {toolCallGrammar} from '../models/qwen3_5/tool-grammar.ts'
 import type {GrammarMatcherState} from '../src/grammar/matcher.ts'
 import {QwenTokenizer} from '../models/qwen3_5/tokenizer.ts'
+import {CountedConstraint as Counted} from '../test/helpers/counted-constraint.ts'
 
 const dir = process.argv[2] ?? new URL('../packages/default/', import.meta.url).pathname
 const maxTokens = Number(process.argv[3] ?? 96)
 const rounds = Number(process.argv[4] ?? 5)
+const only = process.argv[5] // run only the grammars whose name contains this
 const manifest = await readManifest(dir)
 const tokenizer = await QwenTokenizer.load(join(dir, manifest.tokenizer.file))
 const stop = [...manifest.tokenizer.eos_token_ids]
@@ -50,32 +53,6 @@ const SCHEMAS: Record<string, unknown> = {
   'Codex tools under auto (free text, triggered calls)': CODEX_AUTO,
 }
 const SAMPLED = samplingParams({temperature: 0.7, seed: 7})
-
-/** Counts the masks computed and the tokens accepted. */
-class Counted implements TokenConstraint {
-  masks = 0
-  tokens: number[] = []
-  constructor(private readonly inner: TokenConstraint) {}
-  get ready() {
-    return this.inner.ready
-  }
-  nextMask() {
-    if (!this.inner.ready) this.masks++
-    return this.inner.nextMask()
-  }
-  accept(token: number) {
-    const ok = this.inner.accept(token)
-    if (ok) this.tokens.push(token)
-    return ok
-  }
-  rollBack(n: number) {
-    this.inner.rollBack(n)
-    this.tokens.length -= n
-  }
-  dispose() {
-    this.inner.dispose()
-  }
-}
 
 const prompt = Int32Array.from(tokenizer.encode('<|im_start|>user\nDescribe an example record as JSON.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n'))
 process.env.SPLASH_DRAFT = 'off'
@@ -105,17 +82,21 @@ function timed<T>(f: () => Promise<T>): Promise<T & {step: number; between: numb
 }
 
 /** ms per token from the first to the last token (unconstrained runs ignore EOS: as many tokens as allowed). */
-async function run(sampling: SamplingParams, constraint?: TokenConstraint): Promise<{tokens: number; msPerToken: number}> {
+async function run(sampling: SamplingParams, constraint?: TokenConstraint): Promise<{tokens: number; msPerToken: number; cpuPerToken: number}> {
   let tokens = 0
   let first = 0
   let last = 0
+  let cpu0 = process.cpuUsage()
+  let cpu = cpu0
   for await (const ev of engine.generate({prompt, maxTokens, sampling, stopTokenIds: constraint ? stop : [], constraint})) {
     if (ev.type !== 'token') continue
     tokens++
     last = performance.now()
-    if (tokens === 1) first = last
+    cpu = process.cpuUsage(cpu0)
+    if (tokens === 1) (first = last), (cpu0 = process.cpuUsage())
   }
-  return {tokens, msPerToken: (last - first) / Math.max(1, tokens - 1)}
+  const n = Math.max(1, tokens - 1)
+  return {tokens, msPerToken: (last - first) / n, cpuPerToken: (cpu.user + cpu.system) / 1000 / n}
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0
@@ -165,6 +146,7 @@ async function breakdown(matcher: GrammarMatcherState, tokens: number[]) {
 await run(GREEDY) // warm up
 console.log(`package ${manifest.name}, vocab ${vocab}, ${maxTokens} tokens max, draft off, 2 threads, ${rounds} interleaved rounds`)
 for (const [name, schema] of Object.entries(SCHEMAS)) {
+  if (only && !name.includes(only)) continue
   const spec: GrammarSpec =
     schema === undefined ? {type: 'json_object'} : schema === APPLY_PATCH_CALL || schema === CODEX_AUTO ? {type: 'structural', format: schema as typeof CODEX_AUTO} : {type: 'json_schema', schema, param: 'x'}
   const t0 = performance.now()
@@ -172,12 +154,15 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
   const compileMs = performance.now() - t0
   const wall = {plainGreedy: [] as number[], greedy: [] as number[], plainSampled: [] as number[], sampled: [] as number[]}
   const split = {plainGreedy: [] as Array<[number, number]>, greedy: [] as Array<[number, number]>, plainSampled: [] as Array<[number, number]>, sampled: [] as Array<[number, number]>}
-  const keep = (k: keyof typeof wall, r: {msPerToken: number; step: number; between: number}) => {
+  const cpu = {plainGreedy: [] as number[], greedy: [] as number[], plainSampled: [] as number[], sampled: [] as number[]}
+  const keep = <R extends {msPerToken: number; cpuPerToken: number; step: number; between: number}>(k: keyof typeof wall, r: R): R => {
     wall[k].push(r.msPerToken)
+    cpu[k].push(r.cpuPerToken)
     split[k].push([r.step, r.between])
     return r
   }
   let lazy = {masks: 0, tokens: 0}
+  let lazySampled = {masks: 0, tokens: 0}
   let sampledTokens: number[] = []
   for (let r = 0; r < rounds; r++) {
     keep('plainGreedy', await timed(() => run(GREEDY)))
@@ -186,7 +171,8 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
     lazy = {masks: g.masks, tokens: out.tokens}
     keep('plainSampled', await timed(() => run(SAMPLED)))
     const s = new Counted(await grammars.matcher(spec))
-    keep('sampled', await timed(() => run(SAMPLED, s)))
+    const sampledOut = keep('sampled', await timed(() => run(SAMPLED, s)))
+    lazySampled = {masks: s.masks, tokens: sampledOut.tokens}
     sampledTokens = s.tokens
   }
   const parts = await breakdown(await grammars.matcher(spec), sampledTokens)
@@ -194,7 +180,13 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
   const pct = (ms: number) => `${((100 * ms) / step).toFixed(1)}%`
   const added = (c: keyof typeof wall, u: keyof typeof wall) => {
     const part = (k: keyof typeof wall, j: number) => median(split[k].map(x => x[j]!))
-    return `${(median(wall[c]) - median(wall[u])).toFixed(3)} ms (${(100 * (median(wall[c]) / median(wall[u]) - 1)).toFixed(1)}%); step as seen from JS ${part(c, 0).toFixed(3)} vs ${part(u, 0).toFixed(3)} ms, JS between steps ${part(c, 1).toFixed(3)} vs ${part(u, 1).toFixed(3)} ms`
+    // the median step and the JS time after it, constrained less unconstrained: the wall time a token adds on the
+    // JS thread's critical path, steadier under load than whole-generation wall times
+    const path = part(c, 0) + part(c, 1) - part(u, 0) - part(u, 1)
+    return (
+      `${(median(wall[c]) - median(wall[u])).toFixed(3)} ms (${(100 * (median(wall[c]) / median(wall[u]) - 1)).toFixed(1)}%; median of the rounds' own ratios ${(100 * (median(wall[c].map((x, r) => x / wall[u][r]!)) - 1)).toFixed(1)}%); step as seen from JS ${part(c, 0).toFixed(3)} vs ${part(u, 0).toFixed(3)} ms, JS between steps ${part(c, 1).toFixed(3)} vs ${part(u, 1).toFixed(3)} ms ` +
+      `→ ${path.toFixed(3)} ms per step (${((100 * path) / (part(u, 0) + part(u, 1))).toFixed(1)}%); CPU (all threads) ${median(cpu[c]).toFixed(2)} vs ${median(cpu[u]).toFixed(2)} ms/token (${(100 * (median(cpu[c]) / median(cpu[u]) - 1)).toFixed(1)}%)`
+    )
   }
   const perMask = parts.fill + parts.copy + parts.accept + parts.convert
   console.log(
@@ -202,7 +194,7 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
       `  per mask (replay of ${sampledTokens.length} sampled tokens): fill ${parts.fill.toFixed(3)} ms (p99 ${parts.fillP99.toFixed(3)}), copy out of wasm ${parts.copy.toFixed(3)} ms, ` +
       `accept ${parts.accept.toFixed(3)} ms, native conversion + masked sample ${parts.convert.toFixed(3)} ms → ${perMask.toFixed(3)} ms = ${pct(perMask)} of the ${step.toFixed(2)} ms step\n` +
       `  greedy: masks for ${lazy.masks} of ${lazy.tokens} tokens; ${median(wall.greedy).toFixed(2)} vs ${median(wall.plainGreedy).toFixed(2)} ms/token unconstrained: adds ${added('greedy', 'plainGreedy')}\n` +
-      `  sampled T=0.7 (every mask computed during the step): ${median(wall.sampled).toFixed(2)} vs ${median(wall.plainSampled).toFixed(2)} ms/token: adds ${added('sampled', 'plainSampled')}`,
+      `  sampled T=0.7: masks for ${lazySampled.masks} of ${lazySampled.tokens} tokens; ${median(wall.sampled).toFixed(2)} vs ${median(wall.plainSampled).toFixed(2)} ms/token: adds ${added('sampled', 'plainSampled')}`,
   )
 }
 model.close()

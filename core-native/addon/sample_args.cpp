@@ -108,6 +108,13 @@ std::shared_ptr<const sampler::Request> parse_sample(const Napi::Value& v, const
       row.accept = av.As<Napi::Number>().DoubleValue();
       if (!(row.accept >= 0 && row.accept < 1)) bad(rw + ".accept must be in [0, 1)");
     }
+    Napi::Value rt = ro.Get("retry");
+    if (!rt.IsUndefined()) {
+      if (!rt.IsNumber()) bad(rw + ".retry must be a number");
+      row.retry = rt.As<Napi::Number>().DoubleValue();
+      if (!(row.retry >= 0 && row.retry < 1)) bad(rw + ".retry must be in [0, 1)");
+      if (row.draft >= 0) bad(rw + ".retry cannot come with .draft (a row verifies a draft or follows a grammar)");
+    }
     Napi::Value a = ro.Get("allowed");
     if (!a.IsUndefined()) {
       if (!a.IsTypedArray()) bad(rw + ".allowed must be an Int32Array or Uint32Array");

@@ -20,10 +20,11 @@ int32_t occurrences(const int32_t* extra, int n, int32_t id) {
 }  // namespace
 
 const float* adjust(const float* logits, int V, const Request& req, const Row& row, Scratch& scratch,
-                    const int32_t* extra, int n_extra) {
+                    const int32_t* extra, int n_extra, bool mask) {
   const Params& p = req.params;
   const bool penalize = p.penalized() && (!req.penalties.ids.empty() || n_extra > 0);
-  if (!penalize && row.allowed.empty()) return logits;
+  const bool masked = mask && !row.allowed.empty();
+  if (!penalize && !masked) return logits;
   std::vector<float>& w = scratch.work;
   w.assign(logits, logits + V);
   if (penalize) {
@@ -43,7 +44,7 @@ const float* adjust(const float* logits, int V, const Request& req, const Row& r
       apply(id, occurrences(extra, n_extra, id));
     }
   }
-  if (!row.allowed.empty()) {
+  if (masked) {
     const float ninf = -std::numeric_limits<float>::infinity();
     for (int id = 0; id < V; ++id)
       if (!((row.allowed[id >> 5] >> (id & 31)) & 1u)) w[id] = ninf;

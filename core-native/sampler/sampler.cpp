@@ -21,6 +21,8 @@ Sampled sample_row(const float* logits, int V, const Request& req, const Row& ro
   Sampled out;
   if (row.token >= 0) {
     out.token = row.token;
+  } else if (row.retry >= 0.0 && !row.allowed.empty() && req.params.temperature > 0.f) {
+    out.token = draw_then_mask(logits, V, req, row, scratch, extra, n_extra);
   } else {
     const float* v = adjust(logits, V, req, row, scratch, extra, n_extra);
     const int32_t best = argmax(v, V);

@@ -13,6 +13,11 @@
 //      whose weight reaches top_p of what is left; the draw is the first candidate where the running sum of
 //      weights reaches u · (kept total), the last kept one if rounding leaves u · total unreached.
 //
+// The grammar after the filters (a row with a mask and a `retry` uniform, T > 0; grammar.cpp): steps 1, 3–4 on
+// the unmasked row give the filtered distribution F and its draw with `uniform`; an allowed token stands.
+// Otherwise `retry` draws from F restricted to the allowed tokens and renormalised (inverse CDF in id order), or,
+// when F gives them no mass, from steps 2–4 (the mask first, as above). The output follows F | allowed exactly.
+//
 // Speculative decoding (speculative.cpp): a verify pass's row r follows its drafted tokens d1..dr, which count
 // for the penalties like output tokens; at T > 0 a row that verifies drafted token d (Row::draft) accepts it
 // when accept · q(d) < p(d) (probability min(1, p(d)/q(d))), else draws from the residual max(0, p − q)
@@ -47,6 +52,8 @@ struct Row {
   int32_t token = -1;              // ≥ 0: do not sample, report this token (prompt logprobs, forced tokens)
   int32_t draft = -1;              // ≥ 0 (T > 0): the drafted token this row verifies by the rejection rule;
   double accept = 0.0;             //   the uniform of its acceptance test (`uniform` draws from the residual)
+  double retry = -1.0;             // ≥ 0 (T > 0, with `allowed`): the grammar applies after the filters, and this
+                                   //   uniform draws when it refuses the first draw (see the top)
 };
 
 // A request for the trailing rows.size() rows of one item.
@@ -110,10 +117,13 @@ void sample_draft(const float* rows, int V, const Request& req, std::vector<Samp
 
 // --- the pieces (one file each)
 
-// Penalties and mask applied to a copy of the row in scratch.work; returns the row to choose from (the input
-// itself when neither applies).
+// Penalties and (unless `mask` is false) the row's mask applied to a copy of the row in scratch.work; returns
+// the row to choose from (the input itself when neither applies).
 const float* adjust(const float* logits, int V, const Request& req, const Row& row, Scratch& scratch,
-                    const int32_t* extra = nullptr, int n_extra = 0);
+                    const int32_t* extra = nullptr, int n_extra = 0, bool mask = true);
+// The token of a row whose grammar applies after the filters (Row::retry; T > 0, a mask), see the top.
+int32_t draw_then_mask(const float* logits, int V, const Request& req, const Row& row, Scratch& scratch,
+                       const int32_t* extra, int n_extra);
 // First index of the largest value (−inf everywhere: −1).
 int32_t argmax(const float* v, int V);
 // The inverse-CDF draw at temperature > 0 over adjusted logits v whose maximum is at `best`.

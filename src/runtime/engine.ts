@@ -157,14 +157,14 @@ export class Engine {
       try {
         if (batch.drafting.length > 0) {
           const drafted = this.model.draft!(this.scheduler.draftRequests(batch))
-          await settled(this.scheduler.prepareMasks(batch), drafted)
+          await settled(this.scheduler.grammar.prepare(batch), drafted)
           await this.scheduler.fillDrafts(batch, await drafted)
         }
         // the grammar masks for the tokens this step's logits will choose are computed while it runs
         const stepped = this.model.step(batch.items)
-        await settled(this.scheduler.prepareMasks(batch), stepped)
+        await settled(this.scheduler.grammar.prepare(batch), stepped)
         results = await stepped
-        await this.scheduler.settleLazyMasks(batch, results)
+        await this.scheduler.grammar.settle(batch, results)
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
         await this.scheduler.afterStep({...batch, anchored: []})

@@ -77,11 +77,19 @@ export interface SampleRow {
   uniform?: number
   /**
    * Grammar mask (constrained decoding), XGrammar's bitmask layout: ceil(vocab/32) little-endian 32-bit words;
-   * token `id` is allowed when bit (id & 31) of word (id >> 5) is set. Disallowed tokens are set to −inf
-   * before anything else chooses (argmax included). A mask that allows no token is an invalid_argument
-   * error. For a verify pass, one mask per sampled row.
+   * token `id` is allowed when bit (id & 31) of word (id >> 5) is set. Without `retry`, disallowed tokens are
+   * set to −inf before anything else chooses (argmax included). A mask that allows no token is an
+   * invalid_argument error. For a verify pass, one mask per sampled row.
    */
   allowed?: Int32Array
+  /**
+   * With `allowed` at temperature > 0: the grammar applies after the filters (llama.cpp's order). `uniform`
+   * draws from the filtered distribution F of the unmasked row; an allowed token stands, otherwise this uniform
+   * draws from F restricted to the allowed tokens (renormalised), or, when F gives them no mass, from the filters
+   * applied to the masked row. Ignored without `allowed` or at T = 0 (there the argmax, if allowed, is the masked
+   * argmax anyway).
+   */
+  retry?: number
   /** Do not sample: report this token (its logprob and the top list), e.g. prompt logprobs. */
   token?: number
   /**

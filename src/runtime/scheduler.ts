@@ -1,10 +1,12 @@
 // Continuous batching: which sequences run in the next step and with how many tokens, and what happens
 // after the step (sampling, stop conditions, freeing). schedule() → model.step() → postprocess().
-import {cacheKeyOf, mediaFields} from './media.js'
+import {mediaFields} from './media.js'
 import type {DraftRequest, StepItem, StepModel, StepResult} from './step-model.js'
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Sequence} from './sequence.js'
 import type {SampledToken, SampleRequest, SampleRow} from './sampling.js'
+import {GrammarRows} from './grammar-rows.js'
+import {PrefixSaves} from './prefix-saves.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from './prefix-cache.js'
 import {FIXED_COST, MeasuredCost, bestBlock} from './spec-policy.js'
@@ -29,9 +31,6 @@ export interface Batch {
   anchored: Sequence[]
 }
 
-/** Automatic anchors inside long prompts: a state snapshot every this many positions. */
-export const ANCHOR_EVERY = 4096
-
 /** Acceptance-length observer (tokens committed per target verify pass). */
 export type AcceptanceObserver = (committed: number, drafted: number) => void
 
@@ -44,12 +43,20 @@ export class Scheduler {
   /** Called after every verify pass (metrics). */
   onAcceptance: AcceptanceObserver | undefined
 
+  /** Grammar masks of constrained rows (the engine calls prepare() while a step runs and settle() after it). */
+  readonly grammar: GrammarRows
+  /** Restores and saves prompt states with the prefix cache (absent without a cache or a state store). */
+  private readonly saves: PrefixSaves | undefined
+
   constructor(
     private readonly model: StepModel,
     private readonly limits: SchedulerLimits,
     /** The prefix cache (absent: every prompt is computed in full). */
     readonly cache?: PrefixCache,
-  ) {}
+  ) {
+    this.grammar = new GrammarRows(model)
+    this.saves = cache && model.store ? new PrefixSaves(model, model.store, cache) : undefined
+  }
 
   /** Draft block length when speculative decoding is available (0: plain decode). */
   private get blockSize(): number {
@@ -106,7 +113,7 @@ export class Scheduler {
       // An image prompt speculates too: its verify rows carry the target's M-RoPE positions (index + rope delta);
       // the draft keeps its own 1-D positions. Penalties are applied per verified row (drafted prefix counted).
       seq.useDraft = this.blockSize > 1
-      this.resume(seq)
+      this.saves?.resume(seq)
       this.running.push(seq)
     }
     const seqs: Sequence[] = []
@@ -132,10 +139,10 @@ export class Scheduler {
       items.push({
         seq: seq.slot,
         tokens: Int32Array.of(seq.lastToken),
-        // with a grammar the logits row comes back too: its mask is computed while the step runs (prepareMasks)
+        // with a grammar the logits row comes back too, for a draw under the mask when the grammar refuses the token
         logits: seq.request.constraint ? 'last' : 'none',
         capture: seq.useDraft,
-        sample: this.sampleRequest(seq, [this.nextRow(seq, 0)]),
+        sample: seq.sampleRequest([seq.nextRow(0)]),
         ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, 1),
       })
     }
@@ -157,60 +164,15 @@ export class Scheduler {
   }
 
   /**
-   * Admission with the prefix cache: restores the longest cached prefix of the prompt (at least one
-   * prompt token is always computed, for its logits) and picks the positions where this prompt's state
-   * will be saved: the request's own anchors, every ANCHOR_EVERY positions, and the end of the prompt
-   * less one token (a replay of the same prompt then computes only that token).
-   */
-  private resume(seq: Sequence): void {
-    const cache = this.cache
-    const store = this.model.store
-    const r = seq.request
-    if (!cache || !store || r.promptLogprobs !== undefined) return
-    const hit = cache.lookup(cacheKeyOf(r), seq.promptLength - 1)
-    if (hit) {
-      const draft = store.restore(seq.slot, hit.rows, hit.state)
-      seq.numComputed = hit.length
-      seq.numCached = hit.length
-      if (!draft) seq.useDraft = false
-    }
-    const anchors = new Set<number>()
-    for (const a of r.cacheAnchors ?? []) anchors.add(a)
-    for (let a = ANCHOR_EVERY; a < seq.promptLength; a += ANCHOR_EVERY) anchors.add(a)
-    anchors.add(seq.promptLength - 1)
-    seq.anchors = [...anchors].filter(a => Number.isInteger(a) && a > seq.numComputed && a < seq.promptLength).sort((a, b) => a - b)
-  }
-
-  /**
    * After a step (and its postprocess): the prefix cache saves the state of sequences whose prefill reached
-   * an anchor and of sequences that finished, which are then freed. The draft first takes in the pending
-   * context of all of them in one pass, so that the saved rows carry it. Never throws: a failed save only
-   * means a later miss.
+   * an anchor and of sequences that finished, which are then freed (PrefixSaves). Never throws.
    */
   async afterStep(batch: Batch): Promise<void> {
     const anchored = batch.anchored.filter(seq => seq.status === 'running' && !seq.cancelled)
     const releasing = this.releasing.splice(0)
     for (const seq of anchored) seq.inFlight = true // a cancel meanwhile waits until the save is done
     try {
-      const saving = anchored.filter(seq => seq.numComputed >= 1)
-      for (const seq of releasing) {
-        if (seq.numComputed < 1) continue
-        try {
-          this.model.truncate?.(seq.slot, seq.numComputed) // a stop inside a verify pass
-          saving.push(seq)
-        } catch {
-          // not saved: the cache is an optimisation, the request itself is unaffected
-        }
-      }
-      const synced = await this.syncDrafts(saving.filter(seq => seq.useDraft))
-      for (const seq of saving) {
-        if (seq.useDraft && !synced.has(seq)) continue
-        try {
-          this.saveState(seq)
-        } catch {
-          // as above
-        }
-      }
+      await this.saves?.save(anchored, releasing)
     } finally {
       for (const seq of anchored) {
         seq.inFlight = false
@@ -221,49 +183,6 @@ export class Scheduler {
   }
 
   /**
-   * The draft takes in the pending context of these sequences: one pass for all of them, or one each when
-   * the pass fails (a sequence the draft refuses must not keep the others from being saved). Returns those
-   * whose draft context is complete.
-   */
-  private async syncDrafts(seqs: Sequence[]): Promise<Set<Sequence>> {
-    const model = this.model
-    if (!model.draft || seqs.length === 0) return new Set()
-    const item = (seq: Sequence) => ({seq: seq.slot, token: seq.request.prompt[0], n: 0})
-    try {
-      await model.draft(seqs.map(item))
-      return new Set(seqs)
-    } catch {
-      const ok = new Set<Sequence>()
-      if (seqs.length > 1) {
-        for (const seq of seqs) {
-          try {
-            await model.draft([item(seq)])
-            ok.add(seq)
-          } catch {
-            // this one is not saved
-          }
-        }
-      }
-      return ok
-    }
-  }
-
-  /** Saves a sequence's computed tokens (prompt, then output) in the prefix cache; its draft context is synced. */
-  private saveState(seq: Sequence): void {
-    const cache = this.cache!
-    const computed = seq.numComputed
-    const p = cacheKeyOf(seq.request) // image pads keyed by the image's hash
-    let tokens: Int32Array
-    if (computed <= p.length) tokens = p.subarray(0, computed)
-    else {
-      tokens = new Int32Array(computed)
-      tokens.set(p)
-      tokens.set(seq.output.slice(0, computed - p.length), p.length)
-    }
-    cache.save(seq.slot, tokens)
-  }
-
-  /**
    * What a prefill chunk of n tokens samples: with prompt logprobs, every row (row r scores the prompt token
    * after it; the prompt's last row samples the first output token); else only the prompt's last row.
    */
@@ -271,24 +190,13 @@ export class Scheduler {
     const r = seq.request
     const start = seq.numComputed
     const last = start + n === seq.promptLength
-    if (r.promptLogprobs === undefined) return last && r.maxTokens > 0 ? this.sampleRequest(seq, [this.nextRow(seq, 0)]) : undefined
+    if (r.promptLogprobs === undefined) return last && r.maxTokens > 0 ? seq.sampleRequest([seq.nextRow(0)]) : undefined
     const rows: SampleRow[] = []
     for (let i = 0; i < n; i++) {
       const pos = start + i + 1
-      rows.push(pos < seq.promptLength ? {token: r.prompt[pos]} : this.nextRow(seq, 0))
+      rows.push(pos < seq.promptLength ? {token: r.prompt[pos]} : seq.nextRow(0))
     }
-    return {...this.sampleRequest(seq, rows), logprobs: Math.max(r.promptLogprobs, r.logprobs ?? 0)}
-  }
-
-  /** The sampled row for the r-th token from now: its uniform (r-th of the stream, not consumed) or a forced token. */
-  private nextRow(seq: Sequence, r: number): SampleRow {
-    if (r === 0 && seq.forced.length > 0) return {token: seq.forced[0]}
-    return seq.request.sampling.temperature > 0 ? {uniform: seq.rng.peek(r)} : {}
-  }
-
-  private sampleRequest(seq: Sequence, rows: SampleRow[]): SampleRequest {
-    const r = seq.request
-    return {params: r.sampling, rows, logprobs: r.logprobs, penalties: seq.penalties?.get()}
+    return {...seq.sampleRequest(rows), logprobs: Math.max(r.promptLogprobs, r.logprobs ?? 0)}
   }
 
   /**
@@ -347,54 +255,9 @@ export class Scheduler {
       const n = seq.drafts.length
       // with a grammar, draft r's mask depends on drafts 1..r−1: the logits come back and fillDrafts samples
       if (seq.request.constraint) return {seq: seq.slot, token: seq.lastToken, n}
-      const rows = Array.from({length: n}, (_, r) => (rejection(seq) ? {uniform: seq.rng.peek(3 * r)} : this.nextRow(seq, r)))
+      const rows = Array.from({length: n}, (_, r) => (rejection(seq) ? {uniform: seq.rng.peek(3 * r)} : seq.nextRow(r)))
       return {seq: seq.slot, token: seq.lastToken, n, sample: {params: seq.request.sampling, rows, penalties: seq.penalties?.get()}}
     })
-  }
-
-  /**
-   * Computes the grammar masks the sequences of a batch need when its logits come back (the mask for the
-   * token after each sequence's last accepted one). The engine runs this while the step runs, so the
-   * mask for step t+1 is ready when the sampler needs it. Verify passes have theirs from fillDrafts.
-   */
-  async prepareMasks(batch: Batch): Promise<void> {
-    for (const [i, seq] of batch.seqs.entries()) {
-      const c = seq.request.constraint
-      if (!c || seq.status === 'finished' || seq.verifyMasks || this.lazyMask(batch, i)) continue
-      await c.nextMask()
-    }
-  }
-
-  /**
-   * A greedy plain row needs no mask when the grammar allows its in-step argmax: the argmax under the mask is
-   * then that very token (the first index of the row's maximum). While the grammar keeps allowing the argmax
-   * such rows skip prepareMasks; after a refusal the next masks are computed while the step runs again, until
-   * one allows the argmax (refusals come in runs at the grammar's fixed parts). Drafting and sampled (T > 0)
-   * rows always have the mask computed while the step runs.
-   */
-  private lazyMask(batch: Batch, i: number): boolean {
-    const seq = batch.seqs[i]!
-    return seq.grammarLazy && seq.request.sampling.temperature === 0 && !batch.drafting.includes(i) && !batch.items[i]!.verify
-  }
-
-  /**
-   * After the step, for the rows lazyMask left without a mask: the grammar takes the in-step argmax when it
-   * allows it (postprocess then commits it as it is); otherwise the mask is computed now and postprocess
-   * samples the row under it.
-   */
-  async settleLazyMasks(batch: Batch, results: StepResult[]): Promise<void> {
-    for (const [i, seq] of batch.seqs.entries()) {
-      const c = seq.request.constraint
-      const sampled = results[i]?.sampled
-      if (!c || c.ready || !sampled || seq.cancelled || seq.status !== 'running' || seq.forced.length > 0 || !this.lazyMask(batch, i)) continue
-      if (seq.inPrefill && seq.numComputed + batch.items[i]!.tokens.length < seq.promptLength) continue // not the prompt's end
-      const token = sampled[sampled.length - 1]!.token
-      if (c.accept(token)) seq.grammarAccepted = token
-      else {
-        seq.grammarLazy = false
-        await c.nextMask()
-      }
-    }
   }
 
   /**
@@ -405,39 +268,21 @@ export class Scheduler {
    * the anchor (verify() advances it by what it commits).
    */
   async fillDrafts(batch: Batch, drafted: StepResult[]): Promise<void> {
-    const vocab = this.model.vocabSize
     for (let j = 0; j < batch.drafting.length; j++) {
       const i = batch.drafting[j]!
       const seq = batch.seqs[i]!
-      const c = seq.request.constraint
       let masks: Int32Array[] | undefined
-      if (c) {
+      if (seq.request.constraint) {
         const logits = drafted[j]!.logits
         if (!logits) throw new Error('the draft returned no logits')
-        masks = []
-        let k = seq.drafts.length
-        for (let r = 0; r < k; r++) {
-          const mask = await c.nextMask()
-          masks.push(mask)
-          const row = {...this.nextRow(seq, r), allowed: mask}
-          const d = this.model.sampleRows(logits.subarray(r * vocab, (r + 1) * vocab), {params: seq.request.sampling, rows: [row]})[0]!.token
-          if (seq.request.stopTokenIds.includes(d) || !c.accept(d)) {
-            k = r
-            break
-          }
-          seq.drafts[r] = d
-        }
-        seq.drafts.length = k
-        masks.push(await c.nextMask())
-        c.rollBack(k)
-        seq.verifyMasks = masks
+        masks = seq.verifyMasks = await this.grammar.draft(seq, logits)
       } else {
         const sampled = drafted[j]!.sampled
         if (!sampled || sampled.length !== seq.drafts.length) throw new Error('the draft returned no tokens')
         seq.drafts = sampled.map(x => x.token)
       }
       const rows = masks
-        ? Array.from({length: seq.drafts.length + 1}, (_, r) => ({...this.nextRow(seq, r), allowed: masks[r]}))
+        ? Array.from({length: seq.drafts.length + 1}, (_, r) => ({...seq.nextRow(r), allowed: masks[r]}))
         : this.verifyRows(seq)
       batch.items[i] = {
         seq: seq.slot,
@@ -445,7 +290,7 @@ export class Scheduler {
         logits: 'none',
         capture: true,
         verify: true,
-        sample: this.sampleRequest(seq, rows),
+        sample: seq.sampleRequest(rows),
         ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, seq.drafts.length + 1),
       }
     }
@@ -458,7 +303,7 @@ export class Scheduler {
    */
   private verifyRows(seq: Sequence): SampleRow[] {
     const k = seq.drafts.length
-    if (!rejection(seq)) return Array.from({length: k + 1}, (_, r) => this.nextRow(seq, r))
+    if (!rejection(seq)) return Array.from({length: k + 1}, (_, r) => seq.nextRow(r))
     const rows: SampleRow[] = seq.drafts.map((d, r) => ({draft: d, accept: seq.rng.peek(3 * r + 1), uniform: seq.rng.peek(3 * r + 2)}))
     rows.push({uniform: seq.rng.peek(3 * k)})
     return rows
@@ -510,18 +355,18 @@ export class Scheduler {
       commit.push(forced === rows[0].token ? this.reported(seq, rows[0]) : {token: forced})
       acc = -1
     }
-    // row r was sampled natively with the r-th uniform of the stream (nextRow), as plain decoding would
+    // row r was sampled natively with the r-th token's uniforms of the stream (nextRow), as plain decoding would
     for (; acc >= 0 && acc < k; acc++) {
       commit.push(this.reported(seq, rows[acc]))
       if (rows[acc].token !== seq.drafts[acc]) break
     }
     if (acc < 0) acc = 0
     else if (acc === k) commit.push(this.reported(seq, rows[k]))
-    if (s.temperature !== 0 && forced === undefined) {
+    if (rejection(seq) && forced === undefined) {
       // the uniforms the pass used: 3 per verified draft, and one more for the last row when all were accepted
-      const used = rejection(seq) ? (acc === k ? 3 * k + 1 : 3 * (acc + 1)) : commit.length
+      const used = acc === k ? 3 * k + 1 : 3 * (acc + 1)
       for (let i = 0; i < used; i++) seq.rng.next()
-    }
+    } else if (forced === undefined) seq.consumeUniforms(commit.length)
     seq.numComputed += 1 + acc
     seq.specPasses++
     seq.specCommitted += commit.length
@@ -564,27 +409,19 @@ export class Scheduler {
 
   /**
    * The next token: a forced one (scored when it was known at schedule time) or the native sample. With a
-   * grammar, the row is sampled again under the mask prepared while the step ran (same uniform), unless
-   * settleLazyMasks already had the grammar take the greedy argmax.
+   * grammar, the in-step token when the grammar allows it (already accepted by GrammarRows.settle, or checked
+   * against the mask prepared while the step ran), else the draw under the mask (GrammarRows.choose).
    */
   private accept(seq: Sequence, row: SampledToken, logits: Float32Array | null): void {
     const forced = seq.forced.shift()
     const c = seq.request.constraint
     if (forced !== undefined) {
-      if (seq.grammarAccepted !== undefined) c?.rollBack(1) // a token forced since the argmax was taken
+      if (seq.grammarAccepted !== undefined) c?.rollBack(1) // a token forced since the grammar took the in-step one
       seq.grammarAccepted = undefined
       return this.acceptToken(seq, forced === row.token ? this.reported(seq, row) : {token: forced})
     }
-    if (c && seq.grammarAccepted === undefined) {
-      if (!c.ready) throw new Error('the grammar mask for this position was not prepared')
-      if (!logits) throw new Error('the model returned no logits for a constrained position')
-      const greedy = seq.request.sampling.temperature === 0
-      const allowed = ((c.ready[row.token >> 5]! >>> (row.token & 31)) & 1) === 1
-      if (greedy) seq.grammarLazy = allowed
-      // an allowed greedy argmax is the masked argmax too; anything else is sampled again under the mask
-      if (!(greedy && allowed)) row = this.model.sampleRows(logits, this.sampleRequest(seq, [{...this.nextRow(seq, 0), allowed: c.ready}]))[0]!
-    }
-    if (seq.request.sampling.temperature > 0) seq.rng.next() // the uniform nextRow peeked is used now
+    if (c && seq.grammarAccepted === undefined) row = this.grammar.choose(seq, row, logits)
+    seq.consumeUniforms(1) // the uniforms nextRow peeked are used now
     this.acceptToken(seq, this.reported(seq, row))
   }
 
@@ -615,7 +452,7 @@ export class Scheduler {
       const i = this.running.indexOf(seq)
       if (i >= 0) this.running.splice(i, 1)
       // a finished generation's state goes to the prefix cache first (afterStep frees it)
-      if (this.cache && this.model.store && reason !== 'cancelled' && !seq.inFlight) this.releasing.push(seq)
+      if (this.saves && reason !== 'cancelled' && !seq.inFlight) this.releasing.push(seq)
       else this.model.freeSequence(seq.slot)
     }
     const completion = seq.output.length - (reason === 'stop' ? 1 : 0)

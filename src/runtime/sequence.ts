@@ -2,7 +2,7 @@
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Rng, randomSeed} from './rng.js'
 import {PenaltyCounts} from './penalties.js'
-import {penalized} from './sampling.js'
+import {penalized, type SampleRequest, type SampleRow} from './sampling.js'
 import {Acceptance} from './spec-policy.js'
 
 export type SequenceStatus = 'waiting' | 'running' | 'finished'
@@ -51,9 +51,9 @@ export class Sequence {
   specDrafted = 0
   /** Grammar masks for the rows of this step's verify pass (row r follows the anchor and r drafts). */
   verifyMasks: Int32Array[] | undefined
-  /** A greedy row's in-step argmax that the grammar already accepted (Scheduler.settleLazyMasks). */
+  /** A plain row's in-step token that the grammar already accepted (GrammarRows.settle). */
   grammarAccepted: number | undefined
-  /** Greedy with a grammar: the last argmax was allowed, so the next mask is left out until the grammar refuses one. */
+  /** With a grammar: the last in-step token was allowed, so the next mask is left out until the grammar refuses one. */
   grammarLazy = true
 
   constructor(request: GenerationRequest, emit: (event: GenerationEvent) => void) {
@@ -61,6 +61,36 @@ export class Sequence {
     this.emit = emit
     this.rng = new Rng(request.sampling.seed ?? randomSeed())
     this.penalties = penalized(request.sampling) ? new PenaltyCounts(request.prompt) : undefined
+  }
+
+  /**
+   * Uniforms each sampled token takes from the RNG stream: none at T = 0; one without a grammar; two with one
+   * (the draw from the filtered distribution, and the draw under the mask when the grammar refuses that token),
+   * both consumed whether or not the second was needed, so every token's uniforms sit at a fixed place in the
+   * stream (a verify pass knows row r's before anything is sampled).
+   */
+  get uniformsPerToken(): number {
+    if (this.request.sampling.temperature === 0) return 0
+    return this.request.constraint ? 2 : 1
+  }
+
+  /** The sampled row for the r-th token from now: its uniforms (peeked, not consumed) or a forced token. */
+  nextRow(r: number): SampleRow {
+    if (r === 0 && this.forced.length > 0) return {token: this.forced[0]}
+    const n = this.uniformsPerToken
+    if (n === 0) return {}
+    return n === 1 ? {uniform: this.rng.peek(r)} : {uniform: this.rng.peek(2 * r), retry: this.rng.peek(2 * r + 1)}
+  }
+
+  /** Consumes the uniforms of `tokens` committed sampled tokens. */
+  consumeUniforms(tokens: number): void {
+    for (let i = tokens * this.uniformsPerToken; i > 0; i--) this.rng.next()
+  }
+
+  /** A sampling request for these rows with the request's parameters and the penalty counts so far. */
+  sampleRequest(rows: SampleRow[]): SampleRequest {
+    const r = this.request
+    return {params: r.sampling, rows, logprobs: r.logprobs, penalties: this.penalties?.get()}
   }
 
   get promptLength(): number {

@@ -1,12 +1,14 @@
 // The native sampler (core-native/sampler/) against the sort-everything reference in
 // test/helpers/sampling-reference.ts, on random logits (ties included) for every combination of temperature,
-// top-k, min-p, top-p, penalties and grammar masks; log-probabilities; the grammar mask contract; malformed
-// requests are errors, never crashes; and sampling inside a step or draft pass equals sampling its logits.
+// top-k, min-p, top-p, penalties and grammar masks, the mask first or after the filters (SampleRow.retry: each
+// of its three paths taken, frequencies following F | allowed); log-probabilities; the grammar mask contract;
+// malformed requests are errors, never crashes; and sampling inside a step or draft pass equals sampling its logits.
 import t from 'tap'
 import {native, type StepItem} from '../../src/runtime/native.js'
 import {samplingParams, type SampleRequest, type SampleRow} from '../../src/runtime/sampling.js'
 import {Rng} from '../../src/runtime/rng.js'
-import {distribution, sampleRow} from '../helpers/sampling-reference.js'
+import {distribution, drawThenMask, maskAllows, sampleRow} from '../helpers/sampling-reference.js'
+import {CHI_999, chiSquare} from '../helpers/chi-square.js'
 import {PenaltyCounts} from '../../src/runtime/penalties.js'
 import {writeTinyPackage} from './helpers/tiny-package.js'
 import {synthFixture} from '../helpers/packages.js'
@@ -72,6 +74,83 @@ t.test('native sampling equals the reference for every parameter combination', a
   t.equal(mismatches, 0, `${draws} draws, all equal to the reference`)
 })
 
+t.test('the grammar after the filters (retry): equals the reference on each path, for every filter and penalty', async t => {
+  const rng = new Rng(77)
+  const paths = {first: 0, restricted: 0, masked: 0}
+  let draws = 0
+  for (const V of [77, 1000])
+    for (const temperature of [0.6, 1.3])
+      for (const topK of [0, 4])
+        for (const [minP, topP] of [[0, 1], [0.05, 0.8], [0, 0.3]])
+          for (const pen of ['none', 'all'] as const)
+            for (const masked of ['half', 'few', 'one'] as const) {
+              const params = samplingParams({temperature, topK, minP, topP, ...(pen === 'all' ? {repetitionPenalty: 1.3, presencePenalty: 0.7, frequencyPenalty: 0.4} : {})})
+              const rows = 4
+              const logits = randomLogits(rng, V, rows, draws % 2 === 0)
+              const ids = Int32Array.from(new Set(Array.from({length: 12}, () => Math.floor(rng.next() * V))))
+              const counts = Int32Array.from(ids, (_, i) => i % 3)
+              const few = new Set(Array.from({length: 3}, () => Math.floor(rng.next() * V)))
+              const only = Math.floor(rng.next() * V)
+              const allowed = masked === 'half' ? mask(V, id => (id * 7919) % 2 === 0) : masked === 'few' ? mask(V, id => few.has(id)) : mask(V, id => id === only)
+              const rowReqs = Array.from({length: rows}, () => ({uniform: rng.next(), retry: rng.next(), allowed}))
+              const req: SampleRequest = {params, rows: rowReqs, logprobs: 2, penalties: pen === 'none' ? undefined : {ids, counts}}
+              const got = native.sampleLogits(logits, V, req)
+              for (let r = 0; r < rows; r++) {
+                const row = logits.subarray(r * V, (r + 1) * V)
+                const want = drawThenMask(row, req, rowReqs[r])
+                paths[want.path]++
+                draws++
+                if (got[r].token !== want.token) t.fail(`V ${V} ${JSON.stringify({temperature, topK, minP, topP, pen, masked})} row ${r} (${want.path}): ${got[r].token} vs ${want.token}`)
+                if (!maskAllows(allowed, got[r].token)) t.fail('a disallowed token')
+                // the first try is the row's draw without the mask: an allowed one is that very token
+                const unmasked = native.sampleLogits(row, V, {...req, rows: [{uniform: rowReqs[r].uniform}]})[0]!.token
+                if (want.path === 'first' && got[r].token !== unmasked) t.fail('an allowed first draw is the unmasked draw')
+                if (want.path !== 'first' && maskAllows(allowed, unmasked)) t.fail('a second draw only after a refused first one')
+              }
+            }
+  t.ok(paths.first > 50 && paths.restricted > 50 && paths.masked > 50, `${draws} draws equal to the reference: ${JSON.stringify(paths)}`)
+  // at T = 0 a retry changes nothing: the argmax if allowed, else the masked argmax
+  const logits = randomLogits(rng, 300, 1, false)
+  const half = mask(300, id => id % 2 === 1)
+  const greedy = samplingParams({temperature: 0})
+  t.equal(native.sampleLogits(logits, 300, {params: greedy, rows: [{retry: 0.5, allowed: half}]})[0]!.token, native.sampleLogits(logits, 300, {params: greedy, rows: [{allowed: half}]})[0]!.token, 'T = 0: the masked argmax either way')
+})
+
+t.test('the grammar after the filters follows F restricted to the allowed tokens (chi-square, V = 40)', async t => {
+  const V = 40
+  const logits = randomLogits(new Rng(9), V, 1, false)
+  const rng = new Rng(123)
+  const n = 6000
+  for (const params of [samplingParams({temperature: 1}), samplingParams({temperature: 0.9, topK: 12}), samplingParams({temperature: 1.2, topP: 0.95, minP: 0.01})]) {
+    const f = distribution(logits, {params, rows: []})
+    // allowed: every other token of F's support (from the most likely one), and half of the rest
+    const support = [...f.keys()].sort((a, b) => f.get(b)! - f.get(a)!)
+    const allowedIds = new Set([...support.filter((_, i) => i % 2 === 1), ...Array.from({length: V}, (_, id) => id).filter(id => !f.has(id) && id % 2 === 0)])
+    const allowed = mask(V, id => allowedIds.has(id))
+    const fa = [...f].filter(([id]) => allowedIds.has(id))
+    const mass = fa.reduce((a, x) => a + x[1], 0)
+    const want = new Map(fa.map(([id, p]) => [id, p / mass]))
+    const rows = Array.from({length: n}, () => ({uniform: rng.next(), retry: rng.next(), allowed}))
+    const big = new Float32Array(V * n)
+    for (let r = 0; r < n; r++) big.set(logits, r * V)
+    const got = native.sampleLogits(big, V, {params, rows})
+    const counts = new Map<number, number>()
+    let first = 0
+    got.forEach(({token}, r) => {
+      counts.set(token, (counts.get(token) ?? 0) + 1)
+      if (token === native.sampleLogits(logits, V, {params, rows: [{uniform: rows[r]!.uniform}]})[0]!.token) first++
+    })
+    const {chi, df} = chiSquare(counts, want, n)
+    t.ok(df >= 2 && chi < CHI_999[Math.min(df, 16)]!, `${JSON.stringify(params)}: chi-square ${chi.toFixed(2)} with ${df} df; F(allowed) = ${mass.toFixed(3)}, first draw kept ${first} of ${n}`)
+    t.ok(first > 0.2 * n && first < 0.8 * n, 'both draws taken')
+    // the second draw needs its own uniform: drawing it with the first one's is not F | allowed, and the test sees it
+    const same = new Map<number, number>()
+    for (const {token} of native.sampleLogits(big, V, {params, rows: rows.map(r => ({...r, retry: r.uniform}))})) same.set(token, (same.get(token) ?? 0) + 1)
+    const wrong = chiSquare(same, want, n)
+    t.ok(wrong.chi > CHI_999[Math.min(wrong.df, 16)]!, `the same uniform twice: chi-square ${wrong.chi.toFixed(2)} with ${wrong.df} df`)
+  }
+})
+
 t.test('sampled frequencies follow the filtered distribution; scoring a given token', async t => {
   const V = 50
   const logits = randomLogits(new Rng(5), V, 1, false)
@@ -104,6 +183,11 @@ t.test('malformed sampling requests are errors, never crashes', async t => {
   bad({...ok, rows: [{uniform: 1}]}, 'uniform 1')
   bad({...ok, rows: [{uniform: NaN}]}, 'uniform NaN')
   bad({...ok, rows: [{uniform: 0.5, token: V}]}, 'a scored token outside the vocabulary')
+  bad({...ok, rows: [{uniform: 0.5, retry: 1}]}, 'retry 1')
+  bad({...ok, rows: [{uniform: 0.5, retry: -0.1}]}, 'negative retry')
+  bad({...ok, rows: [{uniform: 0.5, retry: '0.5'}]}, 'retry not a number')
+  bad({...ok, rows: [{uniform: 0.5, retry: 0.5, draft: 3, accept: 0.5}]}, 'retry with a draft')
+  bad({...ok, rows: [{uniform: 0.5, retry: 0.5, allowed: new Int32Array(2)}]}, 'retry with a mask that allows nothing')
   bad({...ok, rows: []}, 'no rows')
   bad({...ok, rows: [{uniform: 0.1}, {uniform: 0.1}, {uniform: 0.1}]}, 'more rows than logits')
   bad({...ok, rows: 'x'}, 'rows not an array')

@@ -17,7 +17,7 @@ export function adjusted(logits: Float32Array, req: SampleRequest, row: SampleRo
       v[id] = x
     }
   }
-  if (row.allowed) for (let id = 0; id < v.length; id++) if (!((row.allowed[id >> 5] >>> (id & 31)) & 1)) v[id] = -Infinity
+  if (row.allowed) for (let id = 0; id < v.length; id++) if (!maskAllows(row.allowed, id)) v[id] = -Infinity
   return v
 }
 
@@ -53,8 +53,31 @@ export function distribution(logits: Float32Array, req: SampleRequest, row: Samp
   return new Map(idx.map((id, i) => [id, w[i] / total]))
 }
 
+/** Token `id` is allowed by a grammar mask (bit id & 31 of word id >> 5). */
+export function maskAllows(mask: Int32Array, id: number): boolean {
+  return ((mask[id >> 5]! >>> (id & 31)) & 1) === 1
+}
+
+/**
+ * How a row whose grammar applies after the filters (SampleRow.retry) chooses: 'first' when the draw from the
+ * filtered distribution F is allowed, 'restricted' when `retry` draws from F over the allowed tokens (inverse CDF
+ * in id order), 'masked' when F gives them no mass and the filters apply to the masked row.
+ */
+export function drawThenMask(logits: Float32Array, req: SampleRequest, row: SampleRow & {allowed: Int32Array; retry: number}): {token: number; path: 'first' | 'restricted' | 'masked'} {
+  const first = sampleRow(logits, req, {uniform: row.uniform}).token
+  if (maskAllows(row.allowed, first)) return {token: first, path: 'first'}
+  const kept = [...distribution(logits, req)].filter(([id, p]) => p > 0 && maskAllows(row.allowed, id)).sort((a, b) => a[0] - b[0])
+  if (kept.length === 0) return {token: sampleRow(logits, req, {uniform: row.retry, allowed: row.allowed}).token, path: 'masked'}
+  const target = row.retry * kept.reduce((a, x) => a + x[1], 0)
+  let acc = 0
+  return {token: (kept.find(x => (acc += x[1]) > target) ?? kept[kept.length - 1])[0], path: 'restricted'}
+}
+
 export function sampleRow(logits: Float32Array, req: SampleRequest, row: SampleRow): SampledToken {
   let token = row.token ?? -1
+  if (token < 0 && row.allowed && row.retry !== undefined && req.params.temperature > 0) {
+    token = drawThenMask(logits, req, {...row, allowed: row.allowed, retry: row.retry}).token
+  }
   if (token < 0) {
     const v = adjusted(logits, req, row)
     if (req.params.temperature === 0) {

@@ -9,6 +9,7 @@ import {Engine} from '../../src/runtime/engine.js'
 import {Metrics} from '../../src/runtime/metrics.js'
 import {GREEDY, samplingParams, type SamplingParams, type SampledToken} from '../../src/runtime/sampling.js'
 import {distribution} from '../helpers/sampling-reference.js'
+import {CHI_999, chiSquare} from '../helpers/chi-square.js'
 import {native} from '../../src/runtime/native.js'
 import {readManifest} from '../../src/package/manifest.js'
 import {load as loadQwen} from '../../models/qwen3_5/index.js'
@@ -163,29 +164,6 @@ for (const [name, dir, stop] of [
     if (name === 'default package') t.ok(metrics.specCommitted.get() / passes > 1.2, `the trained draft is accepted (${(metrics.specCommitted.get() / passes).toFixed(2)} per pass)`)
   })
 }
-
-function chiSquare(counts: Map<number, number>, p: Map<number, number>, n: number): {chi: number; df: number} {
-  let chi = 0
-  let df = -1
-  let restP = 1
-  let restC = n
-  for (const [token, prob] of p) {
-    const e = prob * n
-    if (e < 5) continue
-    const c = counts.get(token) ?? 0
-    chi += (c - e) ** 2 / e
-    df++
-    restP -= prob
-    restC -= c
-  }
-  if (restP * n >= 5) {
-    chi += (restC - restP * n) ** 2 / (restP * n)
-    df++
-  }
-  return {chi, df}
-}
-// chi-square quantile at p = 0.999 for small df
-const CHI_999 = [0, 10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59, 31.26, 32.91, 34.53, 36.12, 37.7, 39.25]
 
 for (const [name, dir, params] of [
   ['default package', async () => DEFAULT, {temperature: 1, topK: 8}],

@@ -1,0 +1,132 @@
+// Grammar rows through the real engine on the random synthetic package (V = 512): a sampled constrained token
+// follows the filtered distribution F restricted to the tokens the grammar allows (chi-square against the
+// reference sampler), the first try is the step's own draw without a mask and a mask is computed exactly when
+// the grammar refuses it; when F gives the allowed tokens no mass, the filters apply to the masked row; a
+// seed gives the same constrained output serial or batched.
+import t from 'tap'
+import {join} from 'node:path'
+import {NativeModel} from '../../src/runtime/native-model.js'
+import {Engine} from '../../src/runtime/engine.js'
+import {native} from '../../src/runtime/native.js'
+import {Rng} from '../../src/runtime/rng.js'
+import {samplingParams, type SamplingParams} from '../../src/runtime/sampling.js'
+import {readManifest} from '../../src/package/manifest.js'
+import {Grammars} from '../../src/grammar/compiler.js'
+import {distribution, maskAllows} from '../helpers/sampling-reference.js'
+import {chiSquare, chiSquare999} from '../helpers/chi-square.js'
+import {CountedConstraint} from '../helpers/counted-constraint.js'
+import {synthFixture} from '../helpers/packages.js'
+
+const PROMPT = Int32Array.of(5, 17, 99, 3)
+
+async function setup() {
+  const dir = await synthFixture('tiny-hybrid', 'q4')
+  const manifest = await readManifest(dir)
+  const grammars = new Grammars({tokenizerPath: join(dir, manifest.tokenizer.file), vocabSize: manifest.config.vocab_size, stopTokenIds: [...manifest.tokenizer.eos_token_ids]})
+  const saved = process.env.SPLASH_DRAFT
+  process.env.SPLASH_DRAFT = 'off'
+  const model = await NativeModel.open(dir, 4096, {threads: 2})
+  process.env.SPLASH_DRAFT = saved
+  // the prompt's last logits row, as the engine's prefill computes it
+  const h = await native.openModel(dir, {threads: 2, draft: false})
+  const [{logits}] = await native.step(h, [{seq: native.createSequence(h, {maxLength: 16}), tokens: PROMPT, logits: 'last'}])
+  native.closeModel(h)
+  return {grammars, model, logits: logits!, V: manifest.config.vocab_size}
+}
+
+const matcher = (grammars: Grammars, grammar: string) => grammars.matcher({type: 'structural', format: {type: 'grammar', grammar}})
+
+async function generate(e: Engine, sampling: SamplingParams, constraint: CountedConstraint, maxTokens = 1): Promise<number[]> {
+  const tokens: number[] = []
+  for await (const ev of e.generate({prompt: PROMPT, maxTokens, sampling, stopTokenIds: [], constraint})) {
+    if (ev.type === 'token') tokens.push(ev.token)
+    else if (ev.type === 'error') throw ev.error
+  }
+  return tokens
+}
+
+t.test('sampled constrained tokens follow F restricted to the allowed tokens; a mask only when the first try is refused', async t => {
+  const {grammars, model, logits, V} = await setup()
+  t.teardown(() => model.close())
+  const e = new Engine(model, {maxRunning: 50})
+  for (const [params, grammar] of [
+    [{temperature: 1}, 'root ::= [0-9a-zA-Z]+'],
+    [{temperature: 1, topK: 30}, 'root ::= [0-9a-zA-Z]+'],
+    [{temperature: 0.8, topP: 0.9}, 'root ::= [^a-z]+'],
+  ] as const) {
+    const sampling = (seed: number) => samplingParams({...params, seed})
+    const probe = await matcher(grammars, grammar)
+    const allowed = await probe.nextMask()
+    probe.dispose()
+    const f = distribution(logits, {params: sampling(0), rows: []})
+    const fa = [...f].filter(([id]) => maskAllows(allowed, id))
+    const mass = fa.reduce((a, x) => a + x[1], 0)
+    const want = new Map(fa.map(([id, p]) => [id, p / mass]))
+    if (params.temperature === 1 && !('topK' in params)) {
+      // temperature only: F | A is p | A, what sampling under the mask gives
+      const masked = distribution(logits, {params: sampling(0), rows: []}, {allowed})
+      t.ok([...masked].every(([id, p]) => Math.abs(p - (want.get(id) ?? 0)) < 1e-9), 'temperature only: the same distribution as the mask first')
+    }
+    const n = 1500
+    const counts = new Map<number, number>()
+    let refused = 0
+    let wrong = 0
+    for (let b = 0; b < n; b += 50) {
+      const seeds = Array.from({length: 50}, (_, i) => b + i + 1)
+      const constraints = await Promise.all(seeds.map(async () => new CountedConstraint(await matcher(grammars, grammar))))
+      const outs = await Promise.all(seeds.map((seed, i) => generate(e, sampling(seed), constraints[i]!)))
+      outs.forEach(([token], i) => {
+        counts.set(token!, (counts.get(token!) ?? 0) + 1)
+        // the first try: the step's draw without a mask, with the token's first uniform
+        const first = native.sampleLogits(logits, V, {params: sampling(0), rows: [{uniform: new Rng(seeds[i]!).peek(0)}]})[0]!.token
+        const ok = maskAllows(allowed, first)
+        if (!ok) refused++
+        if (constraints[i]!.masks !== (ok ? 0 : 1) || (ok && token !== first)) wrong++
+      })
+    }
+    t.equal(wrong, 0, 'an allowed first try is committed without a mask; a refused one costs one mask')
+    t.ok(refused > 0.1 * n && refused < 0.9 * n, `${refused} of ${n} first tries refused (F(allowed) = ${mass.toFixed(3)})`)
+    const {chi, df} = chiSquare(counts, want, n)
+    t.ok(df >= 3 && chi < chiSquare999(df), `${JSON.stringify(params)} under ${grammar}: chi-square ${chi.toFixed(2)} with ${df} df (${n} samples)`)
+    const again = await generate(e, sampling(7), new CountedConstraint(await matcher(grammars, grammar)))
+    const seven = await generate(e, sampling(7), new CountedConstraint(await matcher(grammars, grammar)))
+    t.same(again, seven, 'same seed, same token')
+  }
+})
+
+t.test('when F gives the allowed tokens no mass, the filters apply to the masked row', async t => {
+  const {grammars, model, logits} = await setup()
+  t.teardown(() => model.close())
+  const e = new Engine(model, {maxRunning: 50})
+  const grammar = 'root ::= [0-9a-z]+'
+  const sampling = (seed: number) => samplingParams({temperature: 1, topK: 3, seed})
+  const probe = await matcher(grammars, grammar)
+  const allowed = await probe.nextMask()
+  probe.dispose()
+  const f = distribution(logits, {params: sampling(0), rows: []})
+  t.ok([...f.keys()].every(id => !maskAllows(allowed, id)), 'the top 3 tokens are all refused')
+  const want = distribution(logits, {params: sampling(0), rows: []}, {allowed})
+  const n = 600
+  const counts = new Map<number, number>()
+  for (let b = 0; b < n; b += 50) {
+    const outs = await Promise.all(Array.from({length: 50}, async (_, i) => generate(e, sampling(b + i + 1), new CountedConstraint(await matcher(grammars, grammar)))))
+    for (const [token] of outs) counts.set(token!, (counts.get(token!) ?? 0) + 1)
+  }
+  t.ok([...counts.keys()].every(id => want.has(id)), 'every token among the masked row top 3')
+  const {chi, df} = chiSquare(counts, want, n)
+  t.ok(df >= 1 && chi < chiSquare999(df), `chi-square ${chi.toFixed(2)} with ${df} df`)
+})
+
+t.test('a seed gives the same constrained output serial or batched', async t => {
+  const {grammars, model} = await setup()
+  t.teardown(() => model.close())
+  const e = new Engine(model)
+  const grammar = 'root ::= [0-9a-zA-Z ]+'
+  const params = (i: number) => samplingParams({temperature: 0.9, topP: 0.95, topK: i % 2 ? 40 : 0, frequencyPenalty: i === 2 ? 0.5 : 0, seed: 300 + i})
+  const run = (i: number) => matcher(grammars, grammar).then(c => generate(e, params(i), new CountedConstraint(c), 24))
+  const batched = await Promise.all([0, 1, 2, 3].map(run))
+  const serial: number[][] = []
+  for (const i of [0, 1, 2, 3]) serial.push(await run(i))
+  t.same(batched, serial)
+  t.ok(batched.every(o => o.length === 24), 'every output ran to max_tokens')
+})
