@@ -88,7 +88,7 @@ t.test('qwen3_5-vl-image: encoder, prompt with two images, greedy decode', async
 
   // the prompt: embeddings replace the pad rows; positions are HF's (T, H, W) ids
   const ids = Int32Array.from(ref.input_ids)
-  const pos = new Int32Array(await tensors.read('position_ids').then(b => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength)))
+  const pos = new Int32Array(new Uint8Array(await tensors.read('position_ids')).buffer) // a copy: aligned for int32
   const T = ids.length
   const positions = new Int32Array(3 * T)
   for (let i = 0; i < T; i++) for (let d = 0; d < 3; d++) positions[3 * i + d] = pos[d * T + i]

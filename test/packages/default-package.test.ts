@@ -42,7 +42,7 @@ t.test('serve with no --model serves it', async t => {
 })
 
 t.test('answers a chat request, thinking first', async t => {
-  const r = await client.chat.completions.create({messages: [{role: 'user', content: 'Explain what a Python list is.'}], max_tokens: 160, temperature: 0})
+  const r = await client.chat.completions.create({model: 'splash/default', messages: [{role: 'user', content: 'Explain what a Python list is.'}], max_tokens: 160, temperature: 0})
   const m = r.choices[0].message as OpenAI.ChatCompletionMessage & {reasoning_content?: string}
   t.ok((m.reasoning_content ?? '').length > 0, 'reasoning_content')
   t.ok((m.content ?? '').length > 0, 'content')
@@ -51,7 +51,7 @@ t.test('answers a chat request, thinking first', async t => {
 
 t.test('a tool-use prompt gives a parseable tool call, and the tool result gets an answer', async t => {
   const messages: OpenAI.ChatCompletionMessageParam[] = [{role: 'user', content: 'What is the weather in Paris?'}]
-  const r = await client.chat.completions.create({messages, tools: [weatherTool], max_tokens: 200, temperature: 0})
+  const r = await client.chat.completions.create({model: 'splash/default', messages, tools: [weatherTool], max_tokens: 200, temperature: 0})
   const choice = r.choices[0]
   t.equal(choice.finish_reason, 'tool_calls')
   const call = choice.message.tool_calls?.[0]
@@ -62,7 +62,7 @@ t.test('a tool-use prompt gives a parseable tool call, and the tool result gets 
   const args = JSON.parse(call.function.arguments)
   t.type(args.city, 'string')
   messages.push(choice.message, {role: 'tool', tool_call_id: call.id, content: JSON.stringify({city: args.city, temperature_c: 18, sky: 'cloudy'})})
-  const after = await client.chat.completions.create({messages, tools: [weatherTool], max_tokens: 200, temperature: 0})
+  const after = await client.chat.completions.create({model: 'splash/default', messages, tools: [weatherTool], max_tokens: 200, temperature: 0})
   t.equal(after.choices[0].finish_reason, 'stop')
   t.ok((after.choices[0].message.content ?? '').length > 0, 'an answer after the tool result')
 })

@@ -123,12 +123,12 @@ t.test('n choices and logprobs', async t => {
 t.test('errors in the OpenAI shape', async t => {
   await t.rejects(client.chat.completions.create({model: 'nope/other', messages: user('x')}), {status: 404, code: 'model_not_found'})
   await t.rejects(client.chat.completions.create({model: modelId, messages: user('x'.repeat(30000)), max_tokens: 4}), {status: 400, code: 'context_length_exceeded'})
-  await t.rejects(client.chat.completions.create({model: modelId, messages: [], max_tokens: 4}), {status: 400})
-  await t.rejects(client.chat.completions.create({model: modelId, messages: user('x'), temperature: 5}), {status: 400})
-  await t.rejects(client.chat.completions.create({model: modelId, messages: user('x'), reasoning_effort: 'ultra' as 'high'}), {status: 400, param: 'reasoning_effort'})
+  await t.rejects(client.chat.completions.create({model: modelId, messages: [], max_tokens: 4}), {message: /./, status: 400})
+  await t.rejects(client.chat.completions.create({model: modelId, messages: user('x'), temperature: 5}), {message: /./, status: 400})
+  await t.rejects(client.chat.completions.create({model: modelId, messages: user('x'), reasoning_effort: 'ultra' as 'high'}), {message: /./, status: 400, param: 'reasoning_effort'})
   await t.rejects(
     client.chat.completions.create({model: modelId, messages: user('x'), tool_choice: {type: 'function', function: {name: 'missing'}}, tools: [{type: 'function', function: {name: 'present', parameters: {type: 'object'}}}]}),
-    {status: 400, param: 'tool_choice'},
+    {message: /./, status: 400, param: 'tool_choice'},
   )
 })
 

@@ -3,6 +3,7 @@
 // APIs streaming and not; a forced call and a strict tool under tool_choice auto (thinking kept on)
 // give schema-valid arguments.
 import t from 'tap'
+import type Anthropic from '@anthropic-ai/sdk'
 import {startServe, type ServerProcess} from '../helpers/cli.js'
 import {invalidity} from '../helpers/ajv.js'
 import {SCHEMAS} from '../helpers/schemas.js'
@@ -115,7 +116,8 @@ t.test('constrained answers are generated with thinking off, whatever the reques
     thinking: {type: 'enabled', budget_tokens: 1024},
     messages: [{role: 'user', content: 'Describe a user as JSON.'}],
     output_config: {format: {type: 'json_schema', schema}},
-  })
+    // the SDK's types leave temperature out beside thinking; the API takes both
+  } as Anthropic.MessageCreateParamsNonStreaming)
   t.same(a.content.map(b => b.type), ['text'], 'no thinking block')
   t.equal(a.stop_reason, 'end_turn')
   t.notOk(invalidity(schema, a.content[0]!.type === 'text' ? a.content[0]!.text : ''))

@@ -134,7 +134,7 @@ t.test('unsupported schema keywords: 400 naming the keyword, in each API', async
         await ask(c, api, {prompt: 'x', schema, stream: false, maxTokens: 5, temperature: 0})
         t.fail(`${api} accepted ${JSON.stringify(schema)}`)
       } catch (e) {
-        const err = e as OpenAI.APIError | Anthropic.APIError
+        const err = e as InstanceType<typeof OpenAI.APIError> | InstanceType<typeof Anthropic.APIError>
         t.equal(err.status, 400, `${api} ${keyword}`)
         t.match(err.message, keyword)
       }

@@ -27,16 +27,17 @@ t.teardown(async () => {
 t.test('a spent budget closes the think block and the answer follows', async t => {
   const client = new OpenAI({baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0})
   const messages = [{role: 'user' as const, content: 'Explain what a Python dictionary is.'}]
-  const free = await client.chat.completions.create({messages, max_tokens: 300, temperature: 0, reasoning_effort: 'medium'})
+  const model = (await client.models.list()).data[0]!.id
+  const free = await client.chat.completions.create({model, messages, max_tokens: 300, temperature: 0, reasoning_effort: 'medium'})
   const freeReasoning = free.usage?.completion_tokens_details?.reasoning_tokens ?? 0
   t.ok(freeReasoning > 8, `without a budget the model thinks for ${freeReasoning} tokens`)
-  const low = await client.chat.completions.create({messages, max_tokens: 300, temperature: 0, reasoning_effort: 'low'})
+  const low = await client.chat.completions.create({model, messages, max_tokens: 300, temperature: 0, reasoning_effort: 'low'})
   const reasoning = low.usage?.completion_tokens_details?.reasoning_tokens ?? 0
   t.ok(reasoning <= 6 + 3, `with a budget of 6 it thinks for ${reasoning} tokens (the closing tokens included)`)
   const m = low.choices[0].message as {content: string | null; reasoning_content?: string}
   t.ok((m.content ?? '').length > 0, 'an answer follows the closed think block')
   t.notMatch(m.content ?? '', /<\/?think>/)
-  const none = await client.chat.completions.create({messages, max_tokens: 100, temperature: 0, reasoning_effort: 'none'})
+  const none = await client.chat.completions.create({model, messages, max_tokens: 100, temperature: 0, reasoning_effort: 'none'})
   t.equal(none.usage?.completion_tokens_details?.reasoning_tokens, 0, 'effort none: no thinking')
   t.notOk((none.choices[0].message as {reasoning_content?: string}).reasoning_content, 'no reasoning_content')
 })

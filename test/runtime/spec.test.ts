@@ -126,7 +126,7 @@ for (const [name, dir, stop] of [
     })
     for (let i = 0; i < prompts.length; i++) {
       t.same(on[i].tokens, off[i].tokens, `prompt ${i}`)
-      t.ok(on[i].usage.draft && on[i].usage.draft.passes > 0, `prompt ${i} verified drafts`)
+      t.ok((on[i].usage.draft?.passes ?? 0) > 0, `prompt ${i} verified drafts`)
     }
     t.ok(metrics.specCommitted.get() > metrics.specPasses.get(), 'drafts were accepted')
   })
