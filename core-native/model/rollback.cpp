@@ -22,6 +22,11 @@ void Model::choose_rollback() {
       throw Error("invalid_argument", std::string("SPLASH_GDN_ROLLBACK must be replay or states, not ") + e);
     return;
   }
+  // Measured (DEVELOPMENT.md): with a recurrent state of 1 MiB or more per linear layer (0.8B and up), copying
+  // B + 1 states costs a verify more CPU than replaying the kept tokens costs the rollback, and replay keeps a
+  // fraction of the memory; below that the per-op dispatch of the replay outweighs the small copies.
+  // src/runtime/memory-plan.ts (gdnRollback) applies the same rule.
+  replay_ = int64_t(cfg_.nv) * cfg_.dk * cfg_.dv * 4 >= (int64_t(1) << 20);
 }
 
 size_t Model::rollback_floats(int32_t tokens) const {

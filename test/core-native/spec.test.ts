@@ -5,6 +5,8 @@
 import t from 'tap'
 import {native, type ModelHandle, type MatmulActivations} from '../../src/runtime/native.js'
 import {synthFixture} from '../helpers/packages.js'
+import {readManifest} from '../../src/package/manifest.js'
+import {gdnRollback, stateSizes} from '../../src/runtime/memory-plan.js'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
 
@@ -70,6 +72,8 @@ t.test(`default package (rollback: ${method}): verify rows equal single decodes;
   const linear = cfg.layer_types.filter(x => x === 'linear_attention').length
   const state = info.stateBytesPerSequence
   t.equal(info.draft!.rollbackBytes, method === 'states' ? 17 * state : state + 16 * linear * (C + 2 * cfg.linear_num_value_heads) * 4)
+  const manifest = await readManifest(DEFAULT)
+  t.equal(stateSizes(manifest.config, manifest.draft!.config, 4, method).speculativeBytes, info.draft!.rollbackBytes, 'the memory plan counts what the native model keeps')
   for (const keep of [3, 0, 7, 8]) {
     const a = native.createSequence(h, {maxLength: 64})
     await step(h, a, PROMPT, {logits: 'none', capture: true})
@@ -196,6 +200,16 @@ for (const method of ['replay', 'states'] as const) {
     }
   })
 }
+
+t.test('without SPLASH_GDN_ROLLBACK the native model picks the memory plan\'s method', async t => {
+  t.equal(process.env.SPLASH_GDN_ROLLBACK, undefined)
+  for (const dir of [DEFAULT, await synthFixture('tiny-hybrid', 'q4')]) {
+    const h = await native.openModel(dir, {threads: 2})
+    const info = native.modelInfo(h)
+    native.closeModel(h)
+    t.equal(info.draft?.gdnRollback, gdnRollback((await readManifest(dir)).config), dir)
+  }
+})
 
 t.test('SPLASH_GDN_ROLLBACK takes replay or states only', async t => {
   process.env.SPLASH_GDN_ROLLBACK = 'sometimes'
