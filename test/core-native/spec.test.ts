@@ -58,58 +58,61 @@ async function openWith(dir: string, method: 'replay' | 'states', opts: {activat
   }
 }
 
-for (const method of ['replay', 'states'] as const)
-t.test(`default package (rollback: ${method}): verify rows equal single decodes; rollback equals a fresh sequence fed the same prefix`, async t => {
-  const h = await openWith(DEFAULT, method)
-  t.teardown(() => native.closeModel(h))
-  const info = native.modelInfo(h)
-  const V = info.vocabSize
-  t.equal(info.matmulActivations, 'int8x2')
-  t.match(info.draft, {blockSize: 16, maskTokenId: 16383, targetLayerIds: [1, 4, 6], numLayers: 2, gdnRollback: method})
-  // what a verify step keeps: B + 1 whole states, or one state and B tokens' inputs per linear layer
-  const cfg = info.config as {layer_types: string[]; linear_num_key_heads: number; linear_key_head_dim: number; linear_num_value_heads: number; linear_value_head_dim: number}
-  const C = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim + cfg.linear_num_value_heads * cfg.linear_value_head_dim
-  const linear = cfg.layer_types.filter(x => x === 'linear_attention').length
-  const state = info.stateBytesPerSequence
-  t.equal(info.draft!.rollbackBytes, method === 'states' ? 17 * state : state + 16 * linear * (C + 2 * cfg.linear_num_value_heads) * 4)
-  const manifest = await readManifest(DEFAULT)
-  t.equal(stateSizes(manifest.config, manifest.draft!.config, 4, method).speculativeBytes, info.draft!.rollbackBytes, 'the memory plan counts what the native model keeps')
-  for (const keep of [3, 0, 7, 8]) {
-    const a = native.createSequence(h, {maxLength: 64})
-    await step(h, a, PROMPT, {logits: 'none', capture: true})
-    const all = (await step(h, a, TOKENS, {logits: 'all', verify: true, capture: true}))!
-    t.equal(native.sequenceLength(h, a), PROMPT.length + TOKENS.length)
-    native.truncateSequence(h, a, PROMPT.length + keep)
-    t.equal(native.sequenceLength(h, a), PROMPT.length + keep)
-    const next = keep < TOKENS.length ? TOKENS[keep] : 11
-    const again = (await step(h, a, [next], {capture: true}))!
-    if (keep < TOKENS.length) t.equal(maxDiff(again, all.subarray(keep * V, (keep + 1) * V)), 0, `rollback to +${keep}: the next decode equals the verify row`)
-    const fresh = native.createSequence(h, {maxLength: 64})
-    await step(h, fresh, PROMPT, {logits: 'none'})
-    for (let i = 0; i < keep; i++) await step(h, fresh, [TOKENS[i]], {logits: 'none'})
-    const f = (await step(h, fresh, [next]))!
-    t.equal(maxDiff(again, f), 0, `rollback to +${keep}: same logits as a fresh sequence fed the same prefix`)
-    native.freeSequence(h, fresh)
-    if (keep === 3) {
-      // outside the last verify step's window the recurrent state cannot roll back
-      t.throws(() => native.truncateSequence(h, a, 2), {code: 'state_not_truncatable'})
+for (const method of ['replay', 'states'] as const) {
+  t.test(`default package (rollback: ${method}): verify rows equal single decodes; rollback equals a fresh sequence fed the same prefix`, async t => {
+    const h = await openWith(DEFAULT, method)
+    t.teardown(() => native.closeModel(h))
+    const info = native.modelInfo(h)
+    const V = info.vocabSize
+    t.equal(info.matmulActivations, 'int8x2')
+    t.match(info.draft, {blockSize: 16, maskTokenId: 16383, targetLayerIds: [1, 4, 6], numLayers: 2, gdnRollback: method})
+    // what a verify step keeps: B + 1 whole states, or one state and B tokens' inputs per linear layer
+    const cfg = info.config as {layer_types: string[]; linear_num_key_heads: number; linear_key_head_dim: number; linear_num_value_heads: number; linear_value_head_dim: number}
+    const C = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim + cfg.linear_num_value_heads * cfg.linear_value_head_dim
+    const linear = cfg.layer_types.filter(x => x === 'linear_attention').length
+    const state = info.stateBytesPerSequence
+    t.equal(info.draft!.rollbackBytes, method === 'states' ? 17 * state : state + 16 * linear * (C + 2 * cfg.linear_num_value_heads) * 4)
+    const manifest = await readManifest(DEFAULT)
+    t.equal(stateSizes(manifest.config, manifest.draft!.config, 4, method).speculativeBytes, info.draft!.rollbackBytes, 'the memory plan counts what the native model keeps')
+    for (const keep of [3, 0, 7, 8]) {
+      const a = native.createSequence(h, {maxLength: 64})
+      await step(h, a, PROMPT, {logits: 'none', capture: true})
+      const all = (await step(h, a, TOKENS, {logits: 'all', verify: true, capture: true}))!
+      t.equal(native.sequenceLength(h, a), PROMPT.length + TOKENS.length)
+      native.truncateSequence(h, a, PROMPT.length + keep)
+      t.equal(native.sequenceLength(h, a), PROMPT.length + keep)
+      const next = keep < TOKENS.length ? TOKENS[keep] : 11
+      const again = (await step(h, a, [next], {capture: true}))!
+      if (keep < TOKENS.length) t.equal(maxDiff(again, all.subarray(keep * V, (keep + 1) * V)), 0, `rollback to +${keep}: the next decode equals the verify row`)
+      const fresh = native.createSequence(h, {maxLength: 64})
+      await step(h, fresh, PROMPT, {logits: 'none'})
+      for (let i = 0; i < keep; i++) await step(h, fresh, [TOKENS[i]], {logits: 'none'})
+      const f = (await step(h, fresh, [next]))!
+      t.equal(maxDiff(again, f), 0, `rollback to +${keep}: same logits as a fresh sequence fed the same prefix`)
+      native.freeSequence(h, fresh)
+      if (keep === 3) {
+        // outside the last verify step's window the recurrent state cannot roll back
+        t.throws(() => native.truncateSequence(h, a, 2), {code: 'state_not_truncatable'})
+      }
+      native.freeSequence(h, a)
     }
-    native.freeSequence(h, a)
-  }
-})
-for (const method of ['replay', 'states'] as const)
-t.test(`rollback (${method}) vs a fresh prefill (f32 activations: chunked GDN agrees to ~1e-5)`, async t => {
-  const h = await openWith(DEFAULT, method, {activations: 'f32'})
-  t.teardown(() => native.closeModel(h))
-  const a = native.createSequence(h, {maxLength: 64})
-  await step(h, a, PROMPT, {logits: 'none'})
-  await step(h, a, TOKENS, {logits: 'none', verify: true})
-  native.truncateSequence(h, a, PROMPT.length + 4)
-  const x = (await step(h, a, [TOKENS[4]]))!
-  const fresh = native.createSequence(h, {maxLength: 64})
-  const y = (await step(h, fresh, [...PROMPT, ...TOKENS.slice(0, 5)]))!
-  t.ok(maxDiff(x, y) < 1e-3, `max |Δlogit| ${maxDiff(x, y)}`)
-})
+  })
+}
+
+for (const method of ['replay', 'states'] as const) {
+  t.test(`rollback (${method}) vs a fresh prefill (f32 activations: chunked GDN agrees to ~1e-5)`, async t => {
+    const h = await openWith(DEFAULT, method, {activations: 'f32'})
+    t.teardown(() => native.closeModel(h))
+    const a = native.createSequence(h, {maxLength: 64})
+    await step(h, a, PROMPT, {logits: 'none'})
+    await step(h, a, TOKENS, {logits: 'none', verify: true})
+    native.truncateSequence(h, a, PROMPT.length + 4)
+    const x = (await step(h, a, [TOKENS[4]]))!
+    const fresh = native.createSequence(h, {maxLength: 64})
+    const y = (await step(h, fresh, [...PROMPT, ...TOKENS.slice(0, 5)]))!
+    t.ok(maxDiff(x, y) < 1e-3, `max |Δlogit| ${maxDiff(x, y)}`)
+  })
+}
 
 for (const [name, dir] of [
   ['default package', async () => DEFAULT],
