@@ -22,9 +22,10 @@ void Model::choose_rollback() {
       throw Error("invalid_argument", std::string("SPLASH_GDN_ROLLBACK must be replay or states, not ") + e);
     return;
   }
-  // Measured (DEVELOPMENT.md): with a recurrent state of 1 MiB or more per linear layer (0.8B and up), copying
-  // B + 1 states costs a verify more CPU than replaying the kept tokens costs the rollback, and replay keeps a
-  // fraction of the memory; below that the per-op dispatch of the replay outweighs the small copies.
+  // Measured (DEVELOPMENT.md "GDN rollback"): with a recurrent state of 1 MiB or more per linear layer (0.8B and
+  // up), skipping the B + 1 state copies saves a verify more CPU than replaying the few tokens a pass typically
+  // keeps costs the rollback, and replay keeps a fraction of the memory; below that the replay's per-op dispatch
+  // costs about what the small copies do.
   // src/runtime/memory-plan.ts (gdnRollback) applies the same rule.
   replay_ = int64_t(cfg_.nv) * cfg_.dk * cfg_.dv * 4 >= (int64_t(1) << 20);
 }
