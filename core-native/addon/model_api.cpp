@@ -123,6 +123,8 @@ Napi::Value ModelInfo(const Napi::CallbackInfo& info) {
       Napi::Array taps = Napi::Array::New(env, d.taps.size());
       for (size_t i = 0; i < d.taps.size(); ++i) taps.Set(uint32_t(i), d.taps[i]);
       dr.Set("targetLayerIds", taps);
+      dr.Set("gdnRollback", m->rollback_replay() ? "replay" : "states");
+      dr.Set("rollbackBytes", double(m->rollback_floats(d.B) * 4));
       o.Set("draft", dr);
     } else {
       o.Set("draft", env.Null());

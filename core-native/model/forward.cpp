@@ -102,7 +102,8 @@ void Model::linear_attention(const Layer& l, std::vector<StepItem>& items, const
       return g;
     };
     if (it.verify) {
-      // token by token, exactly as single-token decodes; the state after each token goes to its slot
+      // token by token, exactly as single-token decodes; the state after each token goes to its slot, or (replay)
+      // the tokens' conv inputs and gates to the tape
       Sequence* s = it.seq;
       const size_t convn = size_t(c.conv_k - 1) * C, ssmn = size_t(c.nv) * c.dk * c.dv;
       for (int i = 0; i < n; ++i) {
@@ -110,10 +111,12 @@ void Model::linear_attention(const Layer& l, std::vector<StepItem>& items, const
         be->conv1d_silu(bc, qkv + t * C, 1, int(C), c.conv_k, l.conv, st + l.conv_off, conv + t * C);
         splash_gdn_args g = args(t, 1);
         be->gdn_recurrent(bc, &g);
+        if (replay_) continue;
         float* slot = s->slots + size_t(i + 1) * gdn_floats_;
         be->copy2d(bc, slot + l.conv_off, 0, st + l.conv_off, 0, convn * 4, 1);
         be->copy2d(bc, slot + l.ssm_off, 0, st + l.ssm_off, 0, ssmn * 4, 1);
       }
+      if (replay_) keep_replay_inputs(l, s, qkv, bb, aa, off, n);
       off += n;
       continue;
     }
@@ -302,8 +305,8 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   for (auto& it : items) {
     Sequence* s = it.seq;
     s->spec_n = 0;
-    if (it.verify && gdn_floats_ > 0) {
-      ensure_slots(s, int32_t(it.tokens.size()) + 1);
+    if (it.verify && gdn_floats_ > 0) {  // both methods start from the state before the block
+      ensure_slots(s, int32_t(it.tokens.size()));
       be->copy2d(bc, s->slots, 0, s->gdn, 0, size_t(gdn_floats_) * 4, 1);
     }
   }

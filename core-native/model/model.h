@@ -64,6 +64,7 @@ struct Layer {
   bool shared = false;
   // offsets into a sequence's state block (floats)
   int64_t conv_off = 0, ssm_off = 0, kv_index = -1;
+  int64_t gdn_index = -1;  // linear layers: their index among the linear layers (rollback tape)
 };
 
 // DFlash draft (speculative-and-cache.md §1.1): fc over the concatenated outputs of the tapped target
@@ -121,8 +122,11 @@ struct Sequence {
   int32_t draft_len = 0;        // positions whose context K/V are in dkv
   float* feat = nullptr;        // tapped target features of positions [draft_len, len), [rows][taps·H]
   int64_t feat_rows = 0, feat_cap = 0;
-  float* slots = nullptr;       // GDN states after each verified position: slot i = state at length spec_base + i
-  int32_t slots_cap = 0;
+  // rollback buffer of the last verify step (model/rollback.cpp): with the per-position method, the GDN states after
+  // each verified position (slot i = state at length spec_base + i); with replay, the state at spec_base and the
+  // recurrence's inputs of each verified position
+  float* slots = nullptr;
+  int32_t slots_cap = 0;  // verified tokens it has room for
   int32_t spec_base = -1, spec_n = 0;  // slots valid for lengths [spec_base, spec_base + spec_n)
   // the last sampled draft pass (T > 0): its tokens and their distributions q [rows × draft_V], drafted at length draft_at
   std::vector<int32_t> draft_tokens;
@@ -135,7 +139,7 @@ struct StepItem {
   std::vector<int32_t> tokens;
   int logits = 0;  // 0 none, 1 last, 2 all
   bool capture = false;  // append the tapped layers' outputs to seq->feat (draft context)
-  bool verify = false;   // row-by-row recurrent GDN (bit-identical to single-token decode) + per-position states
+  bool verify = false;   // row-by-row recurrent GDN (bit-identical to single-token decode) + what rollback needs
   // Multimodal input: rows embed_at[j] of this item take embeds[j·H .. (j+1)·H) instead of their token's
   // embedding (image pads); positions, when given, are the (T, H, W) M-RoPE ids of each token (3 per token).
   std::vector<int32_t> embed_at;
@@ -179,11 +183,16 @@ class Model {
   // Per-sequence state: gdn_bytes() fixed + kv_bytes_per_token() × maxLength.
   uint64_t gdn_bytes() const { return uint64_t(gdn_floats_) * 4; }
   uint64_t kv_bytes_per_token() const { return uint64_t(kv_floats_per_token_) * 4; }
-  // (with a draft: + draft KV and the B+1 per-position GDN states of a verify step)
+  // (with a draft: + draft KV and the rollback buffer of a verify step of B tokens)
   uint64_t sequence_bytes(int64_t max_len) const {
     return gdn_bytes() + kv_bytes_per_token() * uint64_t(max_len) +
-           (has_draft() ? draft_bytes(max_len) + uint64_t(dcfg_.B + 1) * gdn_bytes() : 0);
+           (has_draft() ? draft_bytes(max_len) + uint64_t(rollback_floats(dcfg_.B)) * 4 : 0);
   }
+  // How a verify step's GDN/conv state is rolled back to the accepted prefix (model/rollback.cpp): keep the state
+  // after every verified position, or keep the block's start state and the recurrence's inputs and re-run the
+  // accepted ones. Chosen at open ($SPLASH_GDN_ROLLBACK=replay|states overrides the rule).
+  bool rollback_replay() const { return replay_; }
+  size_t rollback_floats(int32_t tokens) const;
   // Device backends: the device's free and total memory, this model's backend's use and cap (false on CPU).
   struct DeviceMemory {
     uint64_t free = 0, total = 0, used = 0, limit = 0;
@@ -272,7 +281,14 @@ class Model {
   void free_state(void* p);
   int32_t kv_capacity(int32_t max_len) const;  // rows to allocate for a sequence of max_len tokens
   void ensure_feat(Sequence* s, int64_t rows);
-  void ensure_slots(Sequence* s, int32_t n);
+  void ensure_slots(Sequence* s, int32_t n);  // room for the rollback buffer of a verify step of n tokens
+  // rollback (model/rollback.cpp)
+  void choose_rollback();
+  int64_t tape_row() const { return cfg_.conv_ch() + 2 * int64_t(cfg_.nv); }  // replay inputs of one layer, one token
+  // replay: after layer l's verify rows [off, off + n) of item s ran, keep their conv inputs and gates
+  void keep_replay_inputs(const Layer& l, Sequence* s, const float* qkv, const float* beta, const float* g, int64_t off,
+                          int n);
+  void roll_back(Sequence* s, int32_t len);  // GDN state ← state at len (within the last verify step)
 
   std::unique_ptr<Package> pkg_;
   splash_backend* be_ = nullptr;
@@ -313,7 +329,8 @@ class Model {
   } d2h_;
   const float *dhnorm_ = nullptr, *dnorm_ = nullptr;
   std::vector<int> tap_slot_;  // per target layer: index in taps, or -1
-  int64_t gdn_floats_ = 0, kv_floats_per_token_ = 0, n_full_ = 0;
+  int64_t gdn_floats_ = 0, kv_floats_per_token_ = 0, n_full_ = 0, n_linear_ = 0;
+  bool replay_ = false;
   int threads_ = 1;
   int act_levels_ = 1;
 

@@ -199,7 +199,7 @@ void Model::bind_weights() {
   lm_head_ = c.tie ? embed_ : lin("lm_head", c.V, c.H);
   norm_ = vec("norm", c.H);
   layers_.resize(c.L);
-  int64_t gdn = 0, nfull = 0;
+  int64_t gdn = 0, nfull = 0, nlin = 0;
   for (int i = 0; i < c.L; ++i) {
     Layer& l = layers_[i];
     const std::string p = "layers." + std::to_string(i) + ".";
@@ -218,6 +218,7 @@ void Model::bind_weights() {
       l.A_log = vec(p + "linear_attn.A_log", c.nv);
       l.dt_bias = vec(p + "linear_attn.dt_bias", c.nv);
       l.gnorm = vec(p + "linear_attn.norm", c.dv);
+      l.gdn_index = nlin++;
       l.conv_off = gdn;
       gdn += int64_t(c.conv_k - 1) * C;
       l.ssm_off = gdn;
@@ -299,6 +300,7 @@ void Model::bind_weights() {
   }
   gdn_floats_ = (gdn + 15) / 16 * 16;
   n_full_ = nfull;
+  n_linear_ = nlin;
   kv_floats_per_token_ = 2 * nfull * int64_t(c.nkv) * c.hd;
 }
 
@@ -357,6 +359,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
   m->host_memory_ = m->be_->iface->host_memory != 0;
   if (!m->host_memory_ && max_memory > 0) backend_set_memory_limit(*m->be_, max_memory);
   if (!m->host_memory_) m->upload_weights();
+  m->choose_rollback();
   if (const Json* v = m->pkg_->manifest().find("vision"); v && v->kind == Json::Object) {
     m->vision_ = VisionEncoder::bind(*v, *m->pkg_, m->be_);  // on the model's backend (uploads on a device)
     if (m->vision_->config().out_H != m->cfg_.H) bad("vision.config.out_hidden_size differs from the text hidden size");
@@ -509,9 +512,9 @@ void Model::ensure_slots(Sequence* s, int32_t n) {
   s->slots = nullptr;
   s->slots_cap = 0;
   size_t got = 0;
-  s->slots = static_cast<float*>(pool_.take(size_t(n) * gdn_floats_ * 4, &got));
+  s->slots = static_cast<float*>(pool_.take(rollback_floats(n) * 4, &got));
   if (!s->slots) throw Error("out_of_memory", "cannot allocate verification states");
-  s->slots_cap = int32_t(std::min<size_t>(got / (size_t(gdn_floats_) * 4), INT32_MAX));
+  s->slots_cap = n;
 }
 
 int32_t Model::create_sequence(int32_t max_len) {
@@ -583,6 +586,9 @@ void Model::free_sequence(int32_t id) {
 }
 
 void Model::truncate_sequence(int32_t id, int32_t len) {
+  // a rollback by replay runs GDN steps on the backend, which a running step also uses
+  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
+  if (replay_) device.lock();
   std::lock_guard<std::mutex> lock(seq_mu_);
   Sequence* s = find(id);
   if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
@@ -613,13 +619,12 @@ void Model::truncate_sequence(int32_t id, int32_t len) {
     return;
   }
   if (gdn_floats_ > 0) {
-    // speculative rollback: the last verify step kept the GDN state after every position it processed
+    // speculative rollback: the last verify step kept what restores the GDN state of any length it covered
     if (s->spec_n == 0 || len < s->spec_base || len >= s->spec_base + s->spec_n)
       throw Error("state_not_truncatable",
                   "linear-attention state cannot be rolled back to " + std::to_string(len) +
                       "; truncate to 0, to the current length, or within the last verify step");
-    be_->iface->copy2d(be_->ctx, s->gdn, 0, s->slots + size_t(len - s->spec_base) * gdn_floats_, 0,
-                       size_t(gdn_floats_) * 4, 1);
+    roll_back(s, len);
   }
   s->len = len;
   s->spec_n = 0;

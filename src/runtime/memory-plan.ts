@@ -10,7 +10,7 @@ export interface StateSizes {
   recurrentBytes: number
   /** Attention KV bytes per token, all full-attention layers (target and draft). */
   kvBytesPerToken: number
-  /** Speculative buffers of one sequence (per-position states or replay inputs for one block). */
+  /** What a verify step keeps per sequence for the GDN rollback (see gdnRollback); 0 without a draft. */
   speculativeBytes: number
 }
 
@@ -67,8 +67,26 @@ export function fullLayers(c: ModelConfig): number {
   return c.layer_types.filter(t => t === 'full_attention').length
 }
 
+/**
+ * How a verify step's GDN/conv state rolls back to the accepted prefix — the rule the native model applies at open
+ * (core-native/model/rollback.cpp): replay the kept tokens from the block's start state when one linear layer's
+ * recurrent state is 1 MiB or more, else keep the state after every verified position. $SPLASH_GDN_ROLLBACK
+ * (replay | states) overrides it.
+ */
+export function gdnRollback(c: ModelConfig, env: NodeJS.ProcessEnv = process.env): 'replay' | 'states' {
+  const forced = env.SPLASH_GDN_ROLLBACK
+  if (forced === 'replay' || forced === 'states') return forced
+  const state = (c.linear_num_value_heads ?? 0) * (c.linear_key_head_dim ?? 0) * (c.linear_value_head_dim ?? 0) * 4
+  return state >= 1024 ** 2 ? 'replay' : 'states'
+}
+
 /** Per-sequence state sizes: the one place they are computed. */
-export function stateSizes(c: ModelConfig, draft: DraftConfig | null, kvElementBytes: number): StateSizes {
+export function stateSizes(
+  c: ModelConfig,
+  draft: DraftConfig | null,
+  kvElementBytes: number,
+  rollback: 'replay' | 'states' = gdnRollback(c),
+): StateSizes {
   const nk = c.linear_num_key_heads ?? 0
   const nv = c.linear_num_value_heads ?? 0
   const dk = c.linear_key_head_dim ?? 0
@@ -79,10 +97,13 @@ export function stateSizes(c: ModelConfig, draft: DraftConfig | null, kvElementB
   const recurrentBytes = linearLayers(c) * perLinear
   const targetKv = fullLayers(c) * 2 * c.num_key_value_heads * c.head_dim * kvElementBytes
   const draftKv = draft ? draft.num_hidden_layers * 2 * draft.num_key_value_heads * draft.head_dim * kvElementBytes : 0
-  // Rollback by replay keeps one block of GDN inputs (q, k, v, a, b per token) per linear layer.
-  const block = draft?.block_size ?? 1
+  // A verify step of one block keeps, for the rollback: the state at its start and each token's conv input and
+  // gates per linear layer (replay), or the state after every position (states). Without a draft: nothing.
+  const block = draft?.block_size ?? 0
   const replayPerToken = linearLayers(c) * (convChannels + 2 * nv) * 4
-  return {recurrentBytes, kvBytesPerToken: targetKv + draftKv, speculativeBytes: block * replayPerToken}
+  const speculativeBytes =
+    block === 0 || recurrentBytes === 0 ? 0 : rollback === 'replay' ? recurrentBytes + block * replayPerToken : (block + 1) * recurrentBytes
+  return {recurrentBytes, kvBytesPerToken: targetKv + draftKv, speculativeBytes}
 }
 
 /**

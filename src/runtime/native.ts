@@ -105,6 +105,14 @@ export interface DraftInfo {
   targetLayerIds: number[]
   /** Draft context K/V bytes per position (all draft layers). */
   kvBytesPerToken: number
+  /**
+   * How a verify step's GDN/conv state rolls back to the accepted prefix: 'states' keeps the state after every
+   * verified position, 'replay' the block's start state and each position's recurrence inputs, re-run on rollback
+   * (chosen at open; $SPLASH_GDN_ROLLBACK=replay|states overrides).
+   */
+  gdnRollback: 'replay' | 'states'
+  /** Bytes a verify step of blockSize tokens keeps for that rollback, per sequence. */
+  rollbackBytes: number
 }
 
 export interface DraftItem {

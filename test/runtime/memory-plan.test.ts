@@ -1,7 +1,7 @@
 // Planner arithmetic on real model shapes, and refusal when the model does not fit.
 import t from 'tap'
-import {planMemory, stateSizes, formatPlan, assertFits, deviceScratchBytes, MIN_CONTEXT} from '../../src/runtime/memory-plan.js'
-import type {Manifest, ModelConfig} from '../../src/package/manifest.js'
+import {planMemory, stateSizes, gdnRollback, formatPlan, assertFits, deviceScratchBytes, MIN_CONTEXT} from '../../src/runtime/memory-plan.js'
+import type {DraftConfig, Manifest, ModelConfig} from '../../src/package/manifest.js'
 
 const GiB = 1024 ** 3
 const MiB = 1024 ** 2
@@ -41,6 +41,24 @@ t.test('state sizes match the published figures (bf16 KV)', async t => {
   const s35 = stateSizes(qwen35bA3b, null, 2)
   t.equal(s35.kvBytesPerToken, 20 * 1024, '35B-A3B: 10 × 2 × 2 × 256 × 2 B = 20 KiB/token')
   t.equal(s35.recurrentBytes, 30 * (2 * MiB + 3 * 8192 * 2), '35B-A3B: 30 × (2 MiB + conv)')
+})
+
+t.test('GDN rollback: replay from 1 MiB of recurrent state per linear layer, else per-position states', async t => {
+  t.equal(gdnRollback(qwen27b, {}), 'replay', '27B: 48 × 128 × 128 × 4 B = 3 MiB')
+  const small = {...qwen27b, linear_num_value_heads: 16}
+  t.equal(gdnRollback(small, {}), 'replay', '0.8B shape: 16 × 128 × 128 × 4 B = 1 MiB')
+  const tiny = {...qwen27b, linear_num_value_heads: 6, linear_key_head_dim: 64, linear_value_head_dim: 64}
+  t.equal(gdnRollback(tiny, {}), 'states', 'default package shape: 96 KiB')
+  t.equal(gdnRollback(qwen27b, {SPLASH_GDN_ROLLBACK: 'states'}), 'states', 'the override')
+  t.equal(gdnRollback(tiny, {SPLASH_GDN_ROLLBACK: 'replay'}), 'replay', 'the override')
+  // what one sequence keeps for a verify step of 16 (fp32 conv state, as on the CPU)
+  const draft = {block_size: 16} as DraftConfig
+  const s = stateSizes(qwen27b, draft, 4, 'states')
+  t.equal(s.speculativeBytes, 17 * s.recurrentBytes, 'states: the state after each of 16 positions and before them')
+  const r = stateSizes(qwen27b, draft, 4, 'replay')
+  t.equal(r.speculativeBytes, r.recurrentBytes + 16 * 48 * (10240 + 2 * 48) * 4, 'replay: the start state and 16 tokens of inputs')
+  t.ok(s.speculativeBytes > 8 * r.speculativeBytes, `27B: ${(s.speculativeBytes / MiB).toFixed(0)} vs ${(r.speculativeBytes / MiB).toFixed(0)} MiB`)
+  t.equal(stateSizes(qwen27b, null, 4).speculativeBytes, 0, 'no draft, no verify steps')
 })
 
 t.test('27B q4 on a 24 GiB machine: context shrinks to what fits', async t => {

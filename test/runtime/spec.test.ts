@@ -165,6 +165,32 @@ for (const [name, dir, stop] of [
   })
 }
 
+for (const method of ['replay', 'states'] as const) {
+  t.test(`default package (GDN rollback: ${method}): greedy with the draft on every step equals SPLASH_DRAFT=off, batched`, async t => {
+    const prompts = await chatPrompts(DEFAULT)
+    const stop = [16377, 16375]
+    const off = await withModel(DEFAULT, false, async m => {
+      const e = new Engine(m)
+      return Promise.all(prompts.map(p => generate(e, p, GREEDY, 48, stop)))
+    })
+    process.env.SPLASH_DRAFT_FIXED = '1' // speculate on every step: many rollbacks
+    process.env.SPLASH_GDN_ROLLBACK = method
+    t.teardown(() => {
+      delete process.env.SPLASH_DRAFT_FIXED
+      delete process.env.SPLASH_GDN_ROLLBACK
+    })
+    const metrics = new Metrics()
+    const on = await withModel(DEFAULT, true, async m => {
+      t.equal(m.info.draft?.gdnRollback, method)
+      const e = new Engine(m, {}, metrics)
+      return Promise.all(prompts.map(p => generate(e, p, GREEDY, 48, stop)))
+    })
+    for (let i = 0; i < prompts.length; i++) t.same(on[i].tokens, off[i].tokens, `prompt ${i}`)
+    const passes = metrics.specPasses.get()
+    t.ok(passes > 0 && metrics.specCommitted.get() < passes * 16, `${passes} verify passes, some drafts rejected (rolled back)`)
+  })
+}
+
 for (const [name, dir, params] of [
   ['default package', async () => DEFAULT, {temperature: 1, topK: 8}],
   ['synthetic tiny-hybrid', async () => synthFixture('tiny-hybrid', 'q4'), {temperature: 1, topK: 8}],

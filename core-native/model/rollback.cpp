@@ -1,0 +1,92 @@
+// Rolling a sequence's GDN and conv state back to the accepted prefix of a verify step
+// (speculative-and-cache.md §3). Two methods, one chosen per model at open:
+// - states: the verify step keeps the whole state after every verified position; rollback copies one back.
+// - replay: the verify step keeps the state at the block's start and, per linear layer and token, the conv
+//   input row and the two gates; rollback restores the start state and re-runs the accepted tokens through the
+//   same single-token conv and recurrence a decode uses, so the result is bit-identical to decoding them.
+// Both go through the backend table only (copy2d, conv1d_silu, gdn_recurrent), so every backend runs them.
+#include <cstdlib>
+#include <cstring>
+
+#include "model/model.h"
+#include "runtime/error.h"
+
+namespace splash {
+
+void Model::choose_rollback() {
+  replay_ = false;
+  if (n_linear_ == 0) return;
+  if (const char* e = std::getenv("SPLASH_GDN_ROLLBACK"); e && *e) {
+    if (std::strcmp(e, "replay") == 0) replay_ = true;
+    else if (std::strcmp(e, "states") != 0)
+      throw Error("invalid_argument", std::string("SPLASH_GDN_ROLLBACK must be replay or states, not ") + e);
+    return;
+  }
+  // Measured (DEVELOPMENT.md "GDN rollback"): with a recurrent state of 1 MiB or more per linear layer (0.8B and
+  // up), skipping the B + 1 state copies saves a verify more CPU than replaying the few tokens a pass typically
+  // keeps costs the rollback, and replay keeps a fraction of the memory; below that the replay's per-op dispatch
+  // costs about what the small copies do.
+  // src/runtime/memory-plan.ts (gdnRollback) applies the same rule.
+  replay_ = int64_t(cfg_.nv) * cfg_.dk * cfg_.dv * 4 >= (int64_t(1) << 20);
+}
+
+size_t Model::rollback_floats(int32_t tokens) const {
+  if (!replay_) return size_t(tokens + 1) * size_t(gdn_floats_);
+  return size_t(gdn_floats_) + size_t(tokens) * size_t(n_linear_) * size_t(tape_row());
+}
+
+// Tape layout after the start state: [linear layer][token (slots_cap)][conv input C | beta nv | g nv].
+void Model::keep_replay_inputs(const Layer& l, Sequence* s, const float* qkv, const float* beta, const float* g,
+                               int64_t off, int n) {
+  const auto* be = be_->iface;
+  void* bc = be_->ctx;
+  const int64_t C = cfg_.conv_ch(), nv = cfg_.nv, W = tape_row();
+  float* row = s->slots + gdn_floats_ + size_t(l.gdn_index) * s->slots_cap * W;
+  be->copy2d(bc, row, size_t(W) * 4, qkv + off * C, size_t(C) * 4, size_t(C) * 4, size_t(n));
+  be->copy2d(bc, row + C, size_t(W) * 4, beta + off * nv, size_t(nv) * 4, size_t(nv) * 4, size_t(n));
+  be->copy2d(bc, row + C + nv, size_t(W) * 4, g + off * nv, size_t(nv) * 4, size_t(nv) * 4, size_t(n));
+}
+
+void Model::roll_back(Sequence* s, int32_t len) {
+  const auto* be = be_->iface;
+  void* bc = be_->ctx;
+  const int32_t n = len - s->spec_base;
+  if (!replay_) {
+    be->copy2d(bc, s->gdn, 0, s->slots + size_t(n) * gdn_floats_, 0, size_t(gdn_floats_) * 4, 1);
+    return;
+  }
+  be->copy2d(bc, s->gdn, 0, s->slots, 0, size_t(gdn_floats_) * 4, 1);
+  if (n == 0) return;
+  const ModelConfig& c = cfg_;
+  const int64_t C = c.conv_ch(), Dk = c.Dk(), W = tape_row();
+  float* conv = buf(kConv, size_t(C));
+  float* o = buf(kO, size_t(c.Dv()));
+  for (const Layer& l : layers_) {
+    if (!l.linear) continue;
+    const float* tape = s->slots + gdn_floats_ + size_t(l.gdn_index) * s->slots_cap * W;
+    for (int32_t i = 0; i < n; ++i) {
+      const float* row = tape + size_t(i) * W;
+      be->conv1d_silu(bc, row, 1, int(C), c.conv_k, l.conv, s->gdn + l.conv_off, conv);
+      splash_gdn_args g{};
+      g.n_tokens = 1;
+      g.nk = c.nk;
+      g.nv = c.nv;
+      g.dk = c.dk;
+      g.dv = c.dv;
+      g.q = conv;
+      g.k = conv + Dk;
+      g.v = conv + 2 * Dk;
+      g.qk_stride = C;
+      g.v_stride = C;
+      g.beta = row + C;
+      g.g = row + C + c.nv;
+      g.state = s->gdn + l.ssm_off;
+      g.out = o;
+      be->gdn_recurrent(bc, &g);
+    }
+  }
+  be->synchronize(bc);
+  check_backend();
+}
+
+}  // namespace splash
