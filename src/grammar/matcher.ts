@@ -23,6 +23,10 @@ export class GrammarMatcherState {
   nextMask(): Promise<Int32Array> {
     if (this.mask) return Promise.resolve(this.mask)
     if (this.pending) return this.pending
+    // xgrammar aborts its wasm instance (every later grammar with it) when asked past a stop token or after
+    // release; these are engine bugs, so they fail the one request instead
+    if (this.disposed) return Promise.reject(new Error('the grammar matcher was asked for a mask after it was released'))
+    if (this.matcher.isTerminated()) return Promise.reject(new Error('the grammar matcher was asked for a mask after its stop token'))
     const p = this.matcher.getNextTokenBitmask().then(m => {
       if (this.pending === p) {
         this.mask = m
@@ -36,6 +40,7 @@ export class GrammarMatcherState {
 
   /** Advances by one token; false when the grammar does not allow it (the state is unchanged then). */
   accept(token: number): boolean {
+    if (this.disposed || this.matcher.isTerminated()) return false
     const ok = this.matcher.acceptToken(token)
     if (ok) this.invalidate()
     return ok
@@ -43,14 +48,14 @@ export class GrammarMatcherState {
 
   /** Undoes the last `n` accepted tokens. */
   rollBack(n: number): void {
-    if (n <= 0) return
+    if (n <= 0 || this.disposed) return
     this.matcher.rollBack(n)
     this.invalidate()
   }
 
   /** True once the grammar is complete and a stop token was accepted. */
   get terminated(): boolean {
-    return this.matcher.isTerminated()
+    return !this.disposed && this.matcher.isTerminated()
   }
 
   dispose(): void {

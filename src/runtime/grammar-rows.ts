@@ -78,7 +78,7 @@ export class GrammarRows {
   /**
    * Drafts along the grammar from the draft pass's logits ([k × vocab]): draft r is sampled natively among the
    * tokens allowed after the anchor and drafts 1..r−1, with the uniforms the target uses at that position;
-   * drafting stops before a stop token. Sets seq.drafts (k or fewer) and returns the masks of the verify rows
+   * drafting stops before a stop token (the request's or the grammar's). Sets seq.drafts (k or fewer) and returns the masks of the verify rows
    * (one per draft and one after the last), the matcher rolled back to the anchor.
    */
   async draft(seq: Sequence, logits: Float32Array): Promise<Int32Array[]> {
@@ -92,6 +92,11 @@ export class GrammarRows {
       const row = {...seq.nextRow(r), allowed: mask}
       const d = this.model.sampleRows(logits.subarray(r * vocab, (r + 1) * vocab), {params: seq.request.sampling, rows: [row]})[0]!.token
       if (seq.request.stopTokenIds.includes(d) || !c.accept(d)) {
+        k = r
+        break
+      }
+      if (c.terminated) {
+        c.rollBack(1) // a grammar stop token ends the draft like a request's stop token
         k = r
         break
       }

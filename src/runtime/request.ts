@@ -39,6 +39,8 @@ export interface TokenConstraint {
   /** Advances by one token; false when the token is not allowed. */
   accept(token: number): boolean
   rollBack(n: number): void
+  /** True once the constraint took one of its stop tokens: nothing may follow. */
+  readonly terminated: boolean
   dispose(): void
 }
 

@@ -434,7 +434,8 @@ export class Scheduler {
     }
     seq.output.push(picked.token)
     seq.penalties?.add(picked.token)
-    if (r.stopTokenIds.includes(picked.token)) return this.finish(seq, 'stop')
+    // the grammar's stop tokens end it too (a request may stop on fewer, e.g. none)
+    if (r.stopTokenIds.includes(picked.token) || r.constraint?.terminated) return this.finish(seq, 'stop')
     seq.emit({type: 'token', ...picked})
     if (seq.output.length >= r.maxTokens) this.finish(seq, 'length')
   }

@@ -28,6 +28,10 @@ export class CountedConstraint implements TokenConstraint {
     this.tokens.length -= n
   }
 
+  get terminated(): boolean {
+    return this.inner.terminated
+  }
+
   dispose(): void {
     this.inner.dispose()
   }

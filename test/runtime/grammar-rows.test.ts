@@ -128,5 +128,21 @@ t.test('a seed gives the same constrained output serial or batched', async t => 
   const serial: number[][] = []
   for (const i of [0, 1, 2, 3]) serial.push(await run(i))
   t.same(batched, serial)
-  t.ok(batched.every(o => o.length === 24), 'every output ran to max_tokens')
+  t.ok(batched.every(o => o.length > 0) && batched.some(o => o.length === 24), 'outputs ran to max_tokens or to the grammar\'s end')
+})
+
+t.test("a grammar's stop token ends a request that does not stop on it", async t => {
+  const {grammars, model} = await setup()
+  t.teardown(() => model.close())
+  const e = new Engine(model)
+  for (const temperature of [0, 1]) {
+    const c = new CountedConstraint(await matcher(grammars, 'root ::= [0-9]'))
+    const events = []
+    for await (const ev of e.generate({prompt: PROMPT, maxTokens: 8, sampling: samplingParams({temperature, seed: 7}), stopTokenIds: [], constraint: c})) events.push(ev)
+    const tokens = events.filter(ev => ev.type === 'token').map(ev => (ev as {token: number}).token)
+    const done = events.at(-1)
+    t.equal(tokens.length, 1, `T=${temperature}: one digit`)
+    t.match(done, {type: 'done', reason: 'stop', usage: {completionTokens: 1}}, `T=${temperature}: it stops after the digit, without an error`)
+    t.equal(c.tokens.length, 2, 'the grammar took the digit and its stop token')
+  }
 })
