@@ -360,6 +360,8 @@ t.test('the chat page in Chromium against splash serve', async t => {
     await item.getByRole('button', {name: /^Rename/}).click()
     await page.getByRole('textbox', {name: 'Name'}).fill('Greetings')
     await page.getByRole('button', {name: 'Rename', exact: true}).click()
+    // the dialog's close event renames after the click returns
+    await page.locator('.conv-item.current .conv-open').filter({hasText: /^Greetings$/}).waitFor({timeout: 5000}).catch(() => {})
     t.equal(await page.locator('.conv-item.current .conv-open').textContent(), 'Greetings')
     t.equal(await page.locator('#conv-title').textContent(), 'Greetings')
 
