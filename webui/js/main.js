@@ -1,25 +1,15 @@
 // The chat page: conversations, the composer, streaming answers and the status line.
 import {AuthError, apiKey, fetchModels, setApiKey, streamChat, withKey} from './api.js'
 import {Store, newId} from './store.js'
-import {copyText, renderMarkdown} from './markdown.js'
+import {copyText} from './markdown.js'
 import {formatBytes, readAttachments, userContent} from './attachments.js'
 import {fillIcons, icon} from './icons.js'
 import {statsOf} from './stats.js'
 import {effortsOf} from './efforts.js'
-
-const $ = id => document.getElementById(id)
-const el = (tag, props = {}, ...children) => {
-  const node = document.createElement(tag)
-  for (const [k, v] of Object.entries(props)) {
-    if (v === undefined || v === null || v === false) continue
-    if (k === 'class') node.className = v
-    else if (k === 'text') node.textContent = v
-    else if (k.startsWith('on')) node.addEventListener(k.slice(2), v)
-    else node.setAttribute(k, v === true ? '' : String(v))
-  }
-  node.append(...children.filter(c => c !== null && c !== undefined && c !== false))
-  return node
-}
+import {$, el} from './dom.js'
+import {askKey, askRename} from './dialogs.js'
+import {answerParts, reasoningBlock, renderMessage} from './message-view.js'
+import {renderStatusLine} from './status-line.js'
 
 const store = new Store()
 const state = {
@@ -56,34 +46,6 @@ function announce(text) {
 
 // ---------- API key dialog ----------
 
-let keyPrompt = null
-function askKey(reason) {
-  if (keyPrompt) return keyPrompt
-  const dialog = $('key-dialog')
-  const input = $('key-input')
-  $('key-reason').textContent = `${reason} It is kept in this browser only.`
-  input.value = ''
-  keyPrompt = new Promise(resolve => {
-    const done = value => {
-      dialog.removeEventListener('close', onClose)
-      $('key-cancel').removeEventListener('click', onCancel)
-      keyPrompt = null
-      resolve(value)
-    }
-    const onClose = () => done(dialog.returnValue === 'save' && input.value.trim() ? input.value.trim() : null)
-    const onCancel = () => dialog.close('cancel')
-    dialog.addEventListener('close', onClose)
-    $('key-cancel').addEventListener('click', onCancel)
-    dialog.returnValue = ''
-    dialog.showModal()
-    input.focus()
-  })
-  return keyPrompt
-}
-$('key-form').addEventListener('submit', e => {
-  e.preventDefault()
-  if ($('key-input').value.trim()) $('key-dialog').close('save')
-})
 $('change-key').addEventListener('click', async () => {
   const key = await askKey(apiKey() ? 'Replace the API key.' : 'Enter the API key of this server.')
   if (key) {
@@ -127,33 +89,8 @@ ui.effort.addEventListener('change', () => {
   store.saveSettings()
 })
 
-function fmt(n, digits = 1) {
-  return Number(n).toLocaleString(undefined, {maximumFractionDigits: digits})
-}
-
-function setPart(id, text) {
-  const node = $(id)
-  node.hidden = !text
-  node.textContent = text ?? ''
-}
-
-/** The status line: model, then what the last answer of this conversation reported. */
 function renderStatus() {
-  $('st-model').textContent = state.model ? `Model: ${state.model.id}` : state.modelLoaded ? 'Model: none loaded' : 'Model: …'
-  const conv = store.current()
-  const last = conv ? [...conv.messages].reverse().find(m => m.role === 'assistant' && m.stats) : undefined
-  const s = last?.stats ?? {}
-  const ctx = state.model?.context_length ?? state.model?.max_model_len
-  if (s.promptTokens !== undefined) {
-    const used = (s.promptTokens ?? 0) + (s.completionTokens ?? 0)
-    setPart('st-context', ctx ? `Context: ${fmt(used, 0)} / ${fmt(ctx, 0)} (${fmt((100 * used) / ctx, 1)}%)` : `Context: ${fmt(used, 0)} tokens`)
-  } else setPart('st-context', '')
-  if (s.tokensPerSecond !== undefined) setPart('st-speed', `${s.estimated ? '≈' : ''}${fmt(s.tokensPerSecond)} tok/s`)
-  else setPart('st-speed', '')
-  if (s.acceptanceLength !== undefined) setPart('st-accept', `Acceptance length: ${fmt(s.acceptanceLength, 2)}`)
-  else if (s.acceptanceRate !== undefined) setPart('st-accept', `Draft acceptance: ${fmt(100 * s.acceptanceRate, 0)}%`)
-  else setPart('st-accept', '')
-  setPart('st-cached', s.cachedTokens !== undefined ? `Cached: ${fmt(s.cachedTokens, 0)} tokens` : '')
+  renderStatusLine(state.model, state.modelLoaded, store.current())
 }
 
 // ---------- sidebar ----------
@@ -199,27 +136,6 @@ ui.convList.addEventListener('click', async e => {
     ui.prompt.focus()
   }
 })
-
-function askRename(current) {
-  const dialog = $('rename-dialog')
-  const input = $('rename-input')
-  input.value = current
-  return new Promise(resolve => {
-    const onClose = () => {
-      dialog.removeEventListener('close', onClose)
-      resolve(dialog.returnValue === 'save' ? input.value.trim() : null)
-    }
-    dialog.addEventListener('close', onClose)
-    dialog.returnValue = ''
-    dialog.showModal()
-    input.select()
-  })
-}
-$('rename-form').addEventListener('submit', e => {
-  e.preventDefault()
-  if ($('rename-input').value.trim()) $('rename-dialog').close('save')
-})
-$('rename-cancel').addEventListener('click', () => $('rename-dialog').close('cancel'))
 
 $('new-chat').addEventListener('click', () => {
   const conv = store.current()
@@ -290,84 +206,10 @@ function renderAll() {
 function renderConversation() {
   const conv = store.current()
   ui.system.value = conv?.system ?? ''
-  const nodes = (conv?.messages ?? []).map((m, i) => renderMessage(conv, m, i))
+  const nodes = (conv?.messages ?? []).map((m, i) => renderMessage(conv, m, i, !!state.active))
   ui.empty.hidden = nodes.length > 0
   ui.messages.replaceChildren(ui.empty, ...nodes)
   scrollToEnd(true)
-}
-
-function attachmentView(a) {
-  if (a.kind === 'image' && a.dataUrl) {
-    return el('li', {class: 'att att-image'}, el('img', {src: a.dataUrl, alt: a.name, loading: 'lazy'}))
-  }
-  const note = a.dropped ? ' (not kept: storage full)' : a.size ? ` · ${formatBytes(a.size)}` : ''
-  return el('li', {class: 'att att-file'}, icon(a.kind === 'pdf' ? 'file' : 'image'), `${a.name}${note}`)
-}
-
-function isLastAssistant(conv, index) {
-  return index === conv.messages.length - 1 && conv.messages[index].role === 'assistant'
-}
-
-function renderMessage(conv, m, index) {
-  const busy = !!state.active
-  const article = el('article', {class: `msg msg-${m.role}`, 'data-msg-id': m.id, 'aria-label': m.role === 'user' ? 'You' : 'Splash'})
-  article.append(el('h3', {class: 'msg-role', text: m.role === 'user' ? 'You' : 'Splash'}))
-  if (m.role === 'user') {
-    if (m.attachments?.length) article.append(el('ul', {class: 'msg-attachments', 'aria-label': 'Attachments'}, ...m.attachments.map(attachmentView)))
-    if (m.content) article.append(el('div', {class: 'user-text', text: m.content}))
-    article.append(
-      el('div', {class: 'msg-actions'},
-        el('button', {type: 'button', class: 'btn btn-small act-edit', 'data-index': index, disabled: busy, text: 'Edit'}),
-      ),
-    )
-  } else {
-    article.append(assistantBody(m))
-    const actions = el('div', {class: 'msg-actions'})
-    if (m.content) actions.append(el('button', {type: 'button', class: 'btn btn-small act-copy', 'data-index': index, text: 'Copy'}))
-    if (isLastAssistant(conv, index)) {
-      actions.append(el('button', {type: 'button', class: 'btn btn-small act-regenerate', 'data-index': index, disabled: busy, text: 'Regenerate'}))
-    }
-    article.append(actions)
-  }
-  return article
-}
-
-function reasoningBlock(m) {
-  const thinking = m.streaming && !m.content
-  const details = el('details', {class: 'reasoning', open: m.reasoningOpen ?? thinking})
-  const summary = el('summary', {text: thinking ? 'Thinking…' : 'Reasoning'})
-  // Only a reader's click decides the block's state from then on; otherwise it folds when the answer starts.
-  summary.addEventListener('click', () => (m.reasoningOpen = !details.open))
-  details.append(summary, el('div', {class: 'reasoning-text', text: m.reasoning}))
-  return details
-}
-
-function answerParts(m) {
-  const parts = []
-  const content = el('div', {class: 'markdown'})
-  if (m.content) renderMarkdown(content, m.content)
-  parts.push(content)
-  if (m.streaming && !m.content && !m.reasoning) parts.push(el('p', {class: 'typing', text: 'Waiting for the model…'}))
-  for (const call of m.toolCalls ?? []) {
-    parts.push(
-      el('div', {class: 'tool-call'},
-        el('div', {class: 'tool-call-name', text: `Tool call: ${call.function?.name ?? '(unnamed)'}`}),
-        el('pre', {}, el('code', {text: call.function?.arguments ?? ''})),
-      ),
-    )
-  }
-  if (m.stopped) parts.push(el('p', {class: 'note', text: 'Stopped.'}))
-  else if (m.truncated) parts.push(el('p', {class: 'note', text: 'The answer reached its length limit.'}))
-  else if (!m.streaming && !m.content && !m.error && !m.toolCalls?.length) parts.push(el('p', {class: 'note', text: 'The model gave no answer text.'}))
-  if (m.error) parts.push(el('p', {class: 'error', role: 'alert', text: m.error}))
-  return parts
-}
-
-function assistantBody(m) {
-  const body = el('div', {class: 'msg-body', 'aria-busy': m.streaming ? 'true' : null})
-  if (m.reasoning) body.append(reasoningBlock(m))
-  body.append(el('div', {class: 'answer'}, ...answerParts(m)))
-  return body
 }
 
 /** Updates one message in place: while it streams only its body changes, so focus and scroll stay put. */
@@ -377,7 +219,7 @@ function refreshMessage(conv, m) {
   if (!node) return
   const stick = nearBottom()
   if (!m.streaming) {
-    node.replaceWith(renderMessage(conv, m, conv.messages.indexOf(m)))
+    node.replaceWith(renderMessage(conv, m, conv.messages.indexOf(m), !!state.active))
   } else {
     const body = node.querySelector('.msg-body')
     let details = body.querySelector('details.reasoning')
