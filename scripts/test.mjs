@@ -5,10 +5,19 @@
 // what failed. Extra arguments are passed to tap (e.g. a test file or --grep).
 import {spawn} from 'node:child_process'
 import {fileURLToPath} from 'node:url'
+import {installAgents} from './install-agents.mjs'
 
+// The real-agent tests need every agent installed; one npm cannot install from its lock file comes from here.
+const env = {...process.env}
+try {
+  env.SPLASH_AGENTS_BIN = installAgents()
+} catch (err) {
+  console.error(`# could not install the real agents (their tests will fail): ${err.message}`)
+}
 const tapBin = fileURLToPath(new URL('../node_modules/tap/dist/esm/run.mjs', import.meta.url))
 const child = spawn(process.execPath, [tapBin, '--reporter=tap', ...process.argv.slice(2)], {
   stdio: ['ignore', 'pipe', 'inherit'],
+  env,
 })
 
 const DIAG_LINES = 14
