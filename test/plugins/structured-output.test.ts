@@ -56,6 +56,37 @@ t.test('json_object (chat and responses) gives a JSON object', async t => {
   }
 })
 
+t.test("ignore_eos with a schema: the grammar's end still ends the answer (no error, no cut)", async t => {
+  // ignore_eos takes the package's stop tokens out of the request; once the value is complete the grammar allows
+  // only a stop token, and taking it must end the generation (XGrammar aborts if asked for a mask after it)
+  for (const stream of [false, true]) {
+    const res = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: {'content-type': 'application/json'},
+      body: JSON.stringify({
+        messages: [{role: 'user', content: 'yes or no?'}], max_tokens: 60, temperature: 1, seed: 5, ignore_eos: true, stream,
+        response_format: {type: 'json_schema', json_schema: {name: 'answer', schema: {type: 'boolean'}}},
+      }),
+    })
+    t.equal(res.status, 200, `stream ${stream}: 200`)
+    const text = await res.text()
+    let content = '', finish = ''
+    if (stream) {
+      for (const line of text.split('\n').filter(l => l.startsWith('data: {'))) {
+        const choice = JSON.parse(line.slice(6)).choices?.[0]
+        content += choice?.delta?.content ?? ''
+        finish = choice?.finish_reason ?? finish
+      }
+    } else {
+      const body = JSON.parse(text)
+      content = body.choices[0].message.content
+      finish = body.choices[0].finish_reason
+    }
+    t.match(content, /^(true|false)$/, `stream ${stream}: a boolean, nothing after it`)
+    t.equal(finish, 'stop', `stream ${stream}: finish_reason stop`)
+  }
+})
+
 const toolSchema = SCHEMAS.find(s => s.name === 'nested objects')!.schema
 const tupleTool = SCHEMAS.find(s => s.name === 'object with array field')!.schema
 
