@@ -207,12 +207,70 @@ SPLASH_CLONES void gdn_recurrent_head(const splash_gdn_args* a, int32_t h) {
   }
 }
 
+namespace {
+
+// A dot product in sixteen independent lanes, summed in a fixed order at the end: vectorised on every target,
+// where a single running sum is a chain of dependent adds (the chunked GDN's L²/2 key and query dots).
+[[gnu::always_inline]] inline float dot16(const float* __restrict x, const float* __restrict y, int32_t n) {
+  float acc[16] = {};
+  int32_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) acc[l] += x[i + l] * y[i + l];
+  float s = 0.f;
+  for (; i < n; ++i) s += x[i] * y[i];
+  for (int l = 0; l < 16; ++l) s += acc[l];
+  return s;
+}
+
+// C[M×N] += A[M×K]·B[K×N], row-major with the given row strides. Four rows of C by 64 columns stay in registers
+// while k runs, so each B row segment loaded serves four rows (a row at a time, every multiply-add also loads and
+// stores its C element). Every element sums its products in k order, as the row-at-a-time loop did.
+[[gnu::always_inline]] inline void gemm_acc(int32_t M, int32_t N, int32_t K, const float* A, int64_t lda, const float* B,
+                                            int64_t ldb, float* C, int64_t ldc) {
+  int32_t i = 0;
+  for (; i + 4 <= M; i += 4) {
+    int32_t y0 = 0;
+    for (; y0 + 64 <= N; y0 += 64) {
+      float acc[4][64];
+      for (int r = 0; r < 4; ++r)
+        for (int y = 0; y < 64; ++y) acc[r][y] = C[(i + r) * ldc + y0 + y];
+      for (int32_t k = 0; k < K; ++k) {
+        const float* __restrict b = B + k * ldb + y0;
+        const float a0 = A[i * lda + k], a1 = A[(i + 1) * lda + k], a2 = A[(i + 2) * lda + k], a3 = A[(i + 3) * lda + k];
+        for (int y = 0; y < 64; ++y) {
+          acc[0][y] += a0 * b[y];
+          acc[1][y] += a1 * b[y];
+          acc[2][y] += a2 * b[y];
+          acc[3][y] += a3 * b[y];
+        }
+      }
+      for (int r = 0; r < 4; ++r)
+        for (int y = 0; y < 64; ++y) C[(i + r) * ldc + y0 + y] = acc[r][y];
+    }
+    for (int r = 0; r < 4 && y0 < N; ++r)
+      for (int32_t k = 0; k < K; ++k) {
+        const float ak = A[(i + r) * lda + k];
+        for (int32_t y = y0; y < N; ++y) C[(i + r) * ldc + y] += ak * B[k * ldb + y];
+      }
+  }
+  for (; i < M; ++i)
+    for (int32_t k = 0; k < K; ++k) {
+      const float ak = A[i * lda + k];
+      float* __restrict c = C + i * ldc;
+      const float* __restrict b = B + k * ldb;
+      for (int32_t y = 0; y < N; ++y) c[y] += ak * b[y];
+    }
+}
+
+}  // namespace
+
 SPLASH_CLONES void gdn_chunked_head(const splash_gdn_args* a, int32_t h) {
   constexpr int32_t CH = 64;
   const int32_t dk = a->dk, dv = a->dv, kh = h / (a->nv / a->nk);
   float* S = a->state + int64_t(h) * dk * dv;
   const float qscale = 1.f / std::sqrt(float(dk));
   std::vector<float> Q(CH * dk), Kn(CH * dk), U(CH * dv), W(CH * dk), A(CH * CH), gam(CH), beta(CH), Vn(CH * dv);
+  std::vector<float> P(CH * CH), KT(size_t(dk) * CH);
   for (int32_t c0 = 0; c0 < a->n_tokens; c0 += CH) {
     const int32_t L = std::min(CH, a->n_tokens - c0);
     float cum = 0.f;
@@ -227,7 +285,7 @@ SPLASH_CLONES void gdn_chunked_head(const splash_gdn_args* a, int32_t h) {
     // A_ij = β_i (k̂_i·k̂_j) e^{γ_i−γ_j}, j < i
     for (int32_t i = 0; i < L; ++i)
       for (int32_t j = 0; j < i; ++j) {
-        const float d = dotf(&Kn[i * dk], &Kn[j * dk], dk);
+        const float d = dot16(&Kn[i * dk], &Kn[j * dk], dk);
         A[i * CH + j] = beta[i] * d * std::exp(gam[i] - gam[j]);
       }
     // U = L⁻¹(β⊙V), W = L⁻¹(β⊙e^γ⊙K̂) by forward substitution
@@ -246,45 +304,31 @@ SPLASH_CLONES void gdn_chunked_head(const splash_gdn_args* a, int32_t h) {
         for (int32_t x = 0; x < dk; ++x) Wi[x] -= aij * Wj[x];
       }
     }
-    // Vn = U − W S
+    // Vn = U − W S (W negated in place: it is not needed after this)
+    std::copy(U.begin(), U.begin() + size_t(L) * dv, Vn.begin());
+    for (int32_t i = 0; i < L * dk; ++i) W[i] = -W[i];
+    gemm_acc(L, dv, dk, W.data(), dk, S, dv, Vn.data(), dv);
+    // O_i = e^{γ_i} (q̂_i S) + Σ_{j≤i} (q̂_i·k̂_j) e^{γ_i−γ_j} Vn_j: two products, Q scaled by e^{γ_i} against S, then
+    // P (zero above the diagonal) against Vn; W holds the scaled queries
+    float* o0 = a->out + int64_t(c0) * a->nv * dv + int64_t(h) * dv;
+    const int64_t ostride = int64_t(a->nv) * dv;
     for (int32_t i = 0; i < L; ++i) {
-      float* __restrict vn = &Vn[i * dv];
-      for (int32_t y = 0; y < dv; ++y) vn[y] = U[i * dv + y];
-      for (int32_t x = 0; x < dk; ++x) {
-        const float wx = W[i * dk + x];
-        const float* __restrict Sx = S + int64_t(x) * dv;
-        for (int32_t y = 0; y < dv; ++y) vn[y] -= wx * Sx[y];
-      }
-    }
-    // O_i = e^{γ_i} (q̂_i S) + Σ_{j≤i} (q̂_i·k̂_j) e^{γ_i−γ_j} Vn_j
-    for (int32_t i = 0; i < L; ++i) {
-      float* __restrict o = a->out + int64_t(c0 + i) * a->nv * dv + int64_t(h) * dv;
-      std::fill(o, o + dv, 0.f);
+      std::fill(o0 + i * ostride, o0 + i * ostride + dv, 0.f);
       const float eg = std::exp(gam[i]);
-      for (int32_t x = 0; x < dk; ++x) {
-        const float qx = Q[i * dk + x] * eg;
-        const float* __restrict Sx = S + int64_t(x) * dv;
-        for (int32_t y = 0; y < dv; ++y) o[y] += qx * Sx[y];
-      }
-      for (int32_t j = 0; j <= i; ++j) {
-        const float p = dotf(&Q[i * dk], &Kn[j * dk], dk) * std::exp(gam[i] - gam[j]);
-        const float* __restrict vj = &Vn[j * dv];
-        for (int32_t y = 0; y < dv; ++y) o[y] += p * vj[y];
-      }
+      for (int32_t x = 0; x < dk; ++x) W[i * dk + x] = Q[i * dk + x] * eg;
+      for (int32_t j = 0; j < L; ++j) P[i * CH + j] = j <= i ? dot16(&Q[i * dk], &Kn[j * dk], dk) * std::exp(gam[i] - gam[j]) : 0.f;
     }
-    // S = e^{γ_last} S + Σ_j e^{γ_last−γ_j} k̂_j ⊗ Vn_j
+    gemm_acc(L, dv, dk, W.data(), dk, S, dv, o0, ostride);
+    gemm_acc(L, dv, L, P.data(), CH, Vn.data(), dv, o0, ostride);
+    // S = e^{γ_last} S + Σ_j e^{γ_last−γ_j} k̂_j ⊗ Vn_j = e^{γ_last} S + KTᵀ-scaled keys against Vn
     const float gl = gam[L - 1];
     const float el = std::exp(gl);
     for (int64_t i = 0; i < int64_t(dk) * dv; ++i) S[i] *= el;
     for (int32_t j = 0; j < L; ++j) {
       const float f = std::exp(gl - gam[j]);
-      for (int32_t x = 0; x < dk; ++x) {
-        const float kx = Kn[j * dk + x] * f;
-        float* __restrict Sx = S + int64_t(x) * dv;
-        const float* __restrict vj = &Vn[j * dv];
-        for (int32_t y = 0; y < dv; ++y) Sx[y] += kx * vj[y];
-      }
+      for (int32_t x = 0; x < dk; ++x) KT[size_t(x) * CH + j] = Kn[j * dk + x] * f;
     }
+    gemm_acc(dk, dv, L, KT.data(), CH, Vn.data(), dv, S, dv);
   }
 }
 

@@ -5,10 +5,11 @@
 
 #include "splash/backend.h"
 
-// Hot loops of the plain ops get an AVX2+FMA clone next to the baseline one (GCC/Clang function
-// multi-versioning, resolved once at load time); other targets build the portable version only.
+// Hot loops of the plain ops get x86-64-v4 (AVX-512) and x86-64-v3 (AVX2 + FMA) clones next to the baseline one
+// (GCC function multi-versioning, resolved once at load time; a bare "avx2" clone had no FMA); other targets build
+// the portable version only.
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__) && defined(__linux__)
-#define SPLASH_CLONES __attribute__((target_clones("avx2", "default")))
+#define SPLASH_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define SPLASH_CLONES
 #endif
