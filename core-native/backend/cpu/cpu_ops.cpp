@@ -320,7 +320,7 @@ SPLASH_CLONES void gdn_chunked_head(const splash_gdn_args* a, int32_t h) {
     }
     gemm_acc(L, dv, dk, W.data(), dk, S, dv, o0, ostride);
     gemm_acc(L, dv, L, P.data(), CH, Vn.data(), dv, o0, ostride);
-    // S = e^{γ_last} S + Σ_j e^{γ_last−γ_j} k̂_j ⊗ Vn_j = e^{γ_last} S + KTᵀ-scaled keys against Vn
+    // S = e^{γ_last} S + Σ_j e^{γ_last−γ_j} k̂_j ⊗ Vn_j, the sum as one product: S += KT·Vn, KT[x][j] = e^{γ_last−γ_j} k̂_j[x]
     const float gl = gam[L - 1];
     const float el = std::exp(gl);
     for (int64_t i = 0; i < int64_t(dk) * dv; ++i) S[i] *= el;
