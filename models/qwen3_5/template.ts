@@ -41,6 +41,8 @@ export interface JsonSchema {
 export interface ToolDefinition {
   type: 'function'
   function: {name: string; description?: string; parameters?: JsonSchema; strict?: boolean}
+  /** Set on a freeform tool (its one parameter `input` is raw text held to a grammar); the template ignores it. */
+  inputGrammar?: unknown
 }
 
 export interface RenderOptions {

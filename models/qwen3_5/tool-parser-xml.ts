@@ -27,12 +27,32 @@ function valueEnd(text: string): {at: number; consume: number} | undefined {
   return best
 }
 
+/**
+ * A freeform tool's `input` is text its grammar may fill with markup (a patch can hold `</parameter>` or
+ * `<function=`), so it ends only where the call grammar closes it: the whole closing markup of the call.
+ */
+const FREEFORM_END = `\n${END_PARAMETER}\n${END_FUNCTION}\n${END_CALL}`
+const FREEFORM_CLOSE = `\n${END_PARAMETER}`
+
+/** Where a freeform value ends: the call's closing markup, or at the end of the output a cut-off part of it. */
+function freeformEnd(text: string, final: boolean): {at: number; consume: number} | undefined {
+  const at = text.indexOf(FREEFORM_END)
+  if (at >= 0) return {at, consume: FREEFORM_CLOSE.length}
+  if (!final) return undefined
+  const tail = partialSuffix(text, [FREEFORM_END])
+  const cut = text.length - tail
+  return tail >= FREEFORM_CLOSE.length && text.startsWith(FREEFORM_CLOSE, cut) ? {at: cut, consume: FREEFORM_CLOSE.length} : undefined
+}
+
 export class XmlToolCallParser extends ToolCallParserBase {
   private state: State = 'open'
   private types = new Map<string, string[]>()
   private firstParam = true
   private valueTypes: string[] = []
   private valueStarted = false
+  /** The call is to a freeform tool, and the value is its raw `input`. */
+  private freeform = false
+  private freeformValue = false
 
   protected beginCall(): void {
     this.state = 'open'
@@ -65,6 +85,7 @@ export class XmlToolCallParser extends ToolCallParserBase {
       }
       this.take(ws + m[0].length)
       this.types = parameterTypes(tool)
+      this.freeform = tool.inputGrammar !== undefined
       this.firstParam = true
       this.startCall(name)
       this.state = 'params'
@@ -83,7 +104,8 @@ export class XmlToolCallParser extends ToolCallParserBase {
     if (m) {
       this.take(ws + m[0].length)
       const key = m[1]!.trim()
-      this.valueTypes = this.types.get(key) ?? []
+      this.freeformValue = this.freeform && key === 'input'
+      this.valueTypes = this.freeformValue ? ['string'] : (this.types.get(key) ?? [])
       const quote = isPlainString(this.valueTypes) ? '"' : ''
       this.argumentsDelta(`${this.firstParam ? '{' : ', '}${JSON.stringify(key)}: ${quote}`)
       this.firstParam = false
@@ -115,7 +137,7 @@ export class XmlToolCallParser extends ToolCallParserBase {
   /**
    * Inside a value, up to `</parameter>` (one newline after the tag and one before the end tag are
    * markup). Like other Qwen3-Coder parsers, a value the model left unclosed also ends at the next
-   * `<parameter=` or at `</function>`.
+   * `<parameter=` or at `</function>`. A freeform tool's `input` ends only at the call's closing markup.
    */
   private stepValue(final: boolean): boolean {
     if (!this.valueStarted) {
@@ -124,17 +146,17 @@ export class XmlToolCallParser extends ToolCallParserBase {
       this.valueStarted = true
     }
     const plain = isPlainString(this.valueTypes)
-    const end = valueEnd(this.buf)
+    const end = this.freeformValue ? freeformEnd(this.buf, final) : valueEnd(this.buf)
     if (end || final) {
       let value = end ? this.buf.slice(0, end.at) : this.buf
       this.take(end ? end.at + end.consume : this.buf.length)
-      if (end && value.endsWith('\n')) value = value.slice(0, -1)
+      if (end && !this.freeformValue && value.endsWith('\n')) value = value.slice(0, -1)
       this.argumentsDelta(plain ? escapeFragment(value) + '"' : convertParameter(value, this.valueTypes))
       this.state = 'params'
       return true
     }
     if (plain) {
-      const hold = Math.max(partialSuffix(this.buf, VALUE_ENDS), highSurrogateTail(this.buf))
+      const hold = Math.max(partialSuffix(this.buf, this.freeformValue ? [FREEFORM_END] : VALUE_ENDS), highSurrogateTail(this.buf))
       const ready = this.buf.length - hold
       if (ready > 0) this.argumentsDelta(escapeFragment(this.take(ready)))
     }

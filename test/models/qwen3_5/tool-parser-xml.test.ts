@@ -28,7 +28,15 @@ const tools: ToolDefinition[] = [
     },
   },
   {type: 'function', function: {name: 'list', parameters: {type: 'object', properties: {}}}},
+  {
+    type: 'function',
+    function: {name: 'apply_patch', parameters: {type: 'object', properties: {input: {type: 'string'}}}},
+    inputGrammar: {syntax: 'lark', definition: 'start: /.+/'},
+  },
 ]
+
+/** A patch whose lines hold the XML form's own markup, which a freeform grammar allows. */
+const PATCH = '*** Begin Patch\n*** Add File: a.xml\n+<parameter=x>\n+</parameter>\n+</function>\n+<function=list>\n+</tool_call>\n*** End Patch'
 
 const call = (name: string, params: [string, string][]) =>
   `<tool_call>\n<function=${name}>\n${params.map(([k, v]) => `<parameter=${k}>\n${v}\n</parameter>\n`).join('')}</function>\n</tool_call>`
@@ -63,6 +71,8 @@ const cases: Record<string, string> = {
   emptyValue: call('write_file', [['path', ''], ['content', '\n']]),
   noClosingCall: `<tool_call>\n<function=list>\n</function>\nafter`,
   unclosedValues: '<tool_call>\n<function=write_file>\n<parameter=path>\na.txt\n<parameter=line>\n7\n</function>\n</tool_call>',
+  freeform: `${call('apply_patch', [['input', PATCH]])}\n${call('list', [])}`,
+  freeformCut: `${call('apply_patch', [['input', PATCH]]).slice(0, -'</function>\n</tool_call>'.length)}`,
 }
 
 t.test('reference parses', async t => {
@@ -89,6 +99,12 @@ t.test('reference parses', async t => {
   t.same(parse([cases.plain!]), [{text: cases.plain!}])
   t.same(JSON.parse(calls(parse([cases.emptyValue!]))[0]!.arguments), {path: '', content: '\n'})
   t.same(JSON.parse(calls(parse([cases.unclosedValues!]))[0]!.arguments), {path: 'a.txt', line: 7}, 'values without </parameter>')
+  for (const stream of [true, false]) {
+    const freeform = calls(parse([cases.freeform!], stream))
+    t.same(freeform.map(c => [c.name, JSON.parse(c.arguments), c.complete]), [['apply_patch', {input: PATCH}, true], ['list', {}, true]],
+      `a freeform input holding markup ends only at the call's closing markup (stream ${stream})`)
+  }
+  t.same(calls(parse([cases.freeformCut!])).map(c => [JSON.parse(c.arguments), c.complete]), [[{input: PATCH}, false]], 'cut off in the closing markup')
 })
 
 t.test('streaming: a call that breaks or is cut off closes with what was parsed', async t => {
