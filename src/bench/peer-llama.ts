@@ -45,6 +45,8 @@ export interface PeerOptions {
   contextLength: number
   threads?: number
   maxConcurrency: number
+  /** Run llama.cpp on its CUDA build with every layer on the GPU (when Splash runs on CUDA); else on the CPU. */
+  cuda?: boolean
 }
 
 interface Slot {
@@ -72,17 +74,25 @@ export class LlamaCppDriver implements Driver {
     // On 2 cores or fewer llama.cpp's spinning thread pool collapses when anything else runs (measured ~60× slower
     // per token with 4 threads on 2 cores): one thread there, all cores elsewhere. --threads overrides.
     const threads = o.threads ?? (cpus().length <= 2 ? 1 : cpus().length)
-    const llama = await loaded.lib.getLlama({gpu: false, build: 'never', logLevel: 'error'})
+    let llama: any
+    try {
+      llama = await loaded.lib.getLlama({gpu: o.cuda ? 'cuda' : false, build: 'never', logLevel: 'error'})
+    } catch (err) {
+      throw new SplashError('peer_load', 'unavailable', `node-llama-cpp ${loaded.version} has no usable ${o.cuda ? 'CUDA' : 'CPU'} build: ${(err as Error).message}`)
+    }
     let model: any
     try {
-      model = await llama.loadModel({modelPath: o.gguf})
+      // on the GPU every layer is offloaded, as llama-server does by default
+      model = await llama.loadModel({modelPath: o.gguf, gpuLayers: o.cuda ? 'max' : 0})
     } catch (err) {
       await llama.dispose()
       throw new SplashError('peer_load', 'internal', `node-llama-cpp ${loaded.version} cannot load ${o.gguf}: ${(err as Error).message}`)
     }
-    const long = await model.createContext({contextSize: o.contextLength, batchSize: 512, threads, sequences: 1})
+    // flash attention on the GPU, as llama-server's default (auto) picks there
+    const common = {batchSize: 512, threads, flashAttention: o.cuda === true}
+    const long = await model.createContext({...common, contextSize: o.contextLength, sequences: 1})
     const shortSize = 2048
-    const multi = await model.createContext({contextSize: shortSize, batchSize: 512, threads, sequences: o.maxConcurrency})
+    const multi = await model.createContext({...common, contextSize: shortSize, sequences: o.maxConcurrency})
     const d = new LlamaCppDriver(loaded, llama, model, [long, multi], o, threads)
     d.slots.push({seq: long.getSequence(), busy: false, size: o.contextLength})
     for (let i = 0; i < o.maxConcurrency; i++) d.slots.push({seq: multi.getSequence(), busy: false, size: shortSize})
@@ -90,7 +100,7 @@ export class LlamaCppDriver implements Driver {
   }
 
   info(): Record<string, unknown> {
-    return {engine: 'llama.cpp via node-llama-cpp', version: this.loaded.version, dir: this.loaded.dir, gguf: this.o.gguf, threads: this.threads, gpu: false}
+    return {engine: 'llama.cpp via node-llama-cpp', version: this.loaded.version, dir: this.loaded.dir, gguf: this.o.gguf, threads: this.threads, gpu: this.o.cuda === true ? 'cuda' : false}
   }
 
   private async tokens(messages: Message[]): Promise<number[]> {

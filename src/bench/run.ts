@@ -91,6 +91,7 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
         contextLength: Math.min(splash.contextLength, s.prefillTokens + 2048),
         threads: o.threads,
         maxConcurrency: Math.max(...s.concurrency),
+        cuda: splash.backend.startsWith('cuda'),
       })
       try {
         peerInfo = peer.info()

@@ -11,6 +11,10 @@ import {modelLayout, type LayoutEntry} from './layout.js'
 import {readManifest, type Manifest} from './manifest.js'
 import {fromBf16, GROUP_SIZE} from './quantize.js'
 import {SafetensorsReader, toFloat32} from './safetensors.js'
+import {BLOCK, encodeChunk, GgmlType, permuteRows, type AffineBlock, type ChunkJob} from './gguf-encode.js'
+import {WorkerPool, owned} from './worker-pool.js'
+
+export {BLOCK, dequantizeQ4_0, dequantizeQ8_0, encodeTensor, f16Bits, f16Value, GgmlType, quantizeQ4_0, quantizeQ8_0} from './gguf-encode.js'
 
 // ---- GGUF writer -------------------------------------------------------------------------------------------------
 
@@ -19,7 +23,6 @@ export const GGUF_VERSION = 3
 export const GGUF_ALIGNMENT = 32
 
 export enum GgufType {UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12}
-export enum GgmlType {F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8}
 
 export type KvValue =
   | {type: GgufType.STRING; value: string}
@@ -42,7 +45,6 @@ export interface GgufTensorInfo {
   type: GgmlType
 }
 
-export const BLOCK = 32
 const BLOCK_BYTES: Record<GgmlType, number> = {[GgmlType.F32]: 4, [GgmlType.F16]: 2, [GgmlType.Q4_0]: 18, [GgmlType.Q8_0]: 34}
 
 export function tensorBytes(t: Pick<GgufTensorInfo, 'ne' | 'type'>): number {
@@ -137,117 +139,6 @@ export function ggufHeader(kvs: [string, KvValue][], tensors: GgufTensorInfo[], 
 
 // ---- ggml block formats (reference rounding, as ggml's quantize_row_*_ref) ---------------------------------------
 
-const f32buf = new Float32Array(1)
-const u32buf = new Uint32Array(f32buf.buffer)
-
-/** float → IEEE half bits, round to nearest even. */
-export function f16Bits(x: number): number {
-  f32buf[0] = x
-  const f = u32buf[0]
-  const sign = (f >>> 16) & 0x8000
-  let exp = ((f >>> 23) & 0xff) - 127 + 15
-  let mant = f & 0x7fffff
-  if (((f >>> 23) & 0xff) === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0)
-  if (exp >= 0x1f) return sign | 0x7c00
-  if (exp <= 0) {
-    if (exp < -10) return sign
-    mant |= 0x800000
-    const shift = 14 - exp
-    let h = mant >>> shift
-    const rem = mant & ((1 << shift) - 1)
-    const half = 1 << (shift - 1)
-    if (rem > half || (rem === half && (h & 1))) h++
-    return sign | h
-  }
-  let h = (exp << 10) | (mant >>> 13)
-  const rem = mant & 0x1fff
-  if (rem > 0x1000 || (rem === 0x1000 && (h & 1))) h++
-  return sign | h
-}
-
-export function f16Value(h: number): number {
-  const s = h & 0x8000 ? -1 : 1
-  const e = (h >>> 10) & 0x1f
-  const m = h & 0x3ff
-  if (e === 0) return s * m * 2 ** -24
-  if (e === 0x1f) return m ? NaN : s * Infinity
-  return s * (1 + m / 1024) * 2 ** (e - 15)
-}
-
-/** Q8_0: per 32 values, f16 d = amax/127 and int8 round(x/d). */
-export function quantizeQ8_0(x: Float32Array): Buffer {
-  const nb = x.length / BLOCK
-  const out = Buffer.alloc(nb * 34)
-  for (let b = 0; b < nb; b++) {
-    const o = b * 34
-    let amax = 0
-    for (let j = 0; j < BLOCK; j++) amax = Math.max(amax, Math.abs(x[b * BLOCK + j]))
-    const d = amax / 127
-    const id = d ? 1 / d : 0
-    out.writeUInt16LE(f16Bits(d), o)
-    for (let j = 0; j < BLOCK; j++) out.writeInt8(Math.round(x[b * BLOCK + j] * id), o + 2 + j)
-  }
-  return out
-}
-
-/** Q4_0: per 32 values, d = (value of largest magnitude)/−8, q = min(15, trunc(x/d + 8.5)); low nibbles hold 0..15. */
-export function quantizeQ4_0(x: Float32Array): Buffer {
-  const nb = x.length / BLOCK
-  const out = Buffer.alloc(nb * 18)
-  for (let b = 0; b < nb; b++) {
-    const o = b * 18
-    const base = b * BLOCK
-    let amax = 0
-    let max = 0
-    for (let j = 0; j < BLOCK; j++) {
-      const v = x[base + j]
-      if (Math.abs(v) > amax) {
-        amax = Math.abs(v)
-        max = v
-      }
-    }
-    const d = max / -8
-    const id = d ? 1 / d : 0
-    out.writeUInt16LE(f16Bits(d), o)
-    for (let j = 0; j < 16; j++) {
-      const a = Math.min(15, Math.trunc(x[base + j] * id + 8.5))
-      const c = Math.min(15, Math.trunc(x[base + j + 16] * id + 8.5))
-      out[o + 2 + j] = a | (c << 4)
-    }
-  }
-  return out
-}
-
-export function dequantizeQ8_0(buf: Uint8Array, n: number): Float32Array {
-  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength)
-  const out = new Float32Array(n)
-  for (let k = 0; k < n / BLOCK; k++) {
-    const d = f16Value(b.readUInt16LE(k * 34))
-    for (let j = 0; j < BLOCK; j++) out[k * BLOCK + j] = d * b.readInt8(k * 34 + 2 + j)
-  }
-  return out
-}
-
-export function dequantizeQ4_0(buf: Uint8Array, n: number): Float32Array {
-  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength)
-  const out = new Float32Array(n)
-  for (let k = 0; k < n / BLOCK; k++) {
-    const d = f16Value(b.readUInt16LE(k * 18))
-    for (let j = 0; j < 16; j++) {
-      const q = b[k * 18 + 2 + j]
-      out[k * BLOCK + j] = ((q & 15) - 8) * d
-      out[k * BLOCK + j + 16] = ((q >> 4) - 8) * d
-    }
-  }
-  return out
-}
-
-export function encodeTensor(x: Float32Array, type: GgmlType): Buffer {
-  if (type === GgmlType.F32) return Buffer.from(x.buffer, x.byteOffset, x.byteLength)
-  if (type === GgmlType.Q8_0) return quantizeQ8_0(x)
-  if (type === GgmlType.Q4_0) return quantizeQ4_0(x)
-  throw new Error(`cannot encode ggml type ${type}`)
-}
 
 // ---- Reading Splash tensors as float32 rows ------------------------------------------------------------------------
 
@@ -264,8 +155,8 @@ class PackageTensors {
     return this.readers.find(r => r.has(name))
   }
 
-  /** Rows [r0, r1) of tensor `name` seen as [rows, cols] (leading dims folded), as float32. */
-  async rows(name: string, cols: number, r0: number, r1: number): Promise<Float32Array> {
+  /** Rows [r0, r1) of tensor `name` seen as [rows, cols] (leading dims folded): float32, or a quantised block as stored. */
+  async block(name: string, cols: number, r0: number, r1: number): Promise<Float32Array | AffineBlock> {
     const plain = this.find(name)
     if (plain) return toFloat32(await plain.readRows2d(name, r0, r1), plain.info(name).dtype)
     const w = this.find(`${name}.weight`)
@@ -273,28 +164,15 @@ class PackageTensors {
     const wi = w.info(`${name}.weight`)
     if (!w.has(`${name}.scales`)) return toFloat32(await w.readRows2d(`${name}.weight`, r0, r1), wi.dtype)
     const wcols = wi.shape[wi.shape.length - 1]
-    const bits = (32 * wcols) / cols
-    const groups = cols / GROUP_SIZE
     const wb = await w.readRows2d(`${name}.weight`, r0, r1)
-    const words = new Uint32Array(wb.buffer, wb.byteOffset, wb.byteLength / 4)
-    const scales = fromBf16(bf16Array(await w.readRows2d(`${name}.scales`, r0, r1)))
-    const biases = fromBf16(bf16Array(await w.readRows2d(`${name}.biases`, r0, r1)))
-    const n = (r1 - r0) * cols
-    const out = new Float32Array(n)
-    const perWord = 32 / bits
-    const mask = (1 << bits) - 1
-    for (let r = 0; r < r1 - r0; r++) {
-      for (let g = 0; g < groups; g++) {
-        const s = scales[r * groups + g]
-        const b = biases[r * groups + g]
-        const base = r * cols + g * GROUP_SIZE
-        for (let i = 0; i < GROUP_SIZE; i += perWord) {
-          const word = words[(base + i) / perWord]
-          for (let j = 0; j < perWord; j++) out[base + i + j] = s * ((word >>> (bits * j)) & mask) + b
-        }
-      }
+    return {
+      words: new Uint32Array(owned(new Uint8Array(wb.buffer, wb.byteOffset, wb.byteLength)).buffer),
+      scales: bf16Array(await w.readRows2d(`${name}.scales`, r0, r1)),
+      biases: bf16Array(await w.readRows2d(`${name}.biases`, r0, r1)),
+      rows: r1 - r0,
+      cols,
+      bits: (32 * wcols) / cols,
     }
-    return out
   }
 
   async close(): Promise<void> {
@@ -540,58 +418,61 @@ export async function exportGguf(o: ExportOptions): Promise<ExportResult> {
   const plans = plan(m, type)
   const {header, offsets, dataBytes} = ggufHeader(metadata(m, type, tok), plans.map(p => p.info))
   const src = await PackageTensors.open(o.dir, m.weights.files)
+  const pool = WorkerPool.create(new URL('./gguf-encode.js', import.meta.url), 16)
+  // chunks being encoded (on the pool's threads) and written, at most a few per worker
+  const inflight = new Set<Promise<void>>()
+  const limit = pool ? 2 * pool.size : 1
   let fh: FileHandle | undefined
+  const submit = async (job: ChunkJob, pos: number) => {
+    const v = job.values
+    const transfer = (v instanceof Float32Array ? [v] : [v.words, v.scales, v.biases]).map(a => a.buffer as ArrayBuffer)
+    const encoded = pool ? pool.run<Uint8Array>('encodeChunk', [job], transfer) : Promise.resolve(encodeChunk(job))
+    const done = encoded.then(async enc => {
+      await fh!.write(enc, 0, enc.length, pos)
+    })
+    inflight.add(done)
+    void done.finally(() => inflight.delete(done)).catch(() => undefined)
+    while (inflight.size >= limit) await Promise.race(inflight)
+  }
   const t0 = Date.now()
   try {
     fh = await open(o.out, 'w')
     await fh.write(header, 0, header.length, 0)
+    const c = m.config
     for (let k = 0; k < plans.length; k++) {
       const p = plans[k]
-      const cols = p.shape[p.shape.length - 1]
+      const cols = p.shape.length === 1 ? p.shape[0] : p.shape[p.shape.length - 1]
       const rows = p.shape.length === 1 ? 1 : p.shape.slice(0, -1).reduce((a, b) => a * b, 1)
-      let pos = header.length + offsets[k]
-      if (p.fix.kind === 'rows') {
-        // Whole tensor (the GDN projections are modest), rows permuted from `from` on.
-        const all = p.shape.length === 1 ? await src.rows(p.source, p.shape[0], 0, 1) : await src.rows(p.source, cols, 0, rows)
-        let x = all
-        const w = p.shape.length === 1 ? 1 : cols
-        const total = p.shape[0]
-        const n = total - p.fix.from
-        const hd = p.fix.headDim
-        const c = m.config
-        const order = vHeadOrder(c.linear_num_key_heads!, c.linear_num_value_heads! / c.linear_num_key_heads!, hd)
+      const rowBytes = tensorBytes({ne: [cols], type: p.info.type})
+      const base = header.length + offsets[k]
+      const fix = p.fix
+      const heads = (hd: number) => vHeadOrder(c.linear_num_key_heads!, c.linear_num_value_heads! / c.linear_num_key_heads!, hd)
+      if (fix.kind === 'rows') {
+        // V heads reordered along rows: the whole tensor read as stored, its rows moved, then encoded in chunks
+        const n = p.shape[0] - fix.from
+        const order = heads(fix.headDim)
         if (order.length !== n) throw new SplashError('gguf_reorder', 'internal', `${p.source}: ${n} rows to reorder, expected ${order.length}`)
-        x = new Float32Array(all.length)
-        x.set(all.subarray(0, p.fix.from * w))
-        for (let r = 0; r < n; r++) x.set(all.subarray((p.fix.from + order[r]) * w, (p.fix.from + order[r] + 1) * w), (p.fix.from + r) * w)
-        if (p.source.endsWith('.A_log')) for (let i = 0; i < x.length; i++) x[i] = -Math.exp(x[i])
-        const enc = encodeTensor(x, p.info.type)
-        await fh.write(enc, 0, enc.length, pos)
+        // a 1-D tensor (A_log, dt_bias) is reordered value by value
+        const units = p.shape.length === 1 ? cols : rows
+        const values = permuteRows(await src.block(p.source, cols, 0, p.shape.length === 1 ? 1 : rows), units, fix.from, order)
+        await submit({values, cols, type: p.info.type, negExp: p.source.endsWith('.A_log')}, base)
         continue
       }
+      const colOrder = fix.kind === 'cols' ? heads(fix.headDim) : undefined
       for (let r0 = 0; r0 < rows; r0 += ROWS_PER_CHUNK) {
         const r1 = Math.min(rows, r0 + ROWS_PER_CHUNK)
-        let x = p.shape.length === 1 ? await src.rows(p.source, p.shape[0], 0, 1) : await src.rows(p.source, cols, r0, r1)
-        if (p.fix.kind === 'negExp') x = x.map(v => -Math.exp(v))
-        if (p.fix.kind === 'cols') {
-          const c = m.config
-          const order = vHeadOrder(c.linear_num_key_heads!, c.linear_num_value_heads! / c.linear_num_key_heads!, p.fix.headDim)
-          const y = new Float32Array(x.length)
-          for (let r = 0; r < r1 - r0; r++) for (let j = 0; j < cols; j++) y[r * cols + j] = x[r * cols + order[j]]
-          x = y
-        }
-        const enc = encodeTensor(x, p.info.type)
-        await fh.write(enc, 0, enc.length, pos)
-        pos += enc.length
-        if (p.shape.length === 1) break
+        await submit({values: await src.block(p.source, cols, r0, r1), cols, type: p.info.type, negExp: fix.kind === 'negExp', colOrder}, base + r0 * rowBytes)
       }
       if ((k + 1) % 50 === 0) log(`  ${k + 1}/${plans.length} tensors`)
     }
+    while (inflight.size > 0) await Promise.race(inflight)
     // Pad the file to the end of the data section.
     const end = header.length + dataBytes
     const {size} = await fh.stat()
     if (size < end) await fh.write(Buffer.alloc(end - size), 0, end - size, size)
   } finally {
+    await Promise.allSettled(inflight)
+    await pool?.close()
     await fh?.close()
     await src.close()
   }

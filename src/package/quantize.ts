@@ -53,6 +53,16 @@ export function canQuantize(cols: number): boolean {
   return cols % GROUP_SIZE === 0
 }
 
+/** bf16 (16) → [weight]; q4/q8 → [weight, scales, biases]. */
+export type Target = Bits | 16
+
+/** A block in its stored parts: bf16 bits, or the q4/q8 weight, scales and biases. */
+export function quantizeParts(data: Float32Array, rows: number, cols: number, bits: Target): (Uint32Array | Uint16Array)[] {
+  if (bits === 16) return [toBf16(data)]
+  const q = quantize(data, rows, cols, bits)
+  return [q.weight, q.scales, q.biases]
+}
+
 /** Quantizes a row-major [rows, cols] matrix (cols a multiple of 64). Leading dims fold into rows. */
 export function quantize(w: Float32Array, rows: number, cols: number, bits: Bits): Quantized {
   if (cols % GROUP_SIZE !== 0) throw new Error(`cannot quantize ${cols} columns in groups of ${GROUP_SIZE}`)

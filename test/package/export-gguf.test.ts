@@ -1,7 +1,7 @@
 // The GGUF writer: header layout, alignment, tensor data offsets, Q4_0/Q8_0 block round trips, and an export of the
 // tiny package read back with a small GGUF parser written here from the format description.
 import t from 'tap'
-import {mkdtempSync, readFileSync} from 'node:fs'
+import {existsSync, mkdtempSync, readFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {
@@ -9,6 +9,7 @@ import {
   ggufHeader, kv, quantizeQ4_0, quantizeQ8_0, tensorBytes, vHeadOrder,
 } from '../../src/package/export-gguf.js'
 import {synthPackage} from '../../src/package/synth.js'
+import {root as cliRoot, runCli} from '../helpers/cli.js'
 
 interface Parsed {
   version: number
@@ -183,4 +184,19 @@ t.test('export of the tiny package: header, names, shapes, types, data size', as
     const vals = new Float32Array(buf.buffer.slice(buf.byteOffset + p.dataStart + a.offset, buf.byteOffset + p.dataStart + a.offset + 16))
     t.ok(Array.from(vals).every(v => v < 0))
   }
+})
+
+t.test('the CLI encodes on worker threads, byte for byte as on one thread', async t => {
+  const root = mkdtempSync(join(tmpdir(), 'splash-gguf-'))
+  const dir = join(root, 'tiny')
+  // the compiled CLI has the module its workers load (else it would encode on one thread too)
+  t.ok(existsSync(join(cliRoot, 'dist/src/package/gguf-encode.js')), 'the workers\' module is built')
+  // the embedding's 512 rows are two chunks of 256, which may finish out of order on the pool
+  await synthPackage({preset: 'tiny-hybrid', out: dir, quant: 'q4'})
+  const here = join(root, 'here.gguf')
+  const pooled = join(root, 'pooled.gguf')
+  await exportGguf({dir, out: here})
+  const r = await runCli(['package', 'export', '--gguf', pooled, dir])
+  t.equal(r.code, 0, r.stderr)
+  t.ok(readFileSync(pooled).equals(readFileSync(here)), 'identical files')
 })
