@@ -27,7 +27,78 @@ inline int round_even(float v) {
 }
 }  // namespace
 
-void prepare_act(const splash_weight* w, const float* x, int32_t nt, int levels, ActBuf& buf, Act& a) {
+namespace {
+
+// One token of prepare_act: the q4 pair layout of x (fp32 path), Σx per group, and the int8 level(s) with their
+// scales and sums. Tokens are independent, so a multi-token call may split them across threads.
+// fp-contract=off: the clones have FMA, and a fused `x − sc·q` rounds differently, which would move the int8
+// levels (and so every output) against the portable build.
+SPLASH_CLONES __attribute__((optimize("fp-contract=off"))) void prepare_token(const splash_weight* w, const float* x, int64_t t, int levels, ActBuf& buf) {
+  const int64_t C = w->cols, G = C / 64;
+  const bool q4 = w->dtype == SPLASH_Q4;
+  const float* xt = x + t * C;
+  if (q4)
+    for (int64_t g = 0; g < G; ++g) {
+      const float* s = xt + g * 64;
+      float* d = buf.xf.data() + t * C + g * 64;
+      for (int j = 0; j < 32; ++j) {
+        d[j] = s[2 * j];
+        d[32 + j] = s[2 * j + 1];
+      }
+    }
+  for (int64_t g = 0; g < G; ++g) {
+    const float* s = xt + g * 64;
+    float sum = 0.f;
+    for (int j = 0; j < 64; ++j) sum += s[j];
+    buf.xsum[t * G + g] = sum;
+  }
+  if (levels <= 0) return;
+  const bool two = levels >= 2;
+  const float* xl = q4 ? buf.xf.data() + t * C : xt;  // the layout the kernels read
+  int8_t q[64];
+  for (int64_t g = 0; g < G; ++g) {
+    const float* s = xl + g * 64;
+    // destination halves: q4 pairs groups (isa.h), q8 keeps the natural order
+    const int64_t d0 = t * C + (q4 ? q4_even_at(g) : g * 64), d1 = t * C + (q4 ? q4_odd_at(g, G) : g * 64 + 32);
+    float amax = 0.f;
+    for (int j = 0; j < 64; ++j) amax = std::max(amax, std::fabs(s[j]));
+    const float sc = amax / 127.f;
+    const float inv = amax > 0.f ? 127.f / amax : 0.f;
+    int32_t qs = 0;
+    for (int j = 0; j < 64; ++j) {
+      int v = round_even(s[j] * inv);
+      v = std::min(127, std::max(-127, v));
+      q[j] = int8_t(v);
+      qs += v;
+    }
+    std::memcpy(buf.xq.data() + d0, q, 32);
+    std::memcpy(buf.xq.data() + d1, q + 32, 32);
+    buf.xs[t * G + g] = sc;
+    buf.xqsum[t * G + g] = qs;
+    if (two) {
+      // residual level: |x − sc·q| ≤ sc/2, quantised with step sc/256 (a power of two, so the kernels can
+      // fold both levels into one integer sum: 256·Σq·xq + Σq·xq2, times scale·sc2)
+      int8_t q2[64];
+      const float sc2 = sc / 256.f;
+      const float inv2 = sc2 > 0.f ? 1.f / sc2 : 0.f;
+      int32_t qs2 = 0;
+      for (int j = 0; j < 64; ++j) {
+        int v = round_even((s[j] - sc * float(q[j])) * inv2);
+        v = std::min(127, std::max(-127, v));
+        q2[j] = int8_t(v);
+        qs2 += v;
+      }
+      std::memcpy(buf.xq2.data() + d0, q2, 32);
+      std::memcpy(buf.xq2.data() + d1, q2 + 32, 32);
+      buf.xs2[t * G + g] = sc2;
+      buf.xqsum2[t * G + g] = qs2;
+    }
+  }
+}
+
+}  // namespace
+
+void prepare_act(const splash_weight* w, const float* x, int32_t nt, int levels, ActBuf& buf, Act& a, ThreadPool* pool) {
   const int64_t C = w->cols;
   a.cols = C;
   a.nt = nt;
@@ -36,83 +107,32 @@ void prepare_act(const splash_weight* w, const float* x, int32_t nt, int levels,
   a.xq2 = nullptr;
   a.xs2 = nullptr;
   a.xqsum2 = nullptr;
-  const bool quant = w->dtype == SPLASH_Q4 || w->dtype == SPLASH_Q8;
-  if (!quant) return;
+  if (w->dtype != SPLASH_Q4 && w->dtype != SPLASH_Q8) return;
   const int64_t G = C / 64;
-  if (w->dtype == SPLASH_Q4) {
-    buf.xf.resize(size_t(nt) * C);
-    for (int64_t t = 0; t < nt; ++t)
-      for (int64_t g = 0; g < G; ++g) {
-        const float* s = x + t * C + g * 64;
-        float* d = buf.xf.data() + t * C + g * 64;
-        for (int j = 0; j < 32; ++j) {
-          d[j] = s[2 * j];
-          d[32 + j] = s[2 * j + 1];
-        }
-      }
-    a.xf = buf.xf.data();
-  }
+  const bool two = levels >= 2;
+  if (w->dtype == SPLASH_Q4) buf.xf.resize(size_t(nt) * C);
   buf.xsum.resize(size_t(nt) * G);
-  for (int64_t t = 0; t < nt; ++t)
-    for (int64_t g = 0; g < G; ++g) {
-      const float* s = x + t * C + g * 64;
-      float sum = 0.f;
-      for (int j = 0; j < 64; ++j) sum += s[j];
-      buf.xsum[t * G + g] = sum;
+  if (levels > 0) {
+    buf.xq.resize(size_t(nt) * C);
+    buf.xs.resize(size_t(nt) * G);
+    buf.xqsum.resize(size_t(nt) * G);
+    if (two) {
+      buf.xq2.resize(size_t(nt) * C);
+      buf.xs2.resize(size_t(nt) * G);
+      buf.xqsum2.resize(size_t(nt) * G);
     }
+  }
+  // many tokens (prefill, verify): split across the pool; the work is per token, so results do not change
+  if (pool && int64_t(nt) * C >= (int64_t(1) << 15))
+    pool->parallel_for(nt, [&](int64_t t0, int64_t t1, int) {
+      for (int64_t t = t0; t < t1; ++t) prepare_token(w, x, t, levels, buf);
+    });
+  else
+    for (int64_t t = 0; t < nt; ++t) prepare_token(w, x, t, levels, buf);
+  if (w->dtype == SPLASH_Q4) a.xf = buf.xf.data();
   a.xsum = buf.xsum.data();
   if (levels <= 0) return;
   a.i8 = true;
-  const bool two = levels >= 2;
-  buf.xq.resize(size_t(nt) * C);
-  buf.xs.resize(size_t(nt) * G);
-  buf.xqsum.resize(size_t(nt) * G);
-  if (two) {
-    buf.xq2.resize(size_t(nt) * C);
-    buf.xs2.resize(size_t(nt) * G);
-    buf.xqsum2.resize(size_t(nt) * G);
-  }
-  const bool q4 = w->dtype == SPLASH_Q4;
-  int8_t q[64];
-  for (int64_t t = 0; t < nt; ++t)
-    for (int64_t g = 0; g < G; ++g) {
-      const float* s = a.xf + t * C + g * 64;
-      // destination halves: q4 pairs groups (isa.h), q8 keeps the natural order
-      const int64_t d0 = t * C + (q4 ? q4_even_at(g) : g * 64), d1 = t * C + (q4 ? q4_odd_at(g, G) : g * 64 + 32);
-      float amax = 0.f;
-      for (int j = 0; j < 64; ++j) amax = std::max(amax, std::fabs(s[j]));
-      const float sc = amax / 127.f;
-      const float inv = amax > 0.f ? 127.f / amax : 0.f;
-      int32_t qs = 0;
-      for (int j = 0; j < 64; ++j) {
-        int v = round_even(s[j] * inv);
-        v = std::min(127, std::max(-127, v));
-        q[j] = int8_t(v);
-        qs += v;
-      }
-      std::memcpy(buf.xq.data() + d0, q, 32);
-      std::memcpy(buf.xq.data() + d1, q + 32, 32);
-      buf.xs[t * G + g] = sc;
-      buf.xqsum[t * G + g] = qs;
-      if (two) {
-        // residual level: |x − sc·q| ≤ sc/2, quantised with step sc/256 (a power of two, so the kernels can
-        // fold both levels into one integer sum: 256·Σq·xq + Σq·xq2, times scale·sc2)
-        int8_t q2[64];
-        const float sc2 = sc / 256.f;
-        const float inv2 = sc2 > 0.f ? 1.f / sc2 : 0.f;
-        int32_t qs2 = 0;
-        for (int j = 0; j < 64; ++j) {
-          int v = round_even((s[j] - sc * float(q[j])) * inv2);
-          v = std::min(127, std::max(-127, v));
-          q2[j] = int8_t(v);
-          qs2 += v;
-        }
-        std::memcpy(buf.xq2.data() + d0, q2, 32);
-        std::memcpy(buf.xq2.data() + d1, q2 + 32, 32);
-        buf.xs2[t * G + g] = sc2;
-        buf.xqsum2[t * G + g] = qs2;
-      }
-    }
   a.xq = buf.xq.data();
   a.xs = buf.xs.data();
   a.xqsum = buf.xqsum.data();
@@ -180,7 +200,7 @@ void matmul(void* vctx, const splash_weight* w, const float* x, int32_t nt, floa
   Ctx* c = static_cast<Ctx*>(vctx);
   Act a;
   const int levels = (w->flags & SPLASH_WEIGHT_EXACT) ? 0 : (w->flags & SPLASH_WEIGHT_FAST) && c->levels > 1 ? 1 : c->levels;
-  prepare_act(w, x, nt, levels, c->buf, a);
+  prepare_act(w, x, nt, levels, c->buf, a, c->pool.get());
   const IsaKernels* isa = c->isa;
   // Small matrices are not worth a pool dispatch: below ~1M multiply-adds (~25 µs on one core) waking and joining
   // the workers costs as much as it saves (default package decode, 2 threads: 2.0 → 1.6 ms of CPU per step; every

@@ -17,6 +17,10 @@
 
 #include "splash/backend.h"
 
+namespace splash {
+class ThreadPool;
+}
+
 namespace splash::cpu {
 
 struct Act {
@@ -41,8 +45,9 @@ struct ActBuf {
 };
 
 // Fills `a` (pointing into `buf` or at x itself).
-// levels: 0 = fp32 activations, 1 = int8, 2 = int8x2.
-void prepare_act(const splash_weight* w, const float* x, int32_t nt, int levels, ActBuf& buf, Act& a);
+// levels: 0 = fp32 activations, 1 = int8, 2 = int8x2. pool: splits the tokens of a large call across threads.
+void prepare_act(const splash_weight* w, const float* x, int32_t nt, int levels, ActBuf& buf, Act& a,
+                 ThreadPool* pool = nullptr);
 
 struct IsaKernels {
   const char* name;
