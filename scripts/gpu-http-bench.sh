@@ -26,7 +26,9 @@ PY
 if [ -d /tmp/splash-peer/node_modules/node-llama-cpp ]; then
   export SPLASH_PEER_PATH=/tmp/splash-peer
   cuda_libs="$(python3 -c "import glob, os, site; print(':'.join(sorted({os.path.dirname(p) for d in site.getsitepackages() for n in ('libcublas.so.13', 'libcudart.so.13') for p in glob.glob(d + '/nvidia/**/' + n, recursive=True)})))")"
-  export LD_LIBRARY_PATH="$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # the driver's folder too (libcuda, libnvidia-ml), where node-llama-cpp looks for a usable CUDA
+  driver_libs="$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}' | xargs -r dirname)"
+  export LD_LIBRARY_PATH="$cuda_libs${driver_libs:+:$driver_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "llama.cpp peer: node-llama-cpp in $SPLASH_PEER_PATH, CUDA libraries from $cuda_libs"
 fi
 export PATH="$app/.node:$PATH"
