@@ -111,7 +111,8 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
   ]
   if (peerInfo) {
     notes.push(
-      `llama.cpp: node-llama-cpp ${String(peerInfo.version)} in-process on ${basename(String(peerInfo.gguf))}, ${String(peerInfo.threads)} threads, ` +
+      `llama.cpp: node-llama-cpp ${String(peerInfo.version)} in-process on ${basename(String(peerInfo.gguf))}, ` +
+        `${peerInfo.gpu === 'cuda' ? 'CUDA (every layer on the GPU, flash attention)' : `${String(peerInfo.threads)} threads`}, ` +
         `prompts rendered by Splash's chat template; its TTFT starts after rendering (no HTTP). Ratio > 1: Splash is better.`,
     )
   }
