@@ -1,9 +1,10 @@
 // `splash package export --gguf`: a Splash package as a GGUF file that llama.cpp loads, for the architectures it has
-// for these families (qwen35, qwen35moe, qwen3). Weights are dequantised from the package's MLX affine q4/q8 (or bf16)
+// for these families (qwen35, qwen35moe, qwen3next, qwen3). Weights are dequantised from the package's MLX affine q4/q8 (or bf16)
 // and requantised to Q8_0 or Q4_0 (ggml's reference rounding); norms, conv and SSM parameters are F32. The tokenizer
 // goes in GGUF's gpt2 (byte-level BPE) form with the chat template. Facts about names and layouts come from
-// llama.cpp's src/llama-arch.cpp, src/models/qwen35*.cpp and conversion/qwen.py (V heads of the GDN layers reordered
-// from grouped to tiled order; A_log stored as −exp(A_log); dt_bias as ssm_dt.bias).
+// llama.cpp's src/llama-arch.cpp, src/models/qwen35*.cpp, qwen3next.cpp and conversion/qwen.py (qwen35: V heads of the
+// GDN layers reordered from grouped to tiled order; qwen3next: V heads kept grouped, in_proj_b and in_proj_a fused per K
+// head into ssm_ba; A_log stored as −exp(A_log); dt_bias as ssm_dt.bias).
 import {open, readFile, type FileHandle} from 'node:fs/promises'
 import {join} from 'node:path'
 import {SplashError} from '../errors.js'
@@ -11,7 +12,7 @@ import {modelLayout, type LayoutEntry} from './layout.js'
 import {readManifest, type Manifest} from './manifest.js'
 import {fromBf16, GROUP_SIZE} from './quantize.js'
 import {SafetensorsReader, toFloat32} from './safetensors.js'
-import {BLOCK, encodeChunk, GgmlType, permuteRows, type AffineBlock, type ChunkJob} from './gguf-encode.js'
+import {BLOCK, dequantAffine, encodeChunk, GgmlType, permuteRows, type AffineBlock, type ChunkJob} from './gguf-encode.js'
 import {WorkerPool, owned} from './worker-pool.js'
 
 export {BLOCK, dequantizeQ4_0, dequantizeQ8_0, encodeTensor, f16Bits, f16Value, GgmlType, quantizeQ4_0, quantizeQ8_0} from './gguf-encode.js'
@@ -188,7 +189,7 @@ function bf16Array(b: Buffer): Uint16Array {
 
 // ---- Splash → llama.cpp mapping ------------------------------------------------------------------------------------
 
-const ARCH: Record<Manifest['family'], string | null> = {qwen3_5: 'qwen35', qwen3_5_moe: 'qwen35moe', qwen3: 'qwen3', qwen3_next: null}
+const ARCH: Record<Manifest['family'], string | null> = {qwen3_5: 'qwen35', qwen3_5_moe: 'qwen35moe', qwen3: 'qwen3', qwen3_next: 'qwen3next'}
 
 type Fix =
   | {kind: 'none'}
@@ -196,6 +197,8 @@ type Fix =
   /** Reorder V heads (grouped by K head → tiled) along rows, starting at row `from` of each [rows, cols] matrix. */
   | {kind: 'rows'; from: number; headDim: number}
   | {kind: 'cols'; headDim: number}
+  /** qwen3next's ssm_ba: the rows of in_proj_b and in_proj_a (`source`, `second`) interleaved per K head, [b_g | a_g]. */
+  | {kind: 'ba'; second: string; groups: number}
 
 interface Planned {
   info: GgufTensorInfo
@@ -259,7 +262,8 @@ function plan(m: Manifest, type: ExportType): Planned[] {
   const nv = c.linear_num_value_heads ?? 0
   const dk = c.linear_key_head_dim ?? 0
   const dv = c.linear_value_head_dim ?? 0
-  const reorder = nk > 0 && nv > 0 && nk !== nv
+  // qwen35 wants the V heads tiled; qwen3next broadcasts them grouped by K head, Splash's own order
+  const reorder = nk > 0 && nv > 0 && nk !== nv && arch !== 'qwen3next'
   const q = type === 'q8_0' ? GgmlType.Q8_0 : GgmlType.Q4_0
   const out: Planned[] = []
   for (const e of modelLayout(c) as LayoutEntry[]) {
@@ -269,6 +273,12 @@ function plan(m: Manifest, type: ExportType): Planned[] {
     if (e.name.endsWith('.mlp.shared_expert_gate')) shape = [e.shape[1]] // [1, H] → {H}
     let fix: Fix = {kind: 'none'}
     if (e.name.endsWith('.A_log')) fix = {kind: 'negExp'}
+    if (arch === 'qwen3next' && e.name.endsWith('.in_proj_a')) continue // written with in_proj_b, as ssm_ba
+    if (arch === 'qwen3next' && e.name.endsWith('.in_proj_b')) {
+      const second = e.name.replace(/in_proj_b$/, 'in_proj_a')
+      out.push({info: {name: name.replace('ssm_beta', 'ssm_ba'), ne: [e.shape[1], 2 * e.shape[0]], type: GgmlType.F32}, source: e.name, shape: [2 * e.shape[0], e.shape[1]], fix: {kind: 'ba', second, groups: nk}})
+      continue
+    }
     if (reorder) {
       if (e.name.endsWith('.in_proj_qkv') || e.name.endsWith('.conv1d')) fix = {kind: 'rows', from: 2 * nk * dk, headDim: dv}
       else if (e.name.endsWith('.in_proj_z')) fix = {kind: 'rows', from: 0, headDim: dv}
@@ -308,11 +318,13 @@ function metadata(m: Manifest, type: ExportType, tok: TokenizerKv): [string, KvV
     [a('rope.freq_base'), kv.f32(c.rope_theta)],
     [a('rope.dimension_count'), kv.u32(Math.round(c.head_dim * (c.partial_rotary_factor ?? 1)))],
   ]
-  if (arch !== 'qwen3') {
+  if (arch === 'qwen35' || arch === 'qwen35moe') {
     const sec = [...(c.mrope_section ?? [11, 11, 10])]
     while (sec.length < 4) sec.push(0)
+    kvs.push([a('rope.dimension_sections'), kv.arr(GgufType.INT32, sec)])
+  }
+  if (arch !== 'qwen3') {
     kvs.push(
-      [a('rope.dimension_sections'), kv.arr(GgufType.INT32, sec)],
       [a('ssm.conv_kernel'), kv.u32(c.linear_conv_kernel_dim!)],
       [a('ssm.state_size'), kv.u32(c.linear_key_head_dim!)],
       [a('ssm.group_count'), kv.u32(c.linear_num_key_heads!)],
@@ -350,6 +362,14 @@ interface TokenizerKv {
   count: number
 }
 
+/**
+ * llama.cpp's name for the package's pre-tokenizer split: Qwen3.5's regex keeps combining marks (\p{M}) with letters
+ * (`qwen35`); Qwen2 / Qwen3 / Qwen3-Next's does not (`qwen2`).
+ */
+export function preTokenizer(json: string): 'qwen35' | 'qwen2' {
+  return json.includes('\\p{M}') ? 'qwen35' : 'qwen2'
+}
+
 /** HF tokenizer.json (byte-level BPE) → tokenizer.ggml.* keys; the vocabulary is padded to the embedding rows. */
 export function tokenizerKv(json: string, vocabSize: number, m: Pick<Manifest, 'tokenizer'>, chatTemplate: string): TokenizerKv {
   const t = JSON.parse(json) as {model: {type: string; vocab: Record<string, number>; merges: (string | [string, string])[]}; added_tokens?: {id: number; content: string; special: boolean}[]}
@@ -374,7 +394,7 @@ export function tokenizerKv(json: string, vocabSize: number, m: Pick<Manifest, '
   const merges = t.model.merges.map(x => (Array.isArray(x) ? x.join(' ') : x))
   const kvs: [string, KvValue][] = [
     ['tokenizer.ggml.model', kv.str('gpt2')],
-    ['tokenizer.ggml.pre', kv.str('qwen35')],
+    ['tokenizer.ggml.pre', kv.str(preTokenizer(json))],
     ['tokenizer.ggml.tokens', kv.arr(GgufType.STRING, tokens)],
     ['tokenizer.ggml.token_type', kv.arr(GgufType.INT32, types)],
     ['tokenizer.ggml.merges', kv.arr(GgufType.STRING, merges)],
@@ -412,7 +432,7 @@ export async function exportGguf(o: ExportOptions): Promise<ExportResult> {
   const log = o.log ?? (() => undefined)
   const m = await readManifest(o.dir)
   const arch = ARCH[m.family]
-  if (!arch) throw new SplashError('gguf_unsupported', 'invalid_request', `GGUF export does not support the ${m.family} family yet (supported: qwen3_5, qwen3_5_moe, qwen3)`)
+  if (!arch) throw new SplashError('gguf_unsupported', 'invalid_request', `GGUF export does not support the ${m.family} family yet (supported: qwen3_5, qwen3_5_moe, qwen3_next, qwen3)`)
   const type = o.type ?? (m.weights.quant === 'q4' ? 'q4_0' : 'q8_0')
   const tok = tokenizerKv(await readFile(join(o.dir, m.tokenizer.file), 'utf8'), m.config.vocab_size, m, await readFile(join(o.dir, m.tokenizer.chat_template), 'utf8'))
   const plans = plan(m, type)
@@ -456,6 +476,19 @@ export async function exportGguf(o: ExportOptions): Promise<ExportResult> {
         const units = p.shape.length === 1 ? cols : rows
         const values = permuteRows(await src.block(p.source, cols, 0, p.shape.length === 1 ? 1 : rows), units, fix.from, order)
         await submit({values, cols, type: p.info.type, negExp: p.source.endsWith('.A_log')}, base)
+        continue
+      }
+      if (fix.kind === 'ba') {
+        const floats = (v: Float32Array | AffineBlock) => (v instanceof Float32Array ? v : dequantAffine(v))
+        const b = floats(await src.block(p.source, cols, 0, rows / 2))
+        const a = floats(await src.block(fix.second, cols, 0, rows / 2))
+        const r = rows / 2 / fix.groups
+        const values = new Float32Array(rows * cols)
+        for (let g = 0; g < fix.groups; g++) {
+          values.set(b.subarray(g * r * cols, (g + 1) * r * cols), 2 * g * r * cols)
+          values.set(a.subarray(g * r * cols, (g + 1) * r * cols), (2 * g + 1) * r * cols)
+        }
+        await submit({values, cols, type: p.info.type}, base)
         continue
       }
       const colOrder = fix.kind === 'cols' ? heads(fix.headDim) : undefined

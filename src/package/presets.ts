@@ -178,6 +178,21 @@ export const PRESETS: Record<string, Preset> = {
     draft: draft({layers: 1, hidden: 64, intermediate: 128, heads: 2, kvHeads: 1, headDim: 32, taps: [0, 1, 3], mask: 511}),
     specialBase: 480,
   },
+  // Qwen3-Next: the tiny-moe shapes with plain (not multimodal) RoPE
+  'tiny-next': {
+    family: 'qwen3_next',
+    architecture: 'Qwen3NextForCausalLM',
+    config: {
+      ...hybrid({
+        layers: 4, hidden: 64, heads: 2, kvHeads: 1, headDim: 32, nk: 2, nv: 4, dk: 16, intermediate: 0, vocab: 512, tie: false, maxPos: 4096,
+        moe: {experts: 4, topK: 2, inter: 64, shared: 64},
+      }),
+      mrope_section: null,
+      mrope_interleaved: false,
+    },
+    draft: draft({layers: 1, hidden: 64, intermediate: 128, heads: 2, kvHeads: 1, headDim: 32, taps: [0, 1, 3], mask: 511}),
+    specialBase: 480,
+  },
 }
 
 /** The preset with only the first `layers` layers (same shapes); draft taps are mapped onto the remaining layers. */

@@ -200,3 +200,49 @@ t.test('the CLI encodes on worker threads, byte for byte as on one thread', asyn
   t.equal(r.code, 0, r.stderr)
   t.ok(readFileSync(pooled).equals(readFileSync(here)), 'identical files')
 })
+
+t.test('qwen3next: V heads stay grouped by K head; in_proj_b and in_proj_a fused per K head into ssm_ba', async t => {
+  // tiny-moe and tiny-next with one seed hold the same tensors: the qwen35moe export (V heads tiled) is the reference
+  const root = mkdtempSync(join(tmpdir(), 'splash-gguf-'))
+  const files: Record<string, Buffer> = {}
+  for (const preset of ['tiny-moe', 'tiny-next']) {
+    await synthPackage({preset, out: join(root, preset), quant: 'q8', seed: 7})
+    await exportGguf({dir: join(root, preset), out: join(root, `${preset}.gguf`), type: 'q8_0'})
+    files[preset] = readFileSync(join(root, `${preset}.gguf`))
+  }
+  const moe = parse(files['tiny-moe']!)
+  const next = parse(files['tiny-next']!)
+  const row = (p: Parsed, buf: Buffer, name: string, i: number) => {
+    const x = p.tensors.find(y => y.name === name)
+    if (!x) throw new Error(`no ${name}`)
+    const n = tensorBytes({ne: [x.ne[0]!], type: x.type})
+    return buf.subarray(p.dataStart + x.offset + i * n, p.dataStart + x.offset + (i + 1) * n)
+  }
+  const r35 = (name: string, i: number) => row(moe, files['tiny-moe']!, name, i)
+  const rn = (name: string, i: number) => row(next, files['tiny-next']!, name, i)
+  t.equal(next.kv.get('general.architecture'), 'qwen3next')
+  t.equal(next.kv.get('qwen3next.ssm.group_count'), 2)
+  t.equal(next.kv.get('qwen3next.expert_count'), 4)
+  t.notOk(next.kv.has('qwen3next.rope.dimension_sections'), 'plain RoPE')
+  const names = new Set(next.tensors.map(x => x.name))
+  t.notOk(names.has('blk.0.ssm_beta.weight') || names.has('blk.0.ssm_alpha.weight'))
+  const ba = next.tensors.find(x => x.name === 'blk.0.ssm_ba.weight')!
+  t.same([ba.ne, ba.type], [[64, 8], GgmlType.F32])
+  const nk = 2, r = 2, dk = 16, dv = 16
+  const tiled = (g: number, j: number) => j * nk + g
+  let same = 0, checked = 0
+  const check = (a: Buffer, b: Buffer) => ((checked += 1), (same += a.equals(b) ? 1 : 0))
+  for (let i = 0; i < 2 * nk * dk; i++) check(rn('blk.0.attn_qkv.weight', i), r35('blk.0.attn_qkv.weight', i))
+  for (let g = 0; g < nk; g++) {
+    for (let j = 0; j < r; j++) {
+      for (let d = 0; d < dv; d++) {
+        check(rn('blk.0.attn_qkv.weight', 2 * nk * dk + (g * r + j) * dv + d), r35('blk.0.attn_qkv.weight', 2 * nk * dk + tiled(g, j) * dv + d))
+        check(rn('blk.0.attn_gate.weight', (g * r + j) * dv + d), r35('blk.0.attn_gate.weight', tiled(g, j) * dv + d))
+      }
+      check(rn('blk.0.ssm_ba.weight', 2 * g * r + j), r35('blk.0.ssm_beta.weight', tiled(g, j)))
+      check(rn('blk.0.ssm_ba.weight', (2 * g + 1) * r + j), r35('blk.0.ssm_alpha.weight', tiled(g, j)))
+    }
+  }
+  for (let i = 0; i < 512; i++) check(rn('token_embd.weight', i), r35('token_embd.weight', i))
+  t.equal(same, checked, `${same} of ${checked} rows where the qwen35moe export has them`)
+})
