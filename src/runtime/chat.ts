@@ -230,8 +230,12 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
         })
       }
       out.push(...parser.push(decoder.push(event.token)))
-      if (parser.done) handle?.cancel()
-      else if (budget !== undefined && !closedThinking && parser.inReasoning && reasoningTokens >= budget) {
+      if (parser.done) {
+        // this token's events first: the cancel may end the request at once, and its finish follows them
+        push(out)
+        return handle?.cancel()
+      }
+      if (budget !== undefined && !closedThinking && parser.inReasoning && reasoningTokens >= budget) {
         closedThinking = true
         handle?.force(family.thinkCloseIds)
       }
