@@ -291,7 +291,6 @@ function plan(m: Manifest, type: ExportType): Planned[] {
     const t = small || cols % BLOCK !== 0 ? GgmlType.F32 : q
     out.push({info: {name, ne: [...shape].reverse(), type: t}, source: e.name, shape, fix})
   }
-  void nv
   return out
 }
 
@@ -443,8 +442,10 @@ export async function exportGguf(o: ExportOptions): Promise<ExportResult> {
   const inflight = new Set<Promise<void>>()
   const limit = pool ? 2 * pool.size : 1
   let fh: FileHandle | undefined
-  const submit = async (job: ChunkJob, pos: number) => {
-    const v = job.values
+  const submit = async (chunk: ChunkJob, pos: number) => {
+    // the buffers move to the worker: a view into a shared one (Node's small-Buffer pool) is copied first
+    const v = chunk.values instanceof Float32Array ? owned(chunk.values) : chunk.values
+    const job = {...chunk, values: v}
     const transfer = (v instanceof Float32Array ? [v] : [v.words, v.scales, v.biases]).map(a => a.buffer as ArrayBuffer)
     const encoded = pool ? pool.run<Uint8Array>('encodeChunk', [job], transfer) : Promise.resolve(encodeChunk(job))
     const done = encoded.then(async enc => {
