@@ -10,7 +10,7 @@ import {join} from 'node:path'
 import {SplashError} from '../errors.js'
 import {modelLayout, type LayoutEntry} from './layout.js'
 import {readManifest, type Manifest} from './manifest.js'
-import {fromBf16, GROUP_SIZE} from './quantize.js'
+import type {Bits} from './quantize.js'
 import {SafetensorsReader, toFloat32} from './safetensors.js'
 import {BLOCK, dequantAffine, encodeChunk, GgmlType, permuteRows, type AffineBlock, type ChunkJob} from './gguf-encode.js'
 import {WorkerPool, owned} from './worker-pool.js'
@@ -167,12 +167,12 @@ class PackageTensors {
     const wcols = wi.shape[wi.shape.length - 1]
     const wb = await w.readRows2d(`${name}.weight`, r0, r1)
     return {
-      words: new Uint32Array(owned(new Uint8Array(wb.buffer, wb.byteOffset, wb.byteLength)).buffer),
+      weight: new Uint32Array(owned(new Uint8Array(wb.buffer, wb.byteOffset, wb.byteLength)).buffer),
       scales: bf16Array(await w.readRows2d(`${name}.scales`, r0, r1)),
       biases: bf16Array(await w.readRows2d(`${name}.biases`, r0, r1)),
       rows: r1 - r0,
       cols,
-      bits: (32 * wcols) / cols,
+      bits: ((32 * wcols) / cols) as Bits,
     }
   }
 
@@ -446,7 +446,7 @@ export async function exportGguf(o: ExportOptions): Promise<ExportResult> {
     // the buffers move to the worker: a view into a shared one (Node's small-Buffer pool) is copied first
     const v = chunk.values instanceof Float32Array ? owned(chunk.values) : chunk.values
     const job = {...chunk, values: v}
-    const transfer = (v instanceof Float32Array ? [v] : [v.words, v.scales, v.biases]).map(a => a.buffer as ArrayBuffer)
+    const transfer = (v instanceof Float32Array ? [v] : [v.weight, v.scales, v.biases]).map(a => a.buffer as ArrayBuffer)
     const encoded = pool ? pool.run<Uint8Array>('encodeChunk', [job], transfer) : Promise.resolve(encodeChunk(job))
     const done = encoded.then(async enc => {
       await fh!.write(enc, 0, enc.length, pos)

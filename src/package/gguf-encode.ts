@@ -1,7 +1,7 @@
 // The per-block arithmetic of a GGUF export (export-gguf.ts): Splash's affine q4/q8 blocks back to float32, ggml's
 // Q8_0 / Q4_0 encodings and IEEE halves, and one chunk of rows from the package's bytes to the GGUF's. Pure functions
 // with no I/O, so that worker threads (worker-pool.ts) can run the chunks of a large export on every core.
-import {fromBf16, GROUP_SIZE} from './quantize.js'
+import {dequantize, type Bits, type Quantized} from './quantize.js'
 
 export enum GgmlType {F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8}
 
@@ -121,36 +121,13 @@ export function encodeTensor(x: Float32Array, type: GgmlType): Buffer {
 
 
 /** Rows of a Splash affine-quantised matrix as stored: weight words, bf16 scales and biases per group of 64. */
-export interface AffineBlock {
-  words: Uint32Array
-  scales: Uint16Array
-  biases: Uint16Array
+export interface AffineBlock extends Quantized {
   rows: number
   cols: number
-  bits: number
+  bits: Bits
 }
 
-export function dequantAffine(a: AffineBlock): Float32Array {
-  const {rows, cols, bits} = a
-  const groups = cols / GROUP_SIZE
-  const scales = fromBf16(a.scales)
-  const biases = fromBf16(a.biases)
-  const out = new Float32Array(rows * cols)
-  const perWord = 32 / bits
-  const mask = (1 << bits) - 1
-  for (let r = 0; r < rows; r++) {
-    for (let g = 0; g < groups; g++) {
-      const s = scales[r * groups + g]
-      const b = biases[r * groups + g]
-      const base = r * cols + g * GROUP_SIZE
-      for (let i = 0; i < GROUP_SIZE; i += perWord) {
-        const word = a.words[(base + i) / perWord]
-        for (let j = 0; j < perWord; j++) out[base + i + j] = s * ((word >>> (bits * j)) & mask) + b
-      }
-    }
-  }
-  return out
-}
+export const dequantAffine = (a: AffineBlock): Float32Array => dequantize(a, a.rows, a.cols, a.bits)
 
 /** Rows [from + i] ← rows [from + order[i]], the rows before `from` kept, in either form. */
 export function permuteRows<T extends Float32Array | AffineBlock>(x: T, rows: number, from: number, order: Int32Array): T {
@@ -162,7 +139,7 @@ export function permuteRows<T extends Float32Array | AffineBlock>(x: T, rows: nu
   }
   if (x instanceof Float32Array) return move(x) as T
   const a = x as AffineBlock
-  return {...a, words: move(a.words), scales: move(a.scales), biases: move(a.biases)} as T
+  return {...a, weight: move(a.weight), scales: move(a.scales), biases: move(a.biases)} as T
 }
 
 /** Rows of one tensor on their way into a GGUF: the values, what to apply to them, and the encoding. */

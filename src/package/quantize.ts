@@ -111,11 +111,12 @@ export function dequantize(q: Quantized, rows: number, cols: number, bits: Bits)
   const out = new Float32Array(rows * cols)
   const s = fromBf16(q.scales)
   const b = fromBf16(q.biases)
-  for (let i = 0; i < rows * cols; i++) {
-    const word = q.weight[(i / perWord) | 0]
-    const v = (word >>> (bits * (i % perWord))) & mask
-    const g = ((i / cols) | 0) * groups + (((i % cols) / GROUP_SIZE) | 0)
-    out[i] = s[g] * v + b[g]
+  for (let g = 0; g < rows * groups; g++) {
+    const base = g * GROUP_SIZE
+    for (let i = 0; i < GROUP_SIZE; i += perWord) {
+      const word = q.weight[(base + i) / perWord]
+      for (let j = 0; j < perWord; j++) out[base + i + j] = s[g] * ((word >>> (bits * j)) & mask) + b[g]
+    }
   }
   return out
 }
