@@ -29,6 +29,22 @@ inline int round_even(float v) {
 
 namespace {
 
+// One int8 level of a group of 64: round(value(j)·inv), saturated to ±127, into q and stored as its two halves at
+// dst + d0 and dst + d1; returns Σq. Inlined into prepare_token's clones, with the same fp-contract=off.
+template <class Value>
+__attribute__((always_inline, optimize("fp-contract=off"))) inline int32_t put_level(Value value, float inv, int8_t* q,
+                                                                                      int8_t* dst, int64_t d0, int64_t d1) {
+  int32_t qs = 0;
+  for (int j = 0; j < 64; ++j) {
+    const int v = std::min(127, std::max(-127, round_even(value(j) * inv)));
+    q[j] = int8_t(v);
+    qs += v;
+  }
+  std::memcpy(dst + d0, q, 32);
+  std::memcpy(dst + d1, q + 32, 32);
+  return qs;
+}
+
 // One token of prepare_act: the q4 pair layout of x (fp32 path), Σx per group, and the int8 level(s) with their
 // scales and sums. Tokens are independent, so a multi-token call may split them across threads.
 // fp-contract=off: the clones have FMA, and a fused `x − sc·q` rounds differently, which would move the int8
@@ -64,34 +80,16 @@ SPLASH_CLONES __attribute__((optimize("fp-contract=off"))) void prepare_token(co
     for (int j = 0; j < 64; ++j) amax = std::max(amax, std::fabs(s[j]));
     const float sc = amax / 127.f;
     const float inv = amax > 0.f ? 127.f / amax : 0.f;
-    int32_t qs = 0;
-    for (int j = 0; j < 64; ++j) {
-      int v = round_even(s[j] * inv);
-      v = std::min(127, std::max(-127, v));
-      q[j] = int8_t(v);
-      qs += v;
-    }
-    std::memcpy(buf.xq.data() + d0, q, 32);
-    std::memcpy(buf.xq.data() + d1, q + 32, 32);
     buf.xs[t * G + g] = sc;
-    buf.xqsum[t * G + g] = qs;
+    buf.xqsum[t * G + g] = put_level([&](int j) { return s[j]; }, inv, q, buf.xq.data(), d0, d1);
     if (two) {
       // residual level: |x − sc·q| ≤ sc/2, quantised with step sc/256 (a power of two, so the kernels can
       // fold both levels into one integer sum: 256·Σq·xq + Σq·xq2, times scale·sc2)
       int8_t q2[64];
       const float sc2 = sc / 256.f;
       const float inv2 = sc2 > 0.f ? 1.f / sc2 : 0.f;
-      int32_t qs2 = 0;
-      for (int j = 0; j < 64; ++j) {
-        int v = round_even((s[j] - sc * float(q[j])) * inv2);
-        v = std::min(127, std::max(-127, v));
-        q2[j] = int8_t(v);
-        qs2 += v;
-      }
-      std::memcpy(buf.xq2.data() + d0, q2, 32);
-      std::memcpy(buf.xq2.data() + d1, q2 + 32, 32);
       buf.xs2[t * G + g] = sc2;
-      buf.xqsum2[t * G + g] = qs2;
+      buf.xqsum2[t * G + g] = put_level([&](int j) { return s[j] - sc * float(q[j]); }, inv2, q2, buf.xq2.data(), d0, d1);
     }
   }
 }
