@@ -222,8 +222,9 @@ void test_ops(Be& cpu, Be& g) {
     }
   }
   for (int hd : {128, 256})
-    for (int start : {0, 700})
+    for (int start : {0, 700, 3000})
       for (int T : {5, 100, 200}) {  // attention: GQA, causal over the cache; ≥ 64 new tokens take the tensor cores
+      // (with 8 heads the query tiles make one or two waves at most, so starts 700 and 3000 split the context too)
       const int nh = 8, nkv = 2, len = start + T;
       auto q = randv(size_t(T) * nh * hd), kc = randv(size_t(len) * nkv * hd), vc = randv(size_t(len) * nkv * hd);
       std::vector<float> r(size_t(T) * nh * hd);

@@ -5,12 +5,15 @@
 // - Many new tokens (prefill chunks, ≥ kTcMin): flash attention on the tensor cores: block = kBq query tokens of
 //   one head, 4 warps of 16 rows; K and V tiles of kBk positions staged in shared memory as fp16 and shared by
 //   the warps; S = Q·Kᵀ and O += P·V by WMMA (fp16 in, fp32 accumulate), the online softmax in fp32 per row.
-//   A block walks the whole context of its tile, so this form needs many tiles to fill the GPU: it is taken
-//   when the blocks make at least two waves (SPLASH_ATTN_TC=1 forces it where the shapes allow, =0 never).
+//   When the query tiles alone make fewer than two waves of blocks (a short step after a long cached prefix),
+//   the context is split too: block (head, tile, split) walks one slice of the positions and writes the rows'
+//   (max, sum, unnormalised output) in the split form's layout, and the split form's merge combines them.
 //   Measured with ncu on the 27B shape, one 4096-token step from position 0: 23 ms per layer against 37 ms
-//   for the split form; a 139-token step after 31.8K cached positions (72 blocks) was slower than the split
-//   form, hence the waves rule. Still far from the tensor cores' rate: one block of 4 warps per SM (190 KB of
-//   shared memory at head_dim 256), fp32 K/V converted per tile, O kept in shared memory.
+//   for the split form; a 139-token step after 31.8K cached positions was slower than the split form while a
+//   block walked its tile's whole context (72 blocks on 132 SMs), which is what the context split is for.
+//   SPLASH_ATTN_TC=1 forces this form where the shapes allow, =0 never. Still far from the tensor cores' rate:
+//   one block of 4 warps per SM (190 KB of shared memory at head_dim 256), fp32 K/V converted per tile, O kept
+//   in shared memory.
 #include <mma.h>
 
 #include <algorithm>
@@ -110,7 +113,7 @@ __global__ void k_attn_merge(splash_attn_args a, int32_t nsplit, int32_t split, 
   }
 }
 
-constexpr int kTcMin = 64, kBq = 64, kBk = 64, kTcMaxHd = 256;
+constexpr int kTcMin = 64, kBq = 64, kBk = 64, kTcMaxHd = 256, kTcMinSplit = 512;
 
 struct TcLayout {
   int ld, sl, pl, ol;  // row pitches (elements) of Q/K/V (fp16), S (fp32), P (fp16), O (fp32)
@@ -123,7 +126,10 @@ struct TcLayout {
   }
 };
 
-__global__ void __launch_bounds__(128) k_attn_tc(splash_attn_args a) {
+// part == nullptr: the block walks its tile's whole context and writes the output. Otherwise block z of the
+// grid walks positions [z·split, (z+1)·split) and writes each row's partial result to part (k_attn_part's layout:
+// per (token, head) and split, max, sum and the unnormalised output) for k_attn_merge.
+__global__ void __launch_bounds__(128) k_attn_tc(splash_attn_args a, int32_t nsplit, int32_t split, float* part) {
   namespace wmma = nvcuda::wmma;
   extern __shared__ __align__(128) unsigned char smem[];
   const int hd = a.head_dim;
@@ -148,8 +154,14 @@ __global__ void __launch_bounds__(128) k_attn_tc(splash_attn_args a) {
   }
   for (int i = lane; i < 16 * hd; i += 32) Ow[(i / hd) * L.ol + i % hd] = 0.f;
   if (lane < 16) Mw[lane] = -INFINITY, Lw[lane] = 0.f;
-  const int last = a.start + t0 + nt;  // positions [0, last) are seen by some row of the tile
-  for (int p0 = 0; p0 < last; p0 += kBk) {
+  int last = a.start + t0 + nt;  // positions [0, last) are seen by some row of the tile
+  int first = 0;
+  if (part) {
+    first = int(blockIdx.z) * split;
+    if (first >= last) return;  // no row of the tile reaches this slice (the merge does not read it)
+    last = min(last, first + split);
+  }
+  for (int p0 = first; p0 < last; p0 += kBk) {
     __syncthreads();  // Q staged (first tile) / every warp done with the previous K, V tile
     for (int i = threadIdx.x; i < kBk * hd; i += blockDim.x) {
       const int r = i / hd, d = i - r * hd, pos = p0 + r;
@@ -213,6 +225,16 @@ __global__ void __launch_bounds__(128) k_attn_tc(splash_attn_args a) {
     }
     __syncwarp();
   }
+  if (part) {
+    __syncwarp();
+    for (int i = lane; i < 16 * (2 + hd); i += 32) {
+      const int r = i / (2 + hd), d = i - r * (2 + hd), row = warp * 16 + r;
+      if (row >= nt) continue;
+      float* dst = part + ((int64_t(t0 + row) * a.n_heads + h) * nsplit + blockIdx.z) * (2 + hd);
+      dst[d] = d == 0 ? Mw[r] : d == 1 ? Lw[r] : Ow[r * L.ol + d - 2];
+    }
+    return;
+  }
   for (int i = lane; i < 16 * hd; i += 32) {
     const int r = i / hd, d = i - r * hd, row = warp * 16 + r;
     if (row < nt) a.out[int64_t(t0 + row) * a.n_heads * hd + int64_t(h) * hd + d] = Ow[r * L.ol + d] / Lw[r];
@@ -233,7 +255,15 @@ void attention(void* ctx, const splash_attn_args* a) {
   const int64_t tc_blocks = int64_t(a->n_heads) * ((a->n_tokens + kBq - 1) / kBq);
   const bool tc_shapes = !c->precise && !a->start_dev && a->n_tokens >= kTcMin && a->head_dim % 16 == 0 &&
                          a->head_dim <= kTcMaxHd && a->n_heads % a->n_kv_heads == 0;
-  const bool tc_wanted = force ? force[0] == '1' : tc_blocks >= 2 * int64_t(c->sms);
+  // context splits: enough for two waves of blocks, each walking at least kTcMinSplit positions
+  const int64_t waves2 = 2 * int64_t(std::max(c->sms, 1));
+  const int32_t span_tc = a->start + a->n_tokens;
+  int32_t tsplit = 1;
+  if (tc_blocks < waves2) {
+    const int64_t want = (waves2 + tc_blocks - 1) / tc_blocks, most = std::max<int64_t>(1, span_tc / kTcMinSplit);
+    tsplit = int32_t(std::min(want, most));
+  }
+  const bool tc_wanted = force ? force[0] == '1' : tc_blocks * tsplit >= int64_t(c->sms);
   if (tc_shapes && tc_wanted) {
     const TcLayout L(a->head_dim);
     static size_t opted = 0;  // dynamic shared memory past 48 KiB needs an opt-in, once per size
@@ -242,9 +272,22 @@ void attention(void* ctx, const splash_attn_args* a) {
         return;
       opted = L.bytes;
     }
-    const dim3 grid(unsigned(a->n_heads), unsigned((a->n_tokens + kBq - 1) / kBq));
-    k_attn_tc<<<grid, 128, L.bytes, strm(c)>>>(*a);
+    const unsigned qtiles = unsigned((a->n_tokens + kBq - 1) / kBq);
+    if (tsplit == 1) {
+      k_attn_tc<<<dim3(unsigned(a->n_heads), qtiles), 128, L.bytes, strm(c)>>>(*a, 1, 0, nullptr);
+      SPLASH_LAUNCHED(c, "attention_tc");
+      return;
+    }
+    // slices of whole K tiles; the last split may be shorter, and a split no row reaches writes nothing
+    const int32_t per = (span_tc + tsplit - 1) / tsplit, split = (per + kBk - 1) / kBk * kBk;
+    const int32_t nsplit = (span_tc + split - 1) / split;
+    const int64_t th = int64_t(a->n_tokens) * a->n_heads;
+    auto* part = static_cast<float*>(scratch(c, kAttn, size_t(th) * nsplit * (2 + a->head_dim) * 4));
+    if (!part) return;
+    k_attn_tc<<<dim3(unsigned(a->n_heads), qtiles, unsigned(nsplit)), 128, L.bytes, strm(c)>>>(*a, nsplit, split, part);
     SPLASH_LAUNCHED(c, "attention_tc");
+    k_attn_merge<<<unsigned(th), 128, 0, strm(c)>>>(*a, nsplit, split, part);
+    SPLASH_LAUNCHED(c, "attention_tc_merge");
     return;
   }
   const int32_t span = a->start_dev ? a->cap : a->start + a->n_tokens;
