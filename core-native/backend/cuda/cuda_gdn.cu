@@ -225,7 +225,28 @@ constexpr int kGateStride = 2 * kCh + 4;  // per (head, chunk): e^{γ_i}, e^{γ_
 template <int DK>
 constexpr int kLocalFloats = 2 * kCh * (DK + 4) + kCh * (kCh + 4) + 3 * kCh;
 template <int DK>
-constexpr int kScanFloats = DK * 32 + 2 * kCh * 32 + 3 * kCh * DK + kCh * kCh + kCh + (kCh + 4);
+constexpr int kScanFloats = DK * 32 + 3 * kCh * 32 + 3 * kCh * DK + kCh * kCh + kGateStride;
+
+// 16-byte copies global → shared that complete in the background (cp.async); !ok fills zeros and reads nothing.
+__device__ __forceinline__ void cp16(float* dst, const float* src, bool ok) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// A 16-byte shared load kept whole: the compiler splits float4 loads at constant addresses (the unrolled forward
+// substitution's) into four scalar ones, four times the load instructions.
+__device__ __forceinline__ float4 lds4(const float* p) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p)))
+               : "memory");
+  return v;
+}
 
 // One (chunk, v-head) per block: q̂, k̂ of the chunk's tokens from the prep rows (zero past the last token, so
 // every row past it comes out zero), γ, then A and P by 4×4 register tiles (rows ti + 16a, columns tj + 16b:
@@ -330,7 +351,7 @@ __global__ void __launch_bounds__(kChThreads, 2) k_gdn_chunk_local(splash_gdn_ar
       const float xj = x[j];
 #pragma unroll
       for (int i4 = (j + 1) / 4 * 4; i4 < kCh; i4 += 4) {
-        const float4 a4 = *reinterpret_cast<const float4*>(At + j * AS + i4);
+        const float4 a4 = lds4(At + j * AS + i4);
         if (i4 > j) x[i4] -= a4.x * xj;
         if (i4 + 1 > j) x[i4 + 1] -= a4.y * xj;
         if (i4 + 2 > j) x[i4 + 2] -= a4.z * xj;
@@ -344,43 +365,34 @@ __global__ void __launch_bounds__(kChThreads, 2) k_gdn_chunk_local(splash_gdn_ar
   }
 }
 
-// 16-byte copies global → shared that complete in the background (cp.async); !ok fills zeros and reads nothing.
-__device__ __forceinline__ void cp16(float* dst, const float* src, bool ok) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 // One (v-head, 32 state columns) per block of 8 warps, walking the chunks in order. Per chunk three phases:
 //   A  Vn = U − W·S, and the decayed query part e^{γ_i} q̂_i·S of the outputs (both read the old S)
 //   B  O_i += Σ_{j≤i} P_ij Vn_j, then O out
-//   C  S ← e^{γ_last} S + Σ_j k̂_j ⊗ e^{γ_last−γ_j} Vn_j
-// Lane = state column throughout. In A and B a warp owns 8 rows of the chunk: 4 from the top half and their
-// mirror from the bottom (rows 4w.., 60−4w..), so that the causal P·Vn costs every warp the same; in C it owns
-// DK/8 rows of S, kept in registers across chunks. The inputs come in three cp.async groups, each refilled for
-// the next chunk as soon as its phase has read it (A: W, q̂, U, e^γ; B: P; C: k̂ and the last decays), so the
-// loads run under the other two phases; one barrier per phase.
+//   C  S ← e^{γ_last} S + Σ_j k̂_j ⊗ Vs_j,  Vs_j = e^{γ_last−γ_j} Vn_j (made in A)
+// Shared memory feeds every product, so each thread keeps a 2-D tile in registers (every value it loads serves
+// several multiply-adds): in A and B rows i and 63 − i of the chunk (i = tid / 8: the causal P·Vn then costs
+// every thread the same) by 4 columns (4·(tid % 8)); in C 4 (DK/32) rows of S by the same 4 columns, kept in
+// registers across chunks. A quarter warp shares its rows and reads 8 consecutive column quads: no bank
+// conflicts. The inputs come in three cp.async groups, each refilled for the next chunk as soon as its phase has
+// read it (A: W, q̂, U, the decays; B: P; C: k̂), so the loads run under the other two phases; one barrier per
+// phase.
 template <int DK>
 __global__ void __launch_bounds__(kChThreads, 1) k_gdn_chunk_scan(splash_gdn_args a, const float* prep, int32_t nch,
                                                                   const float* U, const float* W, const float* P,
                                                                   const float* G) {
-  constexpr int RK = DK / 8;
+  constexpr int RK = DK / 32;  // state rows per thread in C
   extern __shared__ float4 sm4[];
   float* S = reinterpret_cast<float*>(sm4);  // [DK][32] this block's columns of the state
   float* Vn = S + DK * 32;                   // [64][32]
-  float* Ub = Vn + kCh * 32;                 // [64][32]
+  float* Vs = Vn + kCh * 32;                 // [64][32] Vn scaled for the state update
+  float* Ub = Vs + kCh * 32;                 // [64][32]
   float* Wb = Ub + kCh * 32;                 // [64][DK]
   float* Qb = Wb + kCh * DK;                 // [64][DK] q̂
   float* Kb = Qb + kCh * DK;                 // [64][DK] k̂
   float* Pb = Kb + kCh * DK;                 // [64][64]
-  float* gA = Pb + kCh * kCh;                // [64] e^{γ_i}
-  float* gC = gA + kCh;                      // [68] e^{γ_last−γ_j}, e^{γ_last}
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int32_t h = blockIdx.x, col0 = blockIdx.y * 32, col = col0 + lane, dv = a.dv, kh = h / (a.nv / a.nk);
+  float* gA = Pb + kCh * kCh;                // [kGateStride] e^{γ_i}, e^{γ_last−γ_i}, e^{γ_last}
+  const int tid = threadIdx.x, rp = tid >> 3, cq = tid & 7;
+  const int32_t h = blockIdx.x, col0 = blockIdx.y * 32, dv = a.dv, kh = h / (a.nv / a.nk);
   const int64_t prs = int64_t(a.nk) * (2 * DK + 4);
   const float* ph = prep + int64_t(kh) * (2 * DK + 4);
   auto load_A = [&](int32_t c) {
@@ -395,7 +407,7 @@ __global__ void __launch_bounds__(kChThreads, 1) k_gdn_chunk_scan(splash_gdn_arg
       }
       const float* u = U + hc * kCh * dv + col0;
       for (int e = tid; e < kCh * 8; e += kChThreads) cp16(Ub + 4 * e, u + int64_t(e >> 3) * dv + (e & 7) * 4, true);
-      if (tid < kCh / 4) cp16(gA + 4 * tid, G + hc * kGateStride + 4 * tid, true);
+      if (tid < kGateStride / 4) cp16(gA + 4 * tid, G + hc * kGateStride + 4 * tid, true);
     }
     cp_commit();
   };
@@ -408,106 +420,130 @@ __global__ void __launch_bounds__(kChThreads, 1) k_gdn_chunk_scan(splash_gdn_arg
   };
   auto load_C = [&](int32_t c) {
     if (c < nch) {
-      const int64_t hc = int64_t(h) * nch + c;
       const int32_t t0 = c * kCh, L = min(kCh, a.n_tokens - t0);
       for (int e = tid; e < kCh * DK / 4; e += kChThreads) {
         const int i = e / (DK / 4), x = e % (DK / 4) * 4;
         cp16(Kb + 4 * e, ph + int64_t(t0 + min(i, L - 1)) * prs + DK + x, i < L);
       }
-      if (tid < (kCh + 4) / 4) cp16(gC + 4 * tid, G + hc * kGateStride + kCh + 4 * tid, true);
     }
     cp_commit();
   };
-  float* Sg = a.state + int64_t(h) * DK * dv + col;
-  float s[RK];
+  auto ld4 = [](const float* p) { return *reinterpret_cast<const float4*>(p); };
+  auto st4 = [](float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; };
+  // C's tile of the state: rows rp·RK + m, columns 4·cq + n
+  float* Sg = a.state + int64_t(h) * DK * dv + col0 + 4 * cq;
+  float s[RK][4];
 #pragma unroll
   for (int m = 0; m < RK; ++m) {
-    s[m] = Sg[int64_t(warp * RK + m) * dv];
-    S[(warp * RK + m) * 32 + lane] = s[m];
+#pragma unroll
+    for (int n = 0; n < 4; ++n) s[m][n] = Sg[int64_t(rp * RK + m) * dv + n];
+    st4(S + (rp * RK + m) * 32 + 4 * cq, make_float4(s[m][0], s[m][1], s[m][2], s[m][3]));
   }
   load_A(0);
   load_B(0);
   load_C(0);
   cp_wait<2>();
   __syncthreads();
-  int row[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) row[i] = i < 4 ? 4 * warp + i : 60 - 4 * warp + i - 4;
-  float* outh = a.out + int64_t(h) * dv + col;
+  const int r0 = rp, r1 = kCh - 1 - rp;
+  float* outc = a.out + int64_t(h) * dv + col0 + 4 * cq;
   const int64_t ors = int64_t(a.nv) * dv;
   for (int32_t c = 0; c < nch; ++c) {
     const int32_t t0 = c * kCh, L = min(kCh, a.n_tokens - t0);
     // A
-    float aw[8] = {}, o[8] = {};
+    float aw[2][4] = {}, o[2][4] = {};
 #pragma unroll 2
     for (int x = 0; x < DK; x += 4) {
-      const float s0 = S[x * 32 + lane], s1 = S[(x + 1) * 32 + lane], s2 = S[(x + 2) * 32 + lane],
-                  s3 = S[(x + 3) * 32 + lane];
+      const float4 w[2] = {ld4(Wb + r0 * DK + x), ld4(Wb + r1 * DK + x)};
+      const float4 q[2] = {ld4(Qb + r0 * DK + x), ld4(Qb + r1 * DK + x)};
+      float4 sv[4];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float4 w4 = *reinterpret_cast<const float4*>(Wb + row[i] * DK + x);
-        const float4 q4 = *reinterpret_cast<const float4*>(Qb + row[i] * DK + x);
-        aw[i] += w4.x * s0 + w4.y * s1 + w4.z * s2 + w4.w * s3;
-        o[i] += q4.x * s0 + q4.y * s1 + q4.z * s2 + q4.w * s3;
+      for (int m = 0; m < 4; ++m) sv[m] = ld4(S + (x + m) * 32 + 4 * cq);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        aw[r][0] += w[r].x * sv[0].x + w[r].y * sv[1].x + w[r].z * sv[2].x + w[r].w * sv[3].x;
+        aw[r][1] += w[r].x * sv[0].y + w[r].y * sv[1].y + w[r].z * sv[2].y + w[r].w * sv[3].y;
+        aw[r][2] += w[r].x * sv[0].z + w[r].y * sv[1].z + w[r].z * sv[2].z + w[r].w * sv[3].z;
+        aw[r][3] += w[r].x * sv[0].w + w[r].y * sv[1].w + w[r].z * sv[2].w + w[r].w * sv[3].w;
+        o[r][0] += q[r].x * sv[0].x + q[r].y * sv[1].x + q[r].z * sv[2].x + q[r].w * sv[3].x;
+        o[r][1] += q[r].x * sv[0].y + q[r].y * sv[1].y + q[r].z * sv[2].y + q[r].w * sv[3].y;
+        o[r][2] += q[r].x * sv[0].z + q[r].y * sv[1].z + q[r].z * sv[2].z + q[r].w * sv[3].z;
+        o[r][3] += q[r].x * sv[0].w + q[r].y * sv[1].w + q[r].z * sv[2].w + q[r].w * sv[3].w;
       }
     }
+    const float el = gA[2 * kCh];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      Vn[row[i] * 32 + lane] = Ub[row[i] * 32 + lane] - aw[i];
-      o[i] *= gA[row[i]];
+    for (int r = 0; r < 2; ++r) {
+      const int i = r ? r1 : r0;
+      const float4 u = ld4(Ub + i * 32 + 4 * cq);
+      const float4 vn = make_float4(u.x - aw[r][0], u.y - aw[r][1], u.z - aw[r][2], u.w - aw[r][3]);
+      const float eg = gA[i], ek = gA[kCh + i];
+      st4(Vn + i * 32 + 4 * cq, vn);
+      st4(Vs + i * 32 + 4 * cq, make_float4(ek * vn.x, ek * vn.y, ek * vn.z, ek * vn.w));
+#pragma unroll
+      for (int n = 0; n < 4; ++n) o[r][n] *= eg;
     }
     cp_wait<1>();
     __syncthreads();
     load_A(c + 1);
-    // B: the top rows need j < 4w + 4, the bottom ones j < 64 − 4w (P is zero above the diagonal)
-    for (int j = 0; j < 4 * warp + 4; j += 4) {
-      const float v0 = Vn[j * 32 + lane], v1 = Vn[(j + 1) * 32 + lane], v2 = Vn[(j + 2) * 32 + lane],
-                  v3 = Vn[(j + 3) * 32 + lane];
+    // B: row r1 ≥ r0 needs j ≤ r1 (P is zero above the diagonal, so row r0 takes the extra terms as zeros)
+    const int jend = (r1 + 4) & ~3;
+    for (int j = 0; j < jend; j += 4) {
+      const float4 p[2] = {ld4(Pb + r0 * kCh + j), ld4(Pb + r1 * kCh + j)};
+      float4 v[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float4 p4 = *reinterpret_cast<const float4*>(Pb + row[i] * kCh + j);
-        o[i] += p4.x * v0 + p4.y * v1 + p4.z * v2 + p4.w * v3;
-      }
-    }
-    for (int j = 0; j < kCh - 4 * warp; j += 4) {
-      const float v0 = Vn[j * 32 + lane], v1 = Vn[(j + 1) * 32 + lane], v2 = Vn[(j + 2) * 32 + lane],
-                  v3 = Vn[(j + 3) * 32 + lane];
+      for (int m = 0; m < 4; ++m) v[m] = ld4(Vn + (j + m) * 32 + 4 * cq);
 #pragma unroll
-      for (int i = 4; i < 8; ++i) {
-        const float4 p4 = *reinterpret_cast<const float4*>(Pb + row[i] * kCh + j);
-        o[i] += p4.x * v0 + p4.y * v1 + p4.z * v2 + p4.w * v3;
+      for (int r = 0; r < 2; ++r) {
+        o[r][0] += p[r].x * v[0].x + p[r].y * v[1].x + p[r].z * v[2].x + p[r].w * v[3].x;
+        o[r][1] += p[r].x * v[0].y + p[r].y * v[1].y + p[r].z * v[2].y + p[r].w * v[3].y;
+        o[r][2] += p[r].x * v[0].z + p[r].y * v[1].z + p[r].z * v[2].z + p[r].w * v[3].z;
+        o[r][3] += p[r].x * v[0].w + p[r].y * v[1].w + p[r].z * v[2].w + p[r].w * v[3].w;
       }
     }
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
-      if (row[i] < L) outh[int64_t(t0 + row[i]) * ors] = o[i];
+    for (int r = 0; r < 2; ++r) {
+      const int i = r ? r1 : r0;
+      if (i < L)
+#pragma unroll
+        for (int n = 0; n < 4; ++n) outc[int64_t(t0 + i) * ors + n] = o[r][n];
+    }
     cp_wait<1>();
     __syncthreads();
     load_B(c + 1);
     // C
-    const float el = gC[kCh];
 #pragma unroll
-    for (int m = 0; m < RK; ++m) s[m] *= el;
+    for (int m = 0; m < RK; ++m)
+#pragma unroll
+      for (int n = 0; n < 4; ++n) s[m][n] *= el;
 #pragma unroll 4
     for (int j = 0; j < kCh; ++j) {
-      const float vj = Vn[j * 32 + lane] * gC[j];
+      const float4 v = ld4(Vs + j * 32 + 4 * cq);
+      float k[RK];
+      if constexpr (RK == 4) {
+        const float4 k4 = ld4(Kb + j * DK + rp * 4);
+        k[0] = k4.x, k[1] = k4.y, k[2] = k4.z, k[3] = k4.w;
+      } else {
 #pragma unroll
-      for (int m = 0; m < RK; m += 4) {
-        const float4 k4 = *reinterpret_cast<const float4*>(Kb + j * DK + warp * RK + m);
-        s[m] += k4.x * vj;
-        s[m + 1] += k4.y * vj;
-        s[m + 2] += k4.z * vj;
-        s[m + 3] += k4.w * vj;
+        for (int m = 0; m < RK; ++m) k[m] = Kb[j * DK + rp * RK + m];
+      }
+#pragma unroll
+      for (int m = 0; m < RK; ++m) {
+        s[m][0] += k[m] * v.x;
+        s[m][1] += k[m] * v.y;
+        s[m][2] += k[m] * v.z;
+        s[m][3] += k[m] * v.w;
       }
     }
 #pragma unroll
-    for (int m = 0; m < RK; ++m) S[(warp * RK + m) * 32 + lane] = s[m];
+    for (int m = 0; m < RK; ++m) st4(S + (rp * RK + m) * 32 + 4 * cq, make_float4(s[m][0], s[m][1], s[m][2], s[m][3]));
     cp_wait<1>();
     __syncthreads();
     load_C(c + 1);
   }
 #pragma unroll
-  for (int m = 0; m < RK; ++m) Sg[int64_t(warp * RK + m) * dv] = s[m];
+  for (int m = 0; m < RK; ++m)
+#pragma unroll
+    for (int n = 0; n < 4; ++n) Sg[int64_t(rp * RK + m) * dv + n] = s[m][n];
   cp_wait<0>();
 }
 
