@@ -1,8 +1,10 @@
 // splash_gpu_test's benchmarks: device copy bandwidth and the bf16 GEMM rate (the ceilings), the decode GEMV
-// alone per schedule, and prefill and decode of a package (scripts/gpu-test.sh runs them on synthetic shapes).
+// alone per schedule, the GDN op alone (recurrent vs chunked), and prefill and decode of a package
+// (scripts/gpu-test.sh runs them on synthetic shapes).
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
+#include <tuple>
 
 #include "test/gpu_test_util.h"
 
@@ -146,6 +148,53 @@ void bench(const std::string& dir, int prompt, int n) {
               " decode %.3f ms/token = %.1f tok/s, %.0f GB/s (%.2f GB per step); without graphs %.3f ms/token\n",
               dir.c_str(), c.L, m->weight_bytes() / 1e9, prompt, pf, prompt / pf, tflops, dc * 1e3, 1 / dc,
               step_bytes / dc / 1e9, step_bytes / 1e9, dc_direct * 1e3);
+}
+
+// The GDN op alone at the prefill shapes (27B: 48 v-heads; 35B-A3B: 32; 16 key heads, dk = dv = 128): the recurrent
+// kernels against the chunked ones (SPLASH_GDN_CHUNKED=1 forces them at every T), ms per call over a run of calls
+// (host clock around them, after a warm-up), and the two outputs and states from one start compared.
+void bench_gdn(Be& g, const std::vector<int>& tokens) {
+  const int nk = 16, dk = 128, dv = 128, Tmax = *std::max_element(tokens.begin(), tokens.end());
+  for (int nv : {48, 32}) {
+    const int64_t stride = 2 * nk * dk + nv * dv;
+    const size_t sn = size_t(nv) * dk * dv, on = size_t(Tmax) * nv * dv;
+    float* dq = g.up(randv(size_t(Tmax) * stride));
+    float* db = g.up(randv(size_t(Tmax) * nv, 0.f, 1.f));
+    float* dg = g.up(randv(size_t(Tmax) * nv, -0.1f, 0.f));
+    float* s0 = g.up(randv(sn, -0.1f, 0.1f));
+    float* ds = static_cast<float*>(g.alloc(sn * 4));
+    float* dout = static_cast<float*>(g.alloc(on * 4));
+    for (int T : tokens) {
+      splash_gdn_args a{T, nk, nv, dk, dv, dq, dq + nk * dk, dq + 2 * nk * dk, db, dg, stride, stride, ds, dout};
+      auto reset = [&] { g.i->copy2d(g.c, ds, 0, s0, 0, sn * 4, 1); };
+      auto measure = [&](bool chunked) {
+        const int reps = T >= 1024 && !chunked ? 3 : 20;
+        if (chunked) setenv("SPLASH_GDN_CHUNKED", "1", 1);
+        auto call = [&] { chunked ? g.i->gdn_chunked(g.c, &a) : g.i->gdn_recurrent(g.c, &a); };
+        reset();
+        call();
+        std::vector<float> o = g.down(dout, size_t(T) * nv * dv), st = g.down(ds, sn);
+        call();
+        g.i->synchronize(g.c);
+        const double t0 = now();
+        for (int i = 0; i < reps; ++i) call();
+        g.i->synchronize(g.c);
+        const double t = (now() - t0) / reps;
+        unsetenv("SPLASH_GDN_CHUNKED");
+        return std::make_tuple(t, o, st);
+      };
+      auto [tr, orr, sr] = measure(false);
+      auto [tc, oc, sc] = measure(true);
+      std::printf("gdn nv=%d nk=%d dk=dv=%d T=%5d: recurrent %8.3f ms, chunked %7.3f ms (%.1fx)\n", nv, nk, dk, T,
+                  tr * 1e3, tc * 1e3, tr / tc);
+      char what[80];
+      std::snprintf(what, sizeof what, "  chunked vs recurrent nv=%d T=%d out", nv, T);
+      report(what, orr, oc, 1e-4);
+      std::snprintf(what, sizeof what, "  chunked vs recurrent nv=%d T=%d state", nv, T);
+      report(what, sr, sc, 1e-4);
+    }
+    for (float* p : {dq, db, dg, s0, ds, dout}) g.i->buffer_free(g.c, p);
+  }
 }
 
 }  // namespace splash::gputest

@@ -2,6 +2,7 @@
 //   splash_gpu_test ops                       every CUDA op against the CPU backend (fp32 activations)
 //   splash_gpu_test model DIR...              whole-model logits, CUDA vs CPU, on packages (prefill, decode, verify)
 //   splash_gpu_test bench-base                device-to-device copy bandwidth and bf16 GEMM rate
+//   splash_gpu_test bench-gdn [T...]          the GDN op alone at the prefill shapes: recurrent vs chunked
 //   splash_gpu_test bench DIR [prompt] [n]    prefill and decode on a package
 //   splash_gpu_test bench-vision DIR cpu|cuda [size...]   vision encoder time for size×size images
 // (benchmarks: gpu_bench.cpp and gpu_test_vision.cpp)
@@ -278,6 +279,37 @@ void test_ops(Be& cpu, Be& g) {
         std::snprintf(what, sizeof what, "gdn dk=%d T=%d state", dk, T);
         report(what, sr, g.down(ds, sr.size()), 1e-4);
       }
+    // the chunked form (prefill) against the CPU's: chunks of 64, a shorter last one, segments of 16 chunks
+    // (2100 tokens: three); slow decays (γ over a chunk ≈ −1.6) carry the state far, fast ones (≈ −64) do not
+    struct Case {
+      int dk, dv, T;
+      float gmin;
+    };
+    const Case cases[] = {{128, 128, 2, -2.f},   {128, 128, 63, -2.f},    {128, 128, 64, -0.05f}, {128, 128, 65, -2.f},
+                          {128, 128, 65, -0.05f}, {128, 128, 200, -0.05f}, {128, 128, 1000, -2.f}, {128, 128, 1000, -0.05f},
+                          {128, 128, 2100, -0.05f}, {64, 128, 130, -0.05f}, {32, 32, 23, -0.05f}, {128, 64, 100, -2.f}};
+    setenv("SPLASH_GDN_CHUNKED", "1", 1);  // the chunked kernels from 2 tokens on
+    for (const Case& cs : cases) {
+      const int nk = 2, nv = 6, dk = cs.dk, dv = cs.dv, T = cs.T;
+      const int64_t stride = 2 * nk * dk + nv * dv;
+      auto qkv = randv(size_t(T) * stride), beta = randv(size_t(T) * nv, 0.f, 1.f), gg = randv(size_t(T) * nv, cs.gmin, 0.f);
+      auto st = randv(size_t(nv) * dk * dv, -0.1f, 0.1f);
+      std::vector<float> out(size_t(T) * nv * dv);
+      auto sr = st;
+      splash_gdn_args a{T, nk, nv, dk, dv, qkv.data(), qkv.data() + nk * dk, qkv.data() + 2 * nk * dk, beta.data(),
+                        gg.data(), stride, stride, sr.data(), out.data()};
+      cpu.i->gdn_chunked(cpu.c, &a);
+      float* dq = g.up(qkv);
+      float *ds = g.up(st), *dout = static_cast<float*>(g.alloc(out.size() * 4));
+      splash_gdn_args ad{T, nk, nv, dk, dv, dq, dq + nk * dk, dq + 2 * nk * dk, g.up(beta), g.up(gg), stride, stride, ds, dout};
+      g.i->gdn_chunked(g.c, &ad);
+      char what[80];
+      std::snprintf(what, sizeof what, "gdn_chunked dk=%d dv=%d T=%d g>%g out", dk, dv, T, cs.gmin);
+      report(what, out, g.down(dout, out.size()), 1e-4);
+      std::snprintf(what, sizeof what, "gdn_chunked dk=%d dv=%d T=%d g>%g state", dk, dv, T, cs.gmin);
+      report(what, sr, g.down(ds, sr.size()), 1e-4);
+    }
+    unsetenv("SPLASH_GDN_CHUNKED");
   }
   for (auto [N, dt] : {std::pair{1, SPLASH_Q4}, {3, SPLASH_Q8}, {8, SPLASH_Q4}, {20, SPLASH_Q4}}) {
     // MoE: routing, grouped experts, weighted combine (≤ 8 tokens: all on the device)
@@ -458,7 +490,7 @@ void test_model(const std::string& dir, bool precise) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | bench-base | bench DIR [prompt] [n] | bench-vision DIR cpu|cuda [size...]\n");
+    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | bench-base | bench-gdn [T...] | bench DIR [prompt] [n] | bench-vision DIR cpu|cuda [size...]\n");
     return 2;
   }
   const std::string cmd = argv[1];
@@ -484,6 +516,11 @@ int main(int argc, char** argv) {
       } else if (cmd == "bench-base") {
         bench_base(g);
         bench_gemv(g);
+      } else if (cmd == "bench-gdn") {
+        std::vector<int> tokens;
+        for (int i = 2; i < argc; ++i) tokens.push_back(std::atoi(argv[i]));
+        if (tokens.empty()) tokens = {16, 32, 64, 256, 1024, 4096};
+        bench_gdn(g, tokens);
       }
       backend_close(gh);
     }

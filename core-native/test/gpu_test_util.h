@@ -108,6 +108,7 @@ inline double now() { return std::chrono::duration<double>(std::chrono::steady_c
 // gpu_bench.cpp
 void bench_base(Be& g);
 void bench_gemv(Be& g);
+void bench_gdn(Be& g, const std::vector<int>& tokens);
 void bench(const std::string& dir, int prompt, int n);
 
 // gpu_test_vision.cpp

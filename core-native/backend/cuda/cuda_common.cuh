@@ -15,7 +15,7 @@
 
 namespace splash::cuda {
 
-enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, kMoeY, kMoeR, kWf, kGdn, kPq4, kPq8, kPs,
+enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, kMoeY, kMoeR, kWf, kGdn, kGdnChunk, kPq4, kPq8, kPs,
                kNumScratch };
 
 struct Ctx {
@@ -189,6 +189,7 @@ bool matmul_experts(Ctx* c, int n, const splash_weight* const* base, const float
 void attention(void* ctx, const splash_attn_args* a);
 void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state, float* y);
 void gdn_recurrent(void* ctx, const splash_gdn_args* a);
+void gdn_chunked(void* ctx, const splash_gdn_args* a);  // prefill: the chunked form past a few tokens
 void moe(void* ctx, const splash_moe_args* a);
 void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out);
 // the vision encoder's slots (cuda_vision.cu)
