@@ -110,6 +110,8 @@ Napi::Value ModelInfo(const Napi::CallbackInfo& info) {
     o.Set("backend", std::string(m->backend().iface->name));
     o.Set("isa", std::string(m->backend().iface->variant));
     o.Set("deviceMemory", device_memory_js(env, m->backend()));
+    o.Set("specialisedKernels", m->specialised_kernels().empty() ? Napi::Value(env.Null())
+                                                                 : Napi::Value(Napi::String::New(env, m->specialised_kernels())));
     o.Set("activationType", "f32");
     o.Set("matmulActivations", m->act_levels() == 0 ? "f32" : m->act_levels() == 1 ? "int8" : "int8x2");
     o.Set("kvType", "f32");

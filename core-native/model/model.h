@@ -179,6 +179,8 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   const Package& package() const { return *pkg_; }
   const splash_backend& backend() const { return *be_; }
+  // "cuda-sm90" when the package's specialised kernels are loaded and in use, else empty
+  const std::string& specialised_kernels() const { return spec_kernels_; }
   uint64_t weight_bytes() const { return pkg_->tensor_bytes(); }
   // Per-sequence state: gdn_bytes() fixed + kv_bytes_per_token() × maxLength.
   uint64_t gdn_bytes() const { return uint64_t(gdn_floats_) * 4; }
@@ -293,6 +295,8 @@ class Model {
   std::unique_ptr<Package> pkg_;
   splash_backend* be_ = nullptr;
   BackendHandle bh_;
+  std::string spec_kernels_;
+  void load_spec_kernels(const std::string& dir);
   ModelConfig cfg_;
   std::vector<Layer> layers_;
   splash_weight embed_{}, lm_head_{};

@@ -2,7 +2,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "model/model.h"
 #include "runtime/error.h"
@@ -359,12 +362,48 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
   m->host_memory_ = m->be_->iface->host_memory != 0;
   if (!m->host_memory_ && max_memory > 0) backend_set_memory_limit(*m->be_, max_memory);
   if (!m->host_memory_) m->upload_weights();
+  m->load_spec_kernels(dir);
   m->choose_rollback();
   if (const Json* v = m->pkg_->manifest().find("vision"); v && v->kind == Json::Object) {
     m->vision_ = VisionEncoder::bind(*v, *m->pkg_, m->be_);  // on the model's backend (uploads on a device)
     if (m->vision_->config().out_H != m->cfg_.H) bad("vision.config.out_hidden_size differs from the text hidden size");
   }
   return m;
+}
+
+// The package's specialised kernels (manifest `kernels`: backend cuda, arch sm_90) go to the CUDA backend;
+// any other backend ignores them. A missing file, an ABI the backend does not run or a failed load is one
+// line on stderr and the generic kernels. SPLASH_SPEC_KERNELS=0 leaves them unloaded (to measure the gain).
+void Model::load_spec_kernels(const std::string& dir) {
+  const Json* ks = pkg_->manifest().find("kernels");
+  if (!ks || ks->kind != Json::Array || std::strcmp(be_->iface->name, "cuda") != 0 || !be_->iface->get_proc_address)
+    return;
+  const Json* entry = nullptr;
+  for (const Json& k : ks->arr) {
+    const Json* b = k.kind == Json::Object ? k.find("backend") : nullptr;
+    const Json* a = k.kind == Json::Object ? k.find("arch") : nullptr;
+    if (b && a && b->kind == Json::String && a->kind == Json::String && b->str == "cuda" && a->str == "sm_90") entry = &k;
+  }
+  if (!entry) return;
+  if (const char* e = std::getenv("SPLASH_SPEC_KERNELS"); e && std::strcmp(e, "0") == 0) return;
+  auto warn = [](const std::string& why) {
+    std::fprintf(stderr, "splash: the package's cuda-sm90 kernels are not used (%s); running the generic kernels\n",
+                 why.c_str());
+  };
+  const Json* f = entry->find("file");
+  const Json* abi = entry->find("abi");
+  if (!f || f->kind != Json::String || f->str.empty() || f->str.find("..") != std::string::npos || f->str[0] == '/' ||
+      !abi || abi->kind != Json::Number)
+    return warn("bad kernels entry in splash.json");
+  auto load = reinterpret_cast<const char* (*)(void*, const void*, size_t, int)>(
+      be_->iface->get_proc_address(be_->ctx, "splash_cuda_load_kernels"));
+  if (!load) return warn("this CUDA module cannot load package kernels");
+  std::ifstream in(dir + "/" + f->str, std::ios::binary);
+  std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) return warn("cannot read " + f->str);
+  if (image.empty()) return warn("cannot read " + f->str);
+  if (const char* why = load(be_->ctx, image.data(), image.size(), int(abi->num))) return warn(why);
+  spec_kernels_ = "cuda-sm90";
 }
 
 std::vector<float> Model::encode_image(const float* pixels, int t, int h, int w) {

@@ -157,6 +157,8 @@ export interface ModelInfo {
   isa: string
   /** The device's memory and this model's share of it (device backends), or null. */
   deviceMemory: DeviceMemory | null
+  /** The package's specialised kernels when they are loaded and used ('cuda-sm90'), else null. */
+  specialisedKernels: 'cuda-sm90' | null
   activationType: 'f32'
   kvType: 'f32'
   /** What q4/q8 matmuls use for activations in this model. */

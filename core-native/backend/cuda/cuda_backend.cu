@@ -391,6 +391,8 @@ void* get_proc_address(void*, const char* name) {
   if (std::strcmp(name, "splash_set_memory_limit") == 0) return reinterpret_cast<void*>(&set_memory_limit);
   if (std::strcmp(name, "splash_cuda_graph_launches") == 0) return reinterpret_cast<void*>(&graph_launches);
   if (std::strcmp(name, "splash_cuda_set_gemv_unroll") == 0) return reinterpret_cast<void*>(fl<set_gemv_unroll>);
+  if (std::strcmp(name, "splash_cuda_load_kernels") == 0) return reinterpret_cast<void*>(fl<spec_load>);
+  if (std::strcmp(name, "splash_cuda_kernel_shapes") == 0) return reinterpret_cast<void*>(&spec_shapes);
   return nullptr;
 }
 
@@ -503,6 +505,7 @@ extern "C" __attribute__((visibility("default"))) void splash_backend_cuda_free(
   flush(&cb->ctx);
   cudaStreamSynchronize(cb->ctx.stream);
   cublas_close(&cb->ctx);
+  spec_unload(&cb->ctx);
   for (void* p : cb->ctx.scratch) device_free(&cb->ctx, p);
   for (void* p : cb->ctx.retired) device_free(&cb->ctx, p);
   cudaStreamDestroy(cb->ctx.stream);

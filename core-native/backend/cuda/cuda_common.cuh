@@ -64,7 +64,19 @@ struct Ctx {
   int pend_n = 0, pend_kind = 0;
   const float* pend_x = nullptr;
   int32_t pend_nt = 0;
+  // the package's specialised decode GEMVs (cuda_spec.cu): the loaded image and (bits, cols, tokens) →
+  // kernel; empty when the package has none or they are off
+  cudaLibrary_t spec_lib = nullptr;
+  std::vector<char> spec_image;
+  std::unordered_map<uint64_t, const void*> spec;
 };
+
+inline uint64_t spec_key(int bits, int64_t cols, int nt) { return (uint64_t(cols) << 16) | (uint64_t(bits) << 8) | uint64_t(nt); }
+inline const void* spec_kernel(const Ctx* c, int bits, int64_t cols, int nt) {
+  if (c->spec.empty()) return nullptr;
+  const auto it = c->spec.find(spec_key(bits, cols, nt));
+  return it == c->spec.end() ? nullptr : it->second;
+}
 
 // Records the first CUDA failure; later slots keep running but the model reads the error after the step.
 inline bool check(Ctx* c, cudaError_t e, const char* what) {
@@ -211,6 +223,10 @@ void flush(Ctx* c);
 // or an empty QuantOut when it should not (total % 32, precise mode); `produced` records them after launch.
 QuantOut quant_out(Ctx* c, int64_t total);
 void produced(Ctx* c, const float* y, int64_t total);
+// Loads a package's kernel image (null on success, else why not; nothing is kept on failure) / drops it.
+const char* spec_load(void* ctx, const void* image, size_t bytes, int abi);
+int spec_shapes(void* ctx);
+void spec_unload(Ctx* c);
 void cublas_open(Ctx* c);
 void cublas_close(Ctx* c);
 

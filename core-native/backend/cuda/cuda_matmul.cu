@@ -5,34 +5,13 @@
 // (> 8 tokens): cuda_gemm.cu.
 #include <algorithm>
 
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/gemv_q.cuh"
 
 namespace splash::cuda {
 namespace {
 
 constexpr int kMaxGemvTokens = 8;
-constexpr int kG = Ctx::kMaxGroup;
-
-// Up to kG weights that multiply the same activations, launched as one grid: blocks [first[g], first[g+1])
-// work on weight g (its output y[g], row stride ys[g]).
-struct GemvGroup {
-  splash_weight w[kG];
-  float* y[kG];
-  int64_t ys[kG];
-  int32_t first[kG + 1];
-  int32_t n;
-};
-
-// The weight of block `b` and the block's index inside it (constant indices only: the group stays in the
-// parameter space).
-__device__ __forceinline__ int group_of(const GemvGroup& grp, int32_t b, splash_weight& w, float*& y, int64_t& ys) {
-  w = grp.w[0], y = grp.y[0], ys = grp.ys[0];
-  int32_t base = 0;
-#pragma unroll
-  for (int k = 1; k < kG; ++k)
-    if (k < grp.n && b >= grp.first[k]) w = grp.w[k], y = grp.y[k], ys = grp.ys[k], base = grp.first[k];
-  return b - base;
-}
+constexpr int kG = kGemvGroup;
 
 // ---- activation quantisation (quant_group, cuda_common.cuh): one thread per value, total % 32 == 0
 template <bool Q4>
@@ -42,101 +21,13 @@ __global__ void k_quant_x(const float* x, int64_t total, int8_t* xq, float* xs) 
   quant_group(x[i], i, Q4 ? xq : nullptr, Q4 ? nullptr : xq, xs, total);
 }
 
-__device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
-  int d;
-  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-
-// Warp per ROWS rows; lane handles 32 columns (one activation group) per iteration.
-// With `eidx` (stacked experts): blockIdx.y = pair p uses expert eidx[p], activation row p / xdiv, output
-// row p (one token per pair).
+// The int8x2 GEMV (gemv_q.cuh) with the columns read at run time. Specialised forms with the columns fixed
+// come from the package's kernel image (cuda_spec.cu).
 template <int BITS, int NT, int ROWS, int UNROLL = 2>
 __global__ void __launch_bounds__(128) k_gemv_q(GemvGroup grp, const int8_t* xq, const float* xs, const float* xsum,
                                                 int64_t lvl2, int32_t nt, const int32_t* eidx, int32_t xdiv) {
-  const int lane = threadIdx.x & 31;
-  splash_weight w;
-  float* y;
-  int64_t ys;
-  const int32_t bx = group_of(grp, blockIdx.x, w, y, ys);
-  const int64_t r0 = (int64_t(bx) * (blockDim.x / 32) + threadIdx.x / 32) * ROWS;
-  const int64_t R = w.rows, C = w.cols, nch = C / 32, G = C / 64;
-  if (r0 >= R) return;
-  if (eidx) {
-    const int32_t p = blockIdx.y, e = eidx[p];
-    w.data = static_cast<const uint8_t*>(w.data) + int64_t(e) * R * (C * BITS / 8);
-    w.scales += int64_t(e) * R * G;
-    w.biases += int64_t(e) * R * G;
-    const int64_t xr = p / xdiv;
-    xq += xr * C;
-    xs += xr * nch;
-    xsum += xr * nch;
-    y += int64_t(p) * ys;
-  }
-  float acc[ROWS][NT];
-#pragma unroll
-  for (int i = 0; i < ROWS; ++i)
-#pragma unroll
-    for (int t = 0; t < NT; ++t) acc[i][t] = 0.f;
-  const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  const int64_t row_bytes = C * BITS / 8;
-#pragma unroll UNROLL
-  for (int64_t ch = lane; ch < nch; ch += 32) {
-    uint4 wv[ROWS][BITS / 4];
-    float s[ROWS], b[ROWS];
-#pragma unroll
-    for (int i = 0; i < ROWS; ++i) {
-      const int64_t r = min(r0 + i, R - 1);
-      const uint4* p = reinterpret_cast<const uint4*>(base + r * row_bytes + ch * (32 * BITS / 8));
-#pragma unroll
-      for (int k = 0; k < BITS / 4; ++k) wv[i][k] = __ldg(p + k);
-      s[i] = bf16f(w.scales[r * G + ch / 2]);
-      b[i] = bf16f(w.biases[r * G + ch / 2]);
-    }
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t >= nt) break;
-      const int4* xp = reinterpret_cast<const int4*>(xq + t * C + ch * 32);
-      const int4* xp2 = reinterpret_cast<const int4*>(xq + lvl2 + t * C + ch * 32);
-      const int4 a0 = __ldg(xp), a1 = __ldg(xp + 1);
-      const int4 c0 = __ldg(xp2), c1 = __ldg(xp2 + 1);
-      const int x1[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-      const int x2[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-      const float sx = xs[t * nch + ch] * (1.f / 256.f), sumx = xsum[t * nch + ch];
-#pragma unroll
-      for (int i = 0; i < ROWS; ++i) {
-        int d1 = 0, d2 = 0;
-        const uint32_t* ww = reinterpret_cast<const uint32_t*>(&wv[i][0]);
-        if (BITS == 4) {
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const int lo = int(ww[k] & 0x0F0F0F0Fu), hi = int((ww[k] >> 4) & 0x0F0F0F0Fu);
-            d1 = __dp4a(lo, x1[2 * k], d1);
-            d1 = __dp4a(hi, x1[2 * k + 1], d1);
-            d2 = __dp4a(lo, x2[2 * k], d2);
-            d2 = __dp4a(hi, x2[2 * k + 1], d2);
-          }
-        } else {
-#pragma unroll
-          for (int k = 0; k < 8; ++k) {
-            d1 = dp4a_us(ww[k], x1[k], d1);
-            d2 = dp4a_us(ww[k], x2[k], d2);
-          }
-        }
-        acc[i][t] += s[i] * sx * float(256 * d1 + d2) + b[i] * sumx;
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < ROWS; ++i)
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t >= nt) break;
-      const float v = warp_sum(acc[i][t]);
-      if (lane == 0 && r0 + i < R) y[t * ys + r0 + i] = v;
-    }
+  gemv_q_body<BITS, NT, ROWS, UNROLL, 0>(grp, xq, xs, xsum, lvl2, nt, eidx, xdiv);
 }
-
 
 // fp32 activations, any dtype (cols % 8 == 0): warp per row, up to 8 tokens.
 template <int NT>
@@ -174,7 +65,7 @@ __global__ void __launch_bounds__(128) k_gemv_f_row(GemvGroup grp, const float* 
   splash_weight w;
   float* y;
   int64_t ys;
-  const int64_t r = group_of(grp, blockIdx.x, w, y, ys), C = w.cols;
+  const int64_t r = gemv_group_of(grp, blockIdx.x, w, y, ys), C = w.cols;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float acc[NT];
 #pragma unroll
@@ -226,6 +117,14 @@ void launch_rows(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, cons
   grp.first[0] = 0;
   for (int g = 0; g < grp.n; ++g) grp.first[g + 1] = grp.first[g] + int32_t(blocks_for(grp.w[g].rows, 4 * ROWS));
   dim3 grid(unsigned(grp.first[grp.n]), unsigned(eidx ? pairs : 1));
+  // the package's specialised kernel for these columns, when its image is loaded (every weight of a group
+  // has the same columns: matmul() joins only those); built for the default rows per warp and unroll
+  if (ROWS == kSpecRows && !(NT == 1 && c->gemv_unroll == 4))
+    if (const void* k = spec_kernel(c, BITS, grp.w[0].cols, NT)) {
+      void* args[] = {&grp, &xq, &xs, &xsum, &lvl2, &nt, &eidx, &xdiv};
+      SPLASH_CK(c, cudaLaunchKernel(k, grid, dim3(128), args, 0, strm(c)));
+      return;
+    }
   if (NT == 1 && c->gemv_unroll == 4)  // deeper unroll (more loads in flight), single token only: measured variant
     k_gemv_q<BITS, NT, ROWS, 4><<<grid, 128, 0, strm(c)>>>(grp, xq, xs, xsum, lvl2, nt, eidx, xdiv);
   else

@@ -3,6 +3,7 @@ import {BaseCommand} from '../../cli/base-command.js'
 import {sizeFlag} from '../../cli/flags.js'
 import {formatBytes} from '../../config/units.js'
 import {buildPackage} from '../../package/builder.js'
+import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/kernels-cuda.js'
 
 export default class PackageBuild extends BaseCommand {
   static override summary = 'Build a Splash package from a Hugging Face or MLX checkpoint folder'
@@ -21,11 +22,12 @@ export default class PackageBuild extends BaseCommand {
     draft: Flags.string({summary: 'DFlash draft checkpoint folder to include'}),
     name: Flags.string({summary: 'Model name clients use (default: the checkpoint folder name)'}),
     'shard-size': sizeFlag({summary: 'Largest weights file, e.g. 5G (default 20G; the hub takes files up to 50 GB)'}),
+    kernels: Flags.string({summary: "Also compile kernels specialised to the package's shapes (needs nvcc)", options: [...KERNEL_TARGETS]}),
   }
 
   async run(): Promise<void> {
     const {args, flags} = await this.parse(PackageBuild)
-    const m = await buildPackage({
+    let m = await buildPackage({
       checkpoint: args.checkpoint,
       out: flags.out,
       quant: flags.quant as 'q4' | 'q8' | 'bf16',
@@ -34,6 +36,9 @@ export default class PackageBuild extends BaseCommand {
       shardSize: flags['shard-size'],
       log: line => process.stderr.write(`${line}\n`),
     })
+    if (flags.kernels) {
+      m = await buildKernels(flags.out, {target: flags.kernels as KernelTarget, log: line => process.stderr.write(`${line}\n`)})
+    }
     const size = m.files.reduce((n, f) => n + f.size, 0)
     this.log(`built ${m.name} (${m.family}, ${m.weights.quant}, ${formatBytes(size)}) in ${flags.out}`)
   }

@@ -3,6 +3,7 @@ import {BaseCommand} from '../../cli/base-command.js'
 import {formatBytes} from '../../config/units.js'
 import {PRESETS} from '../../package/presets.js'
 import {synthPackage} from '../../package/synth.js'
+import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/kernels-cuda.js'
 
 export default class PackageSynth extends BaseCommand {
   static override summary = 'Write a package with random weights in the exact shapes of a real model'
@@ -21,11 +22,12 @@ export default class PackageSynth extends BaseCommand {
     name: Flags.string({summary: 'Model name clients use (default: splash/synth-<preset>)'}),
     draft: Flags.string({summary: 'Draft kind: DFlash, or DFlash 2 (conv, candidate selector, sliding window)', options: ['dflash', 'dflash2'], default: 'dflash'}),
     'draft-window': Flags.integer({summary: 'Sliding window of a DFlash 2 draft', default: 2048, min: 1}),
+    kernels: Flags.string({summary: "Also compile kernels specialised to the package's shapes (needs nvcc)", options: [...KERNEL_TARGETS]}),
   }
 
   async run(): Promise<void> {
     const {flags} = await this.parse(PackageSynth)
-    const m = await synthPackage({
+    let m = await synthPackage({
       preset: flags.preset,
       out: flags.out,
       layers: flags.layers,
@@ -36,6 +38,9 @@ export default class PackageSynth extends BaseCommand {
       draftWindow: flags['draft-window'],
       log: line => process.stderr.write(`${line}\n`),
     })
+    if (flags.kernels) {
+      m = await buildKernels(flags.out, {target: flags.kernels as KernelTarget, log: line => process.stderr.write(`${line}\n`)})
+    }
     const size = m.files.reduce((n, f) => n + f.size, 0)
     this.log(`wrote ${m.name} (${m.config.num_hidden_layers} layers, ${m.weights.quant}, ${formatBytes(size)}) in ${flags.out}`)
   }
