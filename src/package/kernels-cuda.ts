@@ -74,10 +74,17 @@ export function specSource(shapes: readonly GemvShape[]): string {
   ].join('\n')
 }
 
-/** core-native/ of this install: it ships in the npm package next to dist/ (and src/ when run from source). */
+/** core-native/ of this install: it ships in the npm package at the root, above src/ (run from source) or
+ * dist/src/ (built); the nearest folder up from this module that holds it. */
 export function coreNativeDir(): string {
-  const here = dirname(fileURLToPath(import.meta.url))
-  return resolve(here, '..', '..', 'core-native')
+  let dir = dirname(fileURLToPath(import.meta.url))
+  for (;;) {
+    const core = join(dir, 'core-native')
+    if (existsSync(join(core, GEMV_HEADER))) return core
+    const up = dirname(dir)
+    if (up === dir) return resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'core-native')
+    dir = up
+  }
 }
 
 /** SPLASH_SPEC_ABI as the header defines it. */
@@ -108,10 +115,11 @@ function nvccMissing(why: string): SplashError {
 }
 
 function run(file: string, args: string[]): Promise<{code: number; out: string}> {
-  return new Promise(done => {
+  return new Promise((done, fail) => {
     execFile(file, args, {maxBuffer: 64 * 1024 * 1024}, (err, stdout, stderr) => {
+      if (err && (err.code === 'ENOENT' || err.code === 'EACCES')) return fail(nvccMissing(`cannot run ${file} (${err.code})`))
       const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0
-      done({code, out: `${stdout}${stderr}`.trim()})
+      done({code, out: `${stdout}${stderr}`.trim() || String(err?.message ?? '')})
     })
   })
 }

@@ -58,6 +58,7 @@ t.test('the ABI comes from the header; a missing nvcc is a clear error', async t
   const abi = await specAbi()
   t.ok(Number.isInteger(abi) && abi >= 1, `SPLASH_SPEC_ABI ${abi}`)
   t.throws(() => findNvcc({SPLASH_NVCC: join(root, 'no-such-nvcc')}), {code: 'nvcc_missing'})
+  t.ok(coreNativeDir().endsWith('core-native'))
 })
 
 const nvcc = findNvcc()
@@ -119,5 +120,5 @@ t.test('a bf16 package has nothing to specialise; a compile failure names nvcc',
   writeFileSync(join(fake, 'backend', 'cuda', 'gemv_q.cuh'), '#define SPLASH_SPEC_ABI 1\nthis is not C++\n')
   await t.rejects(buildKernels(q4, {nvcc, coreDir: fake}), {code: 'kernel_build_failed', message: /nvcc failed/})
   t.same((await readManifest(q4)).kernels, [], 'the manifest is untouched')
-  t.ok(coreNativeDir().endsWith('core-native'))
+  await t.rejects(buildKernels(q4, {nvcc: join(root, 'no-such-nvcc')}), {code: 'nvcc_missing'})
 })
