@@ -144,9 +144,10 @@ void bench(const std::string& dir, int prompt, int n) {
   const double step_bytes = elems * bpe + 2.0 * double(m->gdn_bytes()) +
                             double(m->kv_bytes_per_token()) * (prompt + n / 2) + double(c.H) * bpe;
   const double tflops = 2.0 * elems * prompt / pf / 1e12;  // matmul FLOPs only (attention/GDN not counted)
-  std::printf("%s: %d layers, weights %.2f GB; prefill %d tokens %.3f s = %.0f tok/s, %.0f TFLOP/s of matmul;"
+  std::printf("%s [%s kernels]: %d layers, weights %.2f GB; prefill %d tokens %.3f s = %.0f tok/s, %.0f TFLOP/s of matmul;"
               " decode %.3f ms/token = %.1f tok/s, %.0f GB/s (%.2f GB per step); without graphs %.3f ms/token\n",
-              dir.c_str(), c.L, m->weight_bytes() / 1e9, prompt, pf, prompt / pf, tflops, dc * 1e3, 1 / dc,
+              dir.c_str(), m->specialised_kernels().empty() ? "generic" : m->specialised_kernels().c_str(), c.L,
+              m->weight_bytes() / 1e9, prompt, pf, prompt / pf, tflops, dc * 1e3, 1 / dc,
               step_bytes / dc / 1e9, step_bytes / 1e9, dc_direct * 1e3);
 }
 

@@ -4,6 +4,8 @@
 //   splash_gpu_test bench-base                device-to-device copy bandwidth and bf16 GEMM rate
 //   splash_gpu_test bench-gdn [T...]          the GDN op alone at the prefill shapes: recurrent vs chunked
 //   splash_gpu_test bench DIR [prompt] [n]    prefill and decode on a package
+//   splash_gpu_test spec DIR...               a package's specialised kernels against the generic ones (logits)
+//   splash_gpu_test bench-spec DIR [prompt] [n]   bench with the specialised kernels, without, with again
 //   splash_gpu_test bench-vision DIR cpu|cuda [size...]   vision encoder time for size×size images
 // (benchmarks: gpu_bench.cpp and gpu_test_vision.cpp)
 // Exit status 1 when a check fails. Tolerances are relative: max |cuda − cpu| / max |cpu| over each output.
@@ -486,11 +488,64 @@ void test_model(const std::string& dir, bool precise) {
 }
 
 
+// A package with specialised kernels (`splash package kernels` / tools/build_spec_kernels.py): the CUDA model
+// with them against the CUDA model without (SPLASH_SPEC_KERNELS=0), the same steps on both: prefill, one-token
+// decode steps (replayed as graphs after the second), steps of 2, 3 (verify) and 6 tokens (the kernels' 2-, 4-
+// and 8-token forms), a rollback. The kernels do the generic kernel's arithmetic in its order, so the logits
+// should be the same bits; the bound is 1e-6 and the line says whether they are identical.
+void test_spec(const std::string& dir) {
+  unsetenv("SPLASH_SPEC_KERNELS");
+  auto spec = Model::open(dir, 0, nullptr, 0, false, "cuda");
+  setenv("SPLASH_SPEC_KERNELS", "0", 1);
+  auto gen = Model::open(dir, 0, nullptr, 0, false, "cuda");
+  unsetenv("SPLASH_SPEC_KERNELS");
+  const bool loaded = spec->specialised_kernels() == "cuda-sm90" && gen->specialised_kernels().empty();
+  std::printf("%-44s %s\n", ("spec kernels loaded: " + dir).c_str(), loaded ? "ok" : "FAIL");
+  g_fail += !loaded;
+  const int V = spec->config().V;
+  auto run = [&](Model& m, std::vector<std::vector<float>>& all) {
+    int32_t id = m.create_sequence(128);
+    std::vector<StepItem> items(1);
+    {
+      std::lock_guard<std::mutex> l(m.seq_mutex());
+      items[0].seq = m.find(id);
+    }
+    std::vector<std::vector<float>> out;
+    auto step = [&](std::vector<int32_t> toks, int logits, bool verify) {
+      items[0].tokens = std::move(toks);
+      items[0].logits = logits;
+      items[0].verify = verify;
+      m.step(items, out);
+      all.push_back(out[0]);
+    };
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 23; ++i) prompt.push_back((i * 37 + 11) % V);
+    step(prompt, 1, false);
+    for (int s = 0; s < 5; ++s) step({int32_t((s * 13 + 5) % V)}, 1, false);
+    step({7 % V, 8 % V}, 2, false);
+    step({3 % V, 9 % V, 27 % V}, 2, true);
+    m.truncate_sequence(id, m.find(id)->len - 2);
+    step({5 % V, 6 % V, 1 % V, 2 % V, 4 % V, 10 % V}, 2, false);
+    step({11 % V}, 1, false);
+    m.free_sequence(id);
+  };
+  std::vector<std::vector<float>> a, b;
+  run(*spec, a);
+  run(*gen, b);
+  for (size_t k = 0; k < a.size(); ++k) {
+    bool same = a[k].size() == b[k].size();
+    for (size_t j = 0; same && j < a[k].size(); ++j) same = a[k][j] == b[k][j];
+    char what[96];
+    std::snprintf(what, sizeof what, "spec vs generic step %zu%s", k, same ? " (identical)" : "");
+    report(what, b[k], a[k], 1e-6);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | bench-base | bench-gdn [T...] | bench DIR [prompt] [n] | bench-vision DIR cpu|cuda [size...]\n");
+    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | spec DIR... | bench-base | bench-gdn [T...] | bench DIR [prompt] [n] | bench-spec DIR [prompt] [n] | bench-vision DIR cpu|cuda [size...]\n");
     return 2;
   }
   const std::string cmd = argv[1];
@@ -505,6 +560,17 @@ int main(int argc, char** argv) {
       bench_vision(argv[2], argv[3], sizes);
     } else if (cmd == "bench") {
       bench(argv[2], argc > 3 ? std::atoi(argv[3]) : 2048, argc > 4 ? std::atoi(argv[4]) : 64);
+    } else if (cmd == "spec") {
+      for (int i = 2; i < argc; ++i) test_spec(argv[i]);
+    } else if (cmd == "bench-spec" && argc >= 3) {
+      // the package's specialised kernels, then the generic ones, then the specialised again (A/B/A: the
+      // spread of the two A runs is the noise)
+      const int prompt = argc > 3 ? std::atoi(argv[3]) : 2048, n = argc > 4 ? std::atoi(argv[4]) : 64;
+      for (const char* v : {"1", "0", "1"}) {
+        setenv("SPLASH_SPEC_KERNELS", v, 1);
+        bench(argv[2], prompt, n);
+      }
+      unsetenv("SPLASH_SPEC_KERNELS");
     } else {
       BackendHandle gh = backend_open("cuda", 0, nullptr, 0);
       Be g(gh.backend);
