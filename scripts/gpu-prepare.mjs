@@ -20,6 +20,7 @@ const skip = (src) => !/\/(build|build-[^/]*|node_modules)(\/|$)/.test(src)
 await cp(path.join(root, 'core-native'), path.join(out, 'core-native'), {recursive: true, filter: skip})
 await cp(path.join(root, 'scripts/gpu-test.sh'), path.join(out, 'scripts/gpu-test.sh'))
 await cp(path.join(root, 'tools/bench'), path.join(out, 'tools/bench'), {recursive: true})
+await cp(path.join(root, 'tools/build_spec_kernels.py'), path.join(out, 'tools/build_spec_kernels.py'))
 
 const fixtures = path.join(root, 'test/fixtures/reference')
 const work = await mkdtemp(path.join(tmpdir(), 'splash-gpu-'))
