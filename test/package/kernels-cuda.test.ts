@@ -16,6 +16,7 @@ import {
   specSource,
 } from '../../src/package/kernels-cuda.js'
 import {readManifest} from '../../src/package/manifest.js'
+import {native} from '../../src/runtime/native.js'
 import {synthPackage} from '../../src/package/synth.js'
 import {checkPackage} from '../../src/package/verify.js'
 
@@ -92,6 +93,18 @@ t.test('a q4 synthetic package gets its kernels: manifest entry, files, verifica
       t.ok(text.includes(`${name}\0`), name)
     }
   t.ok(lines.some(l => l.startsWith('compiling')), 'logs the compile')
+
+  // the package opens and steps; the CPU backend ignores the entry, the CUDA one (on a GPU host) uses it
+  const h = await native.openModel(out, {threads: 2})
+  try {
+    const info = native.modelInfo(h)
+    t.equal(info.specialisedKernels, info.backend === 'cuda' ? 'cuda-sm90' : null, `specialisedKernels on ${info.backend}`)
+    const seq = native.createSequence(h, {maxLength: 16})
+    const [r] = await native.step(h, [{seq, tokens: Int32Array.from([1, 2, 3]), logits: 'last'}])
+    t.equal(r?.logits?.length, m.config.vocab_size, 'a step runs')
+  } finally {
+    native.closeModel(h)
+  }
 
   // building again replaces the entry (no second one) and the file verifies again
   const again = await buildKernels(out, {nvcc})
