@@ -39,6 +39,22 @@ t.test('package synth, verify, tamper', async t => {
   t.match(unknown.err, /^Error: .*nope/)
 })
 
+t.test('package synth --kernels cuda-sm90, package kernels (nvcc)', async t => {
+  const out = join(root, 'tiny-kernels')
+  const s = await splash(['package', 'synth', '--preset', 'tiny-hybrid', '--out', out, '--kernels', 'cuda-sm90'])
+  t.equal(s.code, 0, s.err)
+  t.match(s.err, /wrote kernels\/cuda-sm90\.fatbin \(\d+ bytes, ABI \d+\)/)
+  const v = await splash(['package', 'verify', out])
+  t.equal(v.code, 0, v.err)
+  t.match(v.out, /^ok: splash\/synth-tiny-hybrid: 5 files/)
+  const k = await splash(['package', 'kernels', out])
+  t.equal(k.code, 0, k.err)
+  t.match(k.out, /added kernels\/cuda-sm90\.fatbin \(cuda sm_90, ABI \d+\) to splash\/synth-tiny-hybrid/)
+  const missing = await splash(['package', 'kernels', out, '--nvcc', join(root, 'no-nvcc')])
+  t.equal(missing.code, 1)
+  t.match(missing.err, /needs the CUDA compiler/)
+})
+
 t.test('package build', async t => {
   const src = join(root, 'ckpt')
   writeFixture(src, {kind: 'dense', names: 'vl'})
