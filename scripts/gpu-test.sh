@@ -55,6 +55,7 @@ spec_checks() {
     python3 tools/bench/make_shape_package.py /tmp/pkg-spec-27b qwen3.8-27b "$layers" || fail=1
     python3 tools/build_spec_kernels.py /tmp/pkg-spec-27b 2>&1 | tee "$out/spec-bench.txt" || fail=1
     $T spec /tmp/pkg-spec-27b 2>&1 | tee -a "$out/spec-bench.txt" || fail=1
+    $T bench-spec-gemv /tmp/pkg-spec-27b 2>&1 | tee -a "$out/spec-bench.txt" || fail=1
     $T bench-spec /tmp/pkg-spec-27b 2048 64 2>&1 | tee -a "$out/spec-bench.txt" || fail=1
     rm -rf /tmp/pkg-spec-27b
   fi

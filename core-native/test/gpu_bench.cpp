@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "runtime/json.h"
 #include "test/gpu_test_util.h"
 
 namespace splash::gputest {
@@ -86,6 +87,82 @@ void bench_gemv(Be& g) {
     set_rows(g.c, 4);
     set_unroll(g.c, 2);
   }
+}
+
+// The decode GEMV alone at the 27B shapes, the generic kernel against the specialised one from a kernel image
+// (a 27B-shape package's kernels/cuda-sm90.fatbin): both outputs compared (the same bits expected), each timed as
+// a recorded graph of 20 matmuls over weight copies that do not fit the L2, for 1 and 4 tokens.
+void bench_spec_gemv(Be& g, const std::string& dir) {
+  auto load = reinterpret_cast<const char* (*)(void*, const void*, size_t, int)>(
+      g.i->get_proc_address(g.c, "splash_cuda_load_kernels"));
+  auto shapes_loaded = reinterpret_cast<int (*)(void*)>(g.i->get_proc_address(g.c, "splash_cuda_kernel_shapes"));
+  if (!load || !shapes_loaded) throw std::runtime_error("the CUDA module cannot load package kernels");
+  // the package's cuda / sm_90 entry: its file and ABI
+  auto slurp = [](const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw std::runtime_error("cannot open " + path);
+    std::vector<char> data;
+    char buf[65536];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) data.insert(data.end(), buf, buf + n);
+    std::fclose(f);
+    return data;
+  };
+  const std::vector<char> mtext = slurp(dir + "/splash.json");
+  const Json manifest = Json::parse(mtext.data(), mtext.size());
+  std::string file;
+  int abi = -1;
+  if (const Json* ks = manifest.find("kernels"); ks && ks->kind == Json::Array)
+    for (const Json& k : ks->arr)
+      if (const Json *b = k.find("backend"), *fl = k.find("file"), *a = k.find("abi");
+          b && fl && a && b->kind == Json::String && b->str == "cuda" && fl->kind == Json::String)
+        file = fl->str, abi = int(a->num);
+  if (file.empty()) throw std::runtime_error(dir + ": no cuda kernels in splash.json (tools/build_spec_kernels.py)");
+  const std::string image_path = dir + "/" + file;
+  const std::vector<char> image = slurp(image_path);
+  auto use = [&](bool spec) {
+    const char* why = spec ? load(g.c, image.data(), image.size(), abi) : load(g.c, nullptr, 0, 0);
+    if (why) throw std::runtime_error(std::string("kernel image: ") + why);
+  };
+  use(true);
+  std::printf("kernel image %s: %d shapes\n", image_path.c_str(), shapes_loaded(g.c));
+  const int64_t shapes[][2] = {{10240, 5120}, {6144, 5120}, {17408, 5120}, {5120, 17408}, {5120, 6144}, {248320, 5120}};
+  for (auto& sh : shapes) {
+    const double bytes = double(sh[0]) * sh[1] / 2 * 1.125;
+    std::vector<W> ws;
+    for (int k = 0; k < std::max(1, int(240e6 / bytes)); ++k) ws.push_back(make_weight(g, SPLASH_Q4, sh[0], sh[1]));
+    for (int nt : {1, 4}) {
+      auto x = randv(size_t(sh[1]) * nt);
+      float* dx = g.up(x);
+      float* dy = static_cast<float*>(g.alloc(size_t(sh[0]) * nt * 4));
+      std::vector<float> out[2];
+      double t[2] = {};
+      for (int spec : {0, 1}) {
+        use(spec != 0);
+        g.i->matmul(g.c, &ws[0].d, dx, nt, dy, sh[0]);
+        out[spec] = g.down(dy, size_t(sh[0]) * nt);
+        g.i->graph_capture_begin(g.c);
+        for (int i = 0; i < 20; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, nt, dy, sh[0]);
+        void* graph = g.i->graph_capture_end(g.c);
+        if (!graph) throw std::runtime_error("cannot record the GEMV graph");
+        g.i->graph_launch(g.c, graph);
+        g.i->synchronize(g.c);
+        const int reps = 10;
+        const double t0 = now();
+        for (int i = 0; i < reps; ++i) g.i->graph_launch(g.c, graph);
+        g.i->synchronize(g.c);
+        t[spec] = (now() - t0) / (reps * 20);
+        g.i->graph_free(g.c, graph);
+      }
+      size_t diff = 0;
+      for (size_t k = 0; k < out[0].size(); ++k) diff += out[0][k] != out[1][k];
+      std::printf("gemv q4 %6lldx%-6lld tokens=%d  generic %7.1f us %5.0f GB/s  specialised %7.1f us %5.0f GB/s  "
+                  "%+.1f%%  %s\n",
+                  (long long)sh[0], (long long)sh[1], nt, t[0] * 1e6, bytes / t[0] / 1e9, t[1] * 1e6,
+                  bytes / t[1] / 1e9, (t[0] / t[1] - 1) * 100, diff ? "outputs DIFFER: FAIL" : "same bits");
+      g_fail += diff != 0;
+    }
+  }
+  use(false);
 }
 
 void bench(const std::string& dir, int prompt, int n) {

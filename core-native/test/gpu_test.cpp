@@ -6,6 +6,7 @@
 //   splash_gpu_test bench DIR [prompt] [n]    prefill and decode on a package
 //   splash_gpu_test spec DIR...               a package's specialised kernels against the generic ones (logits)
 //   splash_gpu_test bench-spec DIR [prompt] [n]   bench with the specialised kernels, without, with again
+//   splash_gpu_test bench-spec-gemv DIR       the decode GEMV at the 27B shapes, generic vs DIR's specialised kernels
 //   splash_gpu_test bench-vision DIR cpu|cuda [size...]   vision encoder time for size×size images
 // (benchmarks: gpu_bench.cpp and gpu_test_vision.cpp)
 // Exit status 1 when a check fails. Tolerances are relative: max |cuda − cpu| / max |cpu| over each output.
@@ -545,7 +546,7 @@ void test_spec(const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | spec DIR... | bench-base | bench-gdn [T...] | bench DIR [prompt] [n] | bench-spec DIR [prompt] [n] | bench-vision DIR cpu|cuda [size...]\n");
+    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | spec DIR... | bench-base | bench-gdn [T...] | bench DIR [prompt] [n] | bench-spec DIR [prompt] [n] | bench-spec-gemv DIR | bench-vision DIR cpu|cuda [size...]\n");
     return 2;
   }
   const std::string cmd = argv[1];
@@ -579,6 +580,8 @@ int main(int argc, char** argv) {
         Be cpu(cb);
         test_ops(cpu, g);
         splash_backend_cpu_free(cb);
+      } else if (cmd == "bench-spec-gemv" && argc >= 3) {
+        bench_spec_gemv(g, argv[2]);
       } else if (cmd == "bench-base") {
         bench_base(g);
         bench_gemv(g);

@@ -223,7 +223,8 @@ void flush(Ctx* c);
 // or an empty QuantOut when it should not (total % 32, precise mode); `produced` records them after launch.
 QuantOut quant_out(Ctx* c, int64_t total);
 void produced(Ctx* c, const float* y, int64_t total);
-// Loads a package's kernel image (null on success, else why not; nothing is kept on failure) / drops it.
+// Loads a package's kernel image (null on success, else why not; nothing is kept on failure; image null and
+// bytes 0: drops the loaded one) / drops it.
 const char* spec_load(void* ctx, const void* image, size_t bytes, int abi);
 int spec_shapes(void* ctx);
 void spec_unload(Ctx* c);

@@ -30,6 +30,7 @@ const char* spec_load(void* ctx, const void* image, size_t bytes, int abi) {
     return why.c_str();
   };
   spec_unload(c);
+  if (!image && bytes == 0) return nullptr;  // (null, 0): back to the generic kernels
   if (abi != SPLASH_SPEC_ABI)
     return fail("kernel image built for ABI " + std::to_string(abi) + ", this backend runs ABI " +
                 std::to_string(SPLASH_SPEC_ABI));
