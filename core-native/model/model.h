@@ -344,15 +344,19 @@ class Model {
   // recycled KV, draft KV, feature and verify-state buffers (state_pool.h); emptied before the backend closes
   StatePool pool_{[this](size_t b) { return alloc_state(b, false); }, [this](void* p) { free_state(p); }};
   int32_t next_id_ = 1;
-  struct HostFree {
-    void operator()(float* p) const { std::free(p); }
+  // Saved rows live where the sequences' KV lives: host memory on the CPU backend (host_state_alloc: huge
+  // pages, not zeroed), device memory on a device backend (the memory plan counts the prefix cache there, and
+  // a restore is then a copy inside the device instead of one over the host link per block and plane).
+  struct SavedFree {
+    Model* m;  // set by save_rows (no default member initializer: the enclosing class is not complete here)
+    void operator()(float* p) const { m->free_state(p); }
   };
   struct SavedRows {
     int32_t n = 0;
     bool draft = false;
     size_t floats = 0;
-    // [target K|V planes][n][nkv·hd], then [draft K|V planes][n][nkv·hd] (host_state_alloc: huge pages, not zeroed)
-    std::unique_ptr<float[], HostFree> data;
+    // [target K|V planes][n][nkv·hd], then [draft K|V planes][n][nkv·hd]
+    std::unique_ptr<float[], SavedFree> data;
   };
   struct SavedState {
     int32_t len = 0;

@@ -1,8 +1,8 @@
 // Saved pieces of sequence state for the prefix cache (speculative-and-cache.md §5). Attention KV can be
 // cut anywhere, so it is saved as ranges of rows (the cache keeps them as fixed blocks shared by every
-// snapshot of the same prefix); GDN and conv state cannot be sliced, so a whole state is saved at one
-// length. Restoring copies blocks and a state into a fresh sequence, which then continues as if it had
-// computed that prefix itself: the rows and the state are the very values the first sequence computed.
+// snapshot of the same prefix), in the memory the sequences' KV lives in (device memory on a device backend);
+// GDN and conv state cannot be sliced, so a whole state is saved at one length (on the host). Restoring copies
+// blocks and a state into a fresh sequence, which then continues as if it had computed that prefix itself: the rows and the state are the very values the first sequence computed.
 #include <cstring>
 
 #include "model/model.h"
@@ -39,17 +39,18 @@ int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
   r.draft = has_draft() && s->draft_len >= start + n;
   const int64_t dw = has_draft() ? int64_t(dcfg_.nkv) * dcfg_.hd : 0;
   r.floats = size_t(2 * n_full_ * w + (r.draft ? 2 * dcfg_.L * dw : 0)) * size_t(n);
-  r.data.reset(static_cast<float*>(host_state_alloc(r.floats * 4)));
+  r.data = std::unique_ptr<float[], SavedFree>(static_cast<float*>(alloc_state(r.floats * 4, false)), SavedFree{this});
   if (!r.data) throw Error("out_of_memory", "cannot allocate " + std::to_string(r.floats * 4) + " bytes for saved rows");
   float* out = r.data.get();
+  // on the CPU backend copy2d is a memcpy; on a device one a copy queued inside the device
   for (int64_t p = 0; p < 2 * n_full_; ++p) {
-    be_->iface->copy_to_host(be_->ctx, out, s->kv + (p * s->cap + start) * w, size_t(n) * w * 4);
+    be_->iface->copy2d(be_->ctx, out, 0, s->kv + (p * s->cap + start) * w, 0, size_t(n) * w * 4, 1);
     out += size_t(n) * w;
   }
   if (r.draft) {
     const int64_t plane = draft_plane(dcfg_, *s);
     for (int64_t p = 0; p < 2 * dcfg_.L; ++p) {
-      be_->iface->copy_to_host(be_->ctx, out, s->dkv + p * plane + int64_t(start) * dw, size_t(n) * dw * 4);
+      be_->iface->copy2d(be_->ctx, out, 0, s->dkv + p * plane + int64_t(start) * dw, 0, size_t(n) * dw * 4, 1);
       out += size_t(n) * dw;
     }
   }
@@ -107,13 +108,13 @@ bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state)
   for (const SavedRows* r : parts) {
     const float* in = r->data.get();
     for (int64_t p = 0; p < 2 * n_full_; ++p) {
-      be_->iface->copy_to_device(be_->ctx, s->kv + (p * s->cap + at) * w, in, size_t(r->n) * w * 4);
+      be_->iface->copy2d(be_->ctx, s->kv + (p * s->cap + at) * w, 0, in, 0, size_t(r->n) * w * 4, 1);
       in += size_t(r->n) * w;
     }
     if (draft) {
       const int64_t plane = draft_plane(dcfg_, *s);
       for (int64_t p = 0; p < 2 * dcfg_.L; ++p) {
-        be_->iface->copy_to_device(be_->ctx, s->dkv + p * plane + at * dw, in, size_t(r->n) * dw * 4);
+        be_->iface->copy2d(be_->ctx, s->dkv + p * plane + at * dw, 0, in, 0, size_t(r->n) * dw * 4, 1);
         in += size_t(r->n) * dw;
       }
     }
@@ -130,6 +131,9 @@ bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state)
 }
 
 void Model::free_saved(int64_t key) {
+  // saved rows in device memory go back to the backend, which a running step may be using
+  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
+  if (!host_memory_) device.lock();
   std::lock_guard<std::mutex> lock(seq_mu_);
   if (saved_rows_.erase(key) == 0 && saved_states_.erase(key) == 0)
     throw Error("invalid_argument", "unknown saved rows or state " + std::to_string(key));

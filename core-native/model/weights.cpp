@@ -492,6 +492,7 @@ void Model::upload_weights() {
 Model::~Model() {
   vision_.reset();
   if (!be_) return;
+  saved_rows_.clear();  // device memory on a device backend: freed while the backend is open
   for (auto& [id, s] : seqs_) {
     free_state(s.gdn);
     pool_.give(s.kv);
