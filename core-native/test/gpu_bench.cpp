@@ -220,7 +220,9 @@ void bench(const std::string& dir, int prompt, int n) {
   // a decode step reads those weights, the GDN states (read and written), the KV rows so far, one embedding row
   const double step_bytes = elems * bpe + 2.0 * double(m->gdn_bytes()) +
                             double(m->kv_bytes_per_token()) * (prompt + n / 2) + double(c.H) * bpe;
-  const double tflops = 2.0 * elems * prompt / pf / 1e12;  // matmul FLOPs only (attention/GDN not counted)
+  // matmul FLOPs only (attention/GDN not counted); the prefill takes the lm_head for its last token alone
+  const double head = double(c.V) * c.H;
+  const double tflops = 2.0 * ((elems - head) * prompt + head) / pf / 1e12;
   std::printf("%s [%s kernels]: %d layers, weights %.2f GB; prefill %d tokens %.3f s = %.0f tok/s, %.0f TFLOP/s of matmul;"
               " decode %.3f ms/token = %.1f tok/s, %.0f GB/s (%.2f GB per step); without graphs %.3f ms/token\n",
               dir.c_str(), m->specialised_kernels().empty() ? "generic" : m->specialised_kernels().c_str(), c.L,
