@@ -42,6 +42,24 @@ void bench_base(Be& g) {
 
 // Decode GEMVs alone at the 27B / 35B-A3B shapes (q4, one token), for each rows-per-warp and unroll choice;
 // every variant's output must equal the default's (same arithmetic, other schedule).
+// Seconds per matmul of nt tokens (quantisation + GEMV), timed as a recorded graph of 20 of them over the weight
+// copies in turn, so host launches do not count.
+double gemv_graph_time(Be& g, const std::vector<W>& ws, float* dx, int nt, float* dy, int64_t rows) {
+  g.i->graph_capture_begin(g.c);
+  for (int i = 0; i < 20; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, nt, dy, rows);
+  void* graph = g.i->graph_capture_end(g.c);
+  if (!graph) throw std::runtime_error("cannot record the GEMV graph");
+  g.i->graph_launch(g.c, graph);
+  g.i->synchronize(g.c);
+  const int reps = 10;
+  const double t0 = now();
+  for (int i = 0; i < reps; ++i) g.i->graph_launch(g.c, graph);
+  g.i->synchronize(g.c);
+  const double t = (now() - t0) / (reps * 20);
+  g.i->graph_free(g.c, graph);
+  return t;
+}
+
 void bench_gemv(Be& g) {
   auto set_rows = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_rows"));
   auto set_unroll = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_unroll"));
@@ -68,19 +86,7 @@ void bench_gemv(Be& g) {
         double err = 0, mx = 0;
         for (size_t k = 0; k < ref.size(); ++k) err = std::max(err, double(std::fabs(got[k] - ref[k]))), mx = std::max(mx, double(std::fabs(ref[k])));
         if (err > 1e-5 * mx) std::printf(" [rows=%d unroll=%d differs: FAIL]", rows, unroll), ++g_fail;
-        // timed as a recorded graph of 20 matmuls (quantisation + GEMV each), so host launches do not count
-        g.i->graph_capture_begin(g.c);
-        for (int i = 0; i < 20; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, 1, dy, sh[0]);
-        void* graph = g.i->graph_capture_end(g.c);
-        if (!graph) throw std::runtime_error("cannot record the GEMV graph");
-        g.i->graph_launch(g.c, graph);
-        g.i->synchronize(g.c);
-        const int reps = 10;
-        const double t0 = now();
-        for (int i = 0; i < reps; ++i) g.i->graph_launch(g.c, graph);
-        g.i->synchronize(g.c);
-        const double t = (now() - t0) / (reps * 20);
-        g.i->graph_free(g.c, graph);
+        const double t = gemv_graph_time(g, ws, dx, 1, dy, sh[0]);
         std::printf(" r%d/u%d %6.1f us %4.0f GB/s", rows, unroll, t * 1e6, bytes / t / 1e9);
       }
     std::printf("\n");
@@ -140,18 +146,7 @@ void bench_spec_gemv(Be& g, const std::string& dir) {
         use(spec != 0);
         g.i->matmul(g.c, &ws[0].d, dx, nt, dy, sh[0]);
         out[spec] = g.down(dy, size_t(sh[0]) * nt);
-        g.i->graph_capture_begin(g.c);
-        for (int i = 0; i < 20; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, nt, dy, sh[0]);
-        void* graph = g.i->graph_capture_end(g.c);
-        if (!graph) throw std::runtime_error("cannot record the GEMV graph");
-        g.i->graph_launch(g.c, graph);
-        g.i->synchronize(g.c);
-        const int reps = 10;
-        const double t0 = now();
-        for (int i = 0; i < reps; ++i) g.i->graph_launch(g.c, graph);
-        g.i->synchronize(g.c);
-        t[spec] = (now() - t0) / (reps * 20);
-        g.i->graph_free(g.c, graph);
+        t[spec] = gemv_graph_time(g, ws, dx, nt, dy, sh[0]);
       }
       size_t diff = 0;
       for (size_t k = 0; k < out[0].size(); ++k) diff += out[0][k] != out[1][k];

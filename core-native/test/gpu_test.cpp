@@ -261,27 +261,27 @@ void test_ops(Be& cpu, Be& g) {
       report(("conv1d_silu T=" + std::to_string(T)).c_str(), y, g.down(dy, y.size()), 1e-5);
       report(("conv1d_silu state T=" + std::to_string(T)).c_str(), sr, g.down(ds, sr.size()), 0);
     }
+    // one GDN call of T tokens on both backends from the same random state (decays e^g, g in [gmin, 0]): out and
+    // the final state compared
+    auto gdn_case = [&](bool chunked, int dk, int dv, int T, float gmin, const std::string& name) {
+      const int nk = 2, nv = 6;
+      const int64_t stride = 2 * nk * dk + nv * dv;
+      auto qkv = randv(size_t(T) * stride), beta = randv(size_t(T) * nv, 0.f, 1.f), gg = randv(size_t(T) * nv, gmin, 0.f);
+      auto st = randv(size_t(nv) * dk * dv, -0.1f, 0.1f);
+      std::vector<float> out(size_t(T) * nv * dv);
+      auto sr = st;
+      splash_gdn_args a{T, nk, nv, dk, dv, qkv.data(), qkv.data() + nk * dk, qkv.data() + 2 * nk * dk, beta.data(),
+                        gg.data(), stride, stride, sr.data(), out.data()};
+      (chunked ? cpu.i->gdn_chunked : cpu.i->gdn_recurrent)(cpu.c, &a);
+      float* dq = g.up(qkv);
+      float *ds = g.up(st), *dout = static_cast<float*>(g.alloc(out.size() * 4));
+      splash_gdn_args ad{T, nk, nv, dk, dv, dq, dq + nk * dk, dq + 2 * nk * dk, g.up(beta), g.up(gg), stride, stride, ds, dout};
+      (chunked ? g.i->gdn_chunked : g.i->gdn_recurrent)(g.c, &ad);
+      report((name + " out").c_str(), out, g.down(dout, out.size()), 1e-4);
+      report((name + " state").c_str(), sr, g.down(ds, sr.size()), 1e-4);
+    };
     for (int dk : {32, 128})
-      for (int T : {1, 16, 40}) {
-        const int nk = 2, nv = 6, dv = dk;
-        const int64_t stride = 2 * nk * dk + nv * dv;
-        auto qkv = randv(size_t(T) * stride), beta = randv(size_t(T) * nv, 0.f, 1.f), gg = randv(size_t(T) * nv, -2.f, 0.f);
-        auto st = randv(size_t(nv) * dk * dv, -0.1f, 0.1f);
-        std::vector<float> out(size_t(T) * nv * dv);
-        auto sr = st;
-        splash_gdn_args a{T, nk, nv, dk, dv, qkv.data(), qkv.data() + nk * dk, qkv.data() + 2 * nk * dk, beta.data(),
-                          gg.data(), stride, stride, sr.data(), out.data()};
-        cpu.i->gdn_recurrent(cpu.c, &a);
-        float* dq = g.up(qkv);
-        float *ds = g.up(st), *dout = static_cast<float*>(g.alloc(out.size() * 4));
-        splash_gdn_args ad{T, nk, nv, dk, dv, dq, dq + nk * dk, dq + 2 * nk * dk, g.up(beta), g.up(gg), stride, stride, ds, dout};
-        g.i->gdn_recurrent(g.c, &ad);
-        char what[64];
-        std::snprintf(what, sizeof what, "gdn dk=%d T=%d out", dk, T);
-        report(what, out, g.down(dout, out.size()), 1e-4);
-        std::snprintf(what, sizeof what, "gdn dk=%d T=%d state", dk, T);
-        report(what, sr, g.down(ds, sr.size()), 1e-4);
-      }
+      for (int T : {1, 16, 40}) gdn_case(false, dk, dk, T, -2.f, "gdn dk=" + std::to_string(dk) + " T=" + std::to_string(T));
     // the chunked form (prefill) against the CPU's: chunks of 64, a shorter last one, segments of 16 chunks
     // (2100 tokens: three); slow decays (γ over a chunk ≈ −1.6) carry the state far, fast ones (≈ −64) do not
     struct Case {
@@ -293,24 +293,9 @@ void test_ops(Be& cpu, Be& g) {
                           {128, 128, 2100, -0.05f}, {64, 128, 130, -0.05f}, {32, 32, 23, -0.05f}, {128, 64, 100, -2.f}};
     setenv("SPLASH_GDN_CHUNKED", "1", 1);  // the chunked kernels from 2 tokens on
     for (const Case& cs : cases) {
-      const int nk = 2, nv = 6, dk = cs.dk, dv = cs.dv, T = cs.T;
-      const int64_t stride = 2 * nk * dk + nv * dv;
-      auto qkv = randv(size_t(T) * stride), beta = randv(size_t(T) * nv, 0.f, 1.f), gg = randv(size_t(T) * nv, cs.gmin, 0.f);
-      auto st = randv(size_t(nv) * dk * dv, -0.1f, 0.1f);
-      std::vector<float> out(size_t(T) * nv * dv);
-      auto sr = st;
-      splash_gdn_args a{T, nk, nv, dk, dv, qkv.data(), qkv.data() + nk * dk, qkv.data() + 2 * nk * dk, beta.data(),
-                        gg.data(), stride, stride, sr.data(), out.data()};
-      cpu.i->gdn_chunked(cpu.c, &a);
-      float* dq = g.up(qkv);
-      float *ds = g.up(st), *dout = static_cast<float*>(g.alloc(out.size() * 4));
-      splash_gdn_args ad{T, nk, nv, dk, dv, dq, dq + nk * dk, dq + 2 * nk * dk, g.up(beta), g.up(gg), stride, stride, ds, dout};
-      g.i->gdn_chunked(g.c, &ad);
       char what[80];
-      std::snprintf(what, sizeof what, "gdn_chunked dk=%d dv=%d T=%d g>%g out", dk, dv, T, cs.gmin);
-      report(what, out, g.down(dout, out.size()), 1e-4);
-      std::snprintf(what, sizeof what, "gdn_chunked dk=%d dv=%d T=%d g>%g state", dk, dv, T, cs.gmin);
-      report(what, sr, g.down(ds, sr.size()), 1e-4);
+      std::snprintf(what, sizeof what, "gdn_chunked dk=%d dv=%d T=%d g>%g", cs.dk, cs.dv, cs.T, cs.gmin);
+      gdn_case(true, cs.dk, cs.dv, cs.T, cs.gmin, what);
     }
     unsetenv("SPLASH_GDN_CHUNKED");
   }

@@ -248,6 +248,15 @@ __device__ __forceinline__ float4 lds4(const float* p) {
   return v;
 }
 
+// o[n] += a·(column n of the 4×4 block v), for n = 0..3: one row of a register tile times four rows of a 32-column
+// slice (the products of a column summed in the same order for every use)
+__device__ __forceinline__ void fma_row4(float (&o)[4], const float4 a, const float4 (&v)[4]) {
+  o[0] += a.x * v[0].x + a.y * v[1].x + a.z * v[2].x + a.w * v[3].x;
+  o[1] += a.x * v[0].y + a.y * v[1].y + a.z * v[2].y + a.w * v[3].y;
+  o[2] += a.x * v[0].z + a.y * v[1].z + a.z * v[2].z + a.w * v[3].z;
+  o[3] += a.x * v[0].w + a.y * v[1].w + a.z * v[2].w + a.w * v[3].w;
+}
+
 // One (chunk, v-head) per block: q̂, k̂ of the chunk's tokens from the prep rows (zero past the last token, so
 // every row past it comes out zero), γ, then A and P by 4×4 register tiles (rows ti + 16a, columns tj + 16b:
 // a quarter warp reads 8 consecutive padded rows, no bank conflicts), then the forward substitution
@@ -460,14 +469,8 @@ __global__ void __launch_bounds__(kChThreads, 1) k_gdn_chunk_scan(splash_gdn_arg
       for (int m = 0; m < 4; ++m) sv[m] = ld4(S + (x + m) * 32 + 4 * cq);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        aw[r][0] += w[r].x * sv[0].x + w[r].y * sv[1].x + w[r].z * sv[2].x + w[r].w * sv[3].x;
-        aw[r][1] += w[r].x * sv[0].y + w[r].y * sv[1].y + w[r].z * sv[2].y + w[r].w * sv[3].y;
-        aw[r][2] += w[r].x * sv[0].z + w[r].y * sv[1].z + w[r].z * sv[2].z + w[r].w * sv[3].z;
-        aw[r][3] += w[r].x * sv[0].w + w[r].y * sv[1].w + w[r].z * sv[2].w + w[r].w * sv[3].w;
-        o[r][0] += q[r].x * sv[0].x + q[r].y * sv[1].x + q[r].z * sv[2].x + q[r].w * sv[3].x;
-        o[r][1] += q[r].x * sv[0].y + q[r].y * sv[1].y + q[r].z * sv[2].y + q[r].w * sv[3].y;
-        o[r][2] += q[r].x * sv[0].z + q[r].y * sv[1].z + q[r].z * sv[2].z + q[r].w * sv[3].z;
-        o[r][3] += q[r].x * sv[0].w + q[r].y * sv[1].w + q[r].z * sv[2].w + q[r].w * sv[3].w;
+        fma_row4(aw[r], w[r], sv);
+        fma_row4(o[r], q[r], sv);
       }
     }
     const float el = gA[2 * kCh];
@@ -494,10 +497,7 @@ __global__ void __launch_bounds__(kChThreads, 1) k_gdn_chunk_scan(splash_gdn_arg
       for (int m = 0; m < 4; ++m) v[m] = ld4(Vn + (j + m) * 32 + 4 * cq);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        o[r][0] += p[r].x * v[0].x + p[r].y * v[1].x + p[r].z * v[2].x + p[r].w * v[3].x;
-        o[r][1] += p[r].x * v[0].y + p[r].y * v[1].y + p[r].z * v[2].y + p[r].w * v[3].y;
-        o[r][2] += p[r].x * v[0].z + p[r].y * v[1].z + p[r].z * v[2].z + p[r].w * v[3].z;
-        o[r][3] += p[r].x * v[0].w + p[r].y * v[1].w + p[r].z * v[2].w + p[r].w * v[3].w;
+        fma_row4(o[r], p[r], v);
       }
     }
 #pragma unroll
