@@ -165,10 +165,7 @@ void bench(const std::string& dir, int prompt, int n) {
   const ModelConfig& c = m->config();
   int32_t id = m->create_sequence(prompt + 2 * n + 16);
   std::vector<StepItem> items(1);
-  {
-    std::lock_guard<std::mutex> l(m->seq_mutex());
-    items[0].seq = m->find(id);
-  }
+  items[0].seq = seq_of(*m, id);
   std::vector<std::vector<float>> out;
   // warm-up on a short prompt, then reset
   items[0].tokens.assign(64, 7);

@@ -337,10 +337,7 @@ void test_model(const std::string& dir, bool precise) {
   auto run = [&](Model& m, std::vector<std::vector<float>>& all) {
     int32_t id = m.create_sequence(64);
     std::vector<StepItem> items(1);
-    {
-      std::lock_guard<std::mutex> l(m.seq_mutex());
-      items[0].seq = m.find(id);
-    }
+    items[0].seq = seq_of(m, id);
     std::vector<std::vector<float>> out;
     items[0].tokens = prompt;
     items[0].logits = 2;
@@ -369,10 +366,7 @@ void test_model(const std::string& dir, bool precise) {
   auto run_draft = [&](Model& m, std::vector<std::vector<float>>& all) {
     int32_t id = m.create_sequence(64);
     std::vector<StepItem> items(1);
-    {
-      std::lock_guard<std::mutex> l(m.seq_mutex());
-      items[0].seq = m.find(id);
-    }
+    items[0].seq = seq_of(m, id);
     std::vector<std::vector<float>> out;
     items[0].tokens = prompt;
     items[0].logits = 0;
@@ -416,10 +410,7 @@ void test_model(const std::string& dir, bool precise) {
     int32_t ida = m.create_sequence(64), idb = m.create_sequence(64);
     std::vector<StepItem> items(1);
     std::vector<std::vector<float>> out, oa, ob;
-    {
-      std::lock_guard<std::mutex> l(m.seq_mutex());
-      items[0].seq = m.find(ida);
-    }
+    items[0].seq = seq_of(m, ida);
     items[0].tokens = prompt;
     m.step(items, out);
     const int64_t rows = m.save_rows(ida, 0, int32_t(prompt.size())), st = m.save_state(ida);
@@ -427,10 +418,7 @@ void test_model(const std::string& dir, bool precise) {
     items[0].tokens = {5 % V};
     items[0].logits = 1;
     m.step(items, oa);
-    {
-      std::lock_guard<std::mutex> l(m.seq_mutex());
-      items[0].seq = m.find(idb);
-    }
+    items[0].seq = seq_of(m, idb);
     m.step(items, ob);
     report((dir.substr(dir.rfind('/') + 1) + ": restored prefix continues as the original").c_str(), oa[0], ob[0], 0);
     m.free_saved(rows);
@@ -492,10 +480,7 @@ void test_spec(const std::string& dir) {
   auto run = [&](Model& m, std::vector<std::vector<float>>& all) {
     int32_t id = m.create_sequence(128);
     std::vector<StepItem> items(1);
-    {
-      std::lock_guard<std::mutex> l(m.seq_mutex());
-      items[0].seq = m.find(id);
-    }
+    items[0].seq = seq_of(m, id);
     std::vector<std::vector<float>> out;
     auto step = [&](std::vector<int32_t> toks, int logits, bool verify) {
       items[0].tokens = std::move(toks);

@@ -14,6 +14,12 @@
 
 namespace splash::gputest {
 
+// The sequence a step item runs on (the model's table is read under its lock).
+inline Sequence* seq_of(Model& m, int32_t id) {
+  std::lock_guard<std::mutex> l(m.seq_mutex());
+  return m.find(id);
+}
+
 inline int g_fail = 0;
 inline std::mt19937 rng(20261202);
 

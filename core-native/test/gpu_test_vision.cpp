@@ -109,10 +109,7 @@ void test_image(Model& cpu, Model& gpu, const std::string& name, bool precise) {
   auto run = [&](Model& m, const std::vector<float>& emb, std::vector<std::vector<float>>& all) {
     int32_t id = m.create_sequence(64);
     std::vector<StepItem> items(1);
-    {
-      std::lock_guard<std::mutex> l(m.seq_mutex());
-      items[0].seq = m.find(id);
-    }
+    items[0].seq = seq_of(m, id);
     std::vector<std::vector<float>> out;
     items[0].tokens = toks;
     items[0].logits = 2;

@@ -202,6 +202,9 @@ void attention(void* ctx, const splash_attn_args* a);
 void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state, float* y);
 void gdn_recurrent(void* ctx, const splash_gdn_args* a);
 void gdn_chunked(void* ctx, const splash_gdn_args* a);  // prefill: the chunked form past a few tokens
+constexpr int kGdnFewTokens = 16;  // up to this many tokens the recurrent block form (16 state rows per warp) wins
+// q̂ (scaled by 1/√dk), k̂ and k̂·q̂ of every (token, key head) of a into prep: [T][nk][2·dk + 4] (cuda_gdn.cu)
+void gdn_prep(Ctx* c, const splash_gdn_args& a, float* prep);
 void moe(void* ctx, const splash_moe_args* a);
 void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out);
 // the vision encoder's slots (cuda_vision.cu)
