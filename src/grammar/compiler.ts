@@ -6,6 +6,7 @@ import type {CompiledGrammar, GrammarCompiler, StructuralTagFormat} from '@mlc-a
 import {errors} from '../errors.js'
 import {Lru} from './lru.js'
 import {GrammarMatcherState} from './matcher.js'
+import {jsonSchemaEbnf, SEPARATORS} from './json-ebnf.js'
 import {enforceableSchema} from './schema-policy.js'
 import {toolInputEbnf, type ToolInputEbnf, type ToolInputSource} from './tool-input.js'
 import {readVocab} from './vocab.js'
@@ -34,9 +35,6 @@ export interface GrammarSource {
   /** Ids that end generation; the grammar allows them only once its output is complete. */
   stopTokenIds: readonly number[]
 }
-
-/** Whitespace in generated JSON: none beyond ", " and ": " (fewer tokens, nothing to wander in). */
-const SEPARATORS: [string, string] = [', ', ': ']
 
 export class Grammars {
   private compiler: Promise<GrammarCompiler> | undefined
@@ -81,7 +79,7 @@ export class Grammars {
     const compiler = await this.getCompiler()
     try {
       if (spec.type === 'json_object') return await compiler.compileJSONSchema('{"type": "object"}', false, -1, SEPARATORS, true)
-      if (spec.type === 'json_schema') return await compiler.compileJSONSchema(key.slice(2), false, -1, SEPARATORS, true)
+      if (spec.type === 'json_schema') return await compiler.compileGrammar(await jsonSchemaEbnf(JSON.parse(key.slice(2)) as Record<string, unknown> | boolean))
       return await compiler.compileStructuralTag({type: 'structural_tag', format: await compactJson(spec.format)})
     } catch (e) {
       const param = spec.type === 'json_schema' ? spec.param : undefined
@@ -106,13 +104,12 @@ export class Grammars {
  * response formats.
  */
 async function compactJson(format: StructuralTagFormat): Promise<StructuralTagFormat> {
-  const xg = xgrammar()
   const visit = async (node: unknown): Promise<unknown> => {
     if (Array.isArray(node)) return Promise.all(node.map(visit))
     if (typeof node !== 'object' || node === null) return node
     const o = node as Record<string, unknown>
     if (o.type === 'json_schema' && 'json_schema' in o) {
-      const grammar = await xg.Testings._jsonSchemaToEBNF(JSON.stringify(o.json_schema), false, -1, SEPARATORS, true)
+      const grammar = await jsonSchemaEbnf(o.json_schema as Record<string, unknown> | boolean)
       return {type: 'grammar', grammar}
     }
     const out: Record<string, unknown> = {}
