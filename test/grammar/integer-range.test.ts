@@ -1,7 +1,7 @@
 // Integer bounds are written by Splash, not XGrammar (whose 0..120 let 121..129 through): the range
 // expression matches exactly the decimal forms of lo..hi, checked value by value over many ranges; a
 // JSON Schema's bounded integer, compiled for a real vocabulary, accepts its bounds and refuses their
-// neighbours, alone, nullable, nested and inside $defs.
+// neighbours, alone, nullable, nested and inside $defs, and as a forced tool call's argument in both call forms.
 import t from 'tap'
 import {join} from 'node:path'
 import {integerRangeEbnf} from '../../src/grammar/integer-range.js'
@@ -10,6 +10,7 @@ import {Grammars} from '../../src/grammar/compiler.js'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
 import {readManifest} from '../../src/package/manifest.js'
 import {QwenTokenizer} from '../../models/qwen3_5/tokenizer.js'
+import {toolCallGrammar} from '../../models/qwen3_5/tool-grammar.js'
 import {synthFixture} from '../helpers/packages.js'
 import {seeded} from '../helpers/grammar-walk.js'
 
@@ -98,5 +99,25 @@ t.test('compiled for a real vocabulary: bounds accepted, neighbours refused', as
     const checked = enforceableSchema(schema, 'x')
     for (const v of good) t.ok(await accepts(checked, `{"v": ${v}}`), `${JSON.stringify(schema)} takes ${v}`)
     for (const v of bad) t.notOk(await accepts(checked, `{"v": ${v}}`), `${JSON.stringify(schema)} refuses ${v}`)
+  }
+
+  // a forced call whose argument is a bounded integer: the tool grammar carries the same exact range
+  const tool = enforceableSchema(obj(int(0, 120)), 'tools') as Record<string, unknown>
+  const calls = {
+    json: (v: string) => `<tool_call>\n{"name": "set", "arguments": {"v": ${v}}}\n</tool_call>`,
+    xml: (v: string) => `<tool_call>\n<function=set>\n<parameter=v>\n${v}\n</parameter>\n</function>\n</tool_call>`,
+  }
+  for (const format of ['json', 'xml'] as const) {
+    const call = async (v: string) => {
+      const m = await grammars.matcher({type: 'structural', format: toolCallGrammar(format, [{name: 'set', schema: tool}], {type: 'calls', stopAfterFirst: true})})
+      try {
+        for (const id of tokenizer.encode(calls[format](v))) if (!m.accept(id)) return false
+        return true
+      } finally {
+        m.dispose()
+      }
+    }
+    for (const v of ['0', '120', '99']) t.ok(await call(v), `${format} call takes ${v}`)
+    for (const v of ['121', '129', '-1']) t.notOk(await call(v), `${format} call refuses ${v}`)
   }
 })
