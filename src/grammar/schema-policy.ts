@@ -3,7 +3,8 @@
 // random walks over its token masks validated with ajv (DEVELOPMENT.md, "Structured output"). A schema
 // using anything else is refused with a 400 naming the keyword and where it is: output is never
 // silently less constrained than asked. Some keywords are rewritten into forms XGrammar does enforce
-// (integer bounds made two-sided, string lengths and some formats into patterns over a safe alphabet).
+// (integer bounds made two-sided, string lengths and some formats into patterns over a safe alphabet); the
+// grammar of an integer range is then written by integer-range.ts, not XGrammar (json-ebnf.ts).
 import {errors} from '../errors.js'
 
 type Schema = Record<string, unknown>
