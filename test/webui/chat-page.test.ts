@@ -177,7 +177,7 @@ t.test('the chat page in Chromium against splash serve', async t => {
   })
 
   t.test('reasoning streams in a collapsible block', async t => {
-    // Sampled (seeded) rather than greedy: the random model then thinks for a few hundred tokens.
+    // Sampled (seeded) rather than greedy: the random model then thinks before it answers.
     await steer(page, {seed: 4, max_tokens: 1200})
     await page.locator('#new-chat').click()
     await page.locator('#effort').selectOption('low')
@@ -190,12 +190,19 @@ t.test('the chat page in Chromium against splash serve', async t => {
         if (d) states.push(`${d.open ? 'open' : 'closed'}:${d.querySelector('summary')!.textContent}`)
       }).observe(box, {subtree: true, childList: true, characterData: true, attributes: true})
     })
+    // The page draws once per animation frame, and this model's reasoning may be a few tokens that all arrive before
+    // the first frame: the browser's own network throttling spreads the stream out so the thinking state is drawn.
+    const cdp = await page.context().newCDPSession(page)
+    await cdp.send('Network.enable')
+    await cdp.send('Network.emulateNetworkConditions', {offline: false, latency: 0, downloadThroughput: 3000, uploadThroughput: -1})
     const body = await send(page, 'Why is the sky blue?')
     t.equal(body.reasoning_effort, 'low')
     await answerDone(page)
+    await cdp.send('Network.emulateNetworkConditions', {offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1})
+    await cdp.detach()
     const states = await page.evaluate(() => (window as unknown as {__reasoning: string[]}).__reasoning)
-    t.ok(states.includes('open:Thinking…'), 'open, saying "Thinking…", while the model thinks')
     const answer = await lastAnswer(page)
+    t.ok(states.includes('open:Thinking…'), 'open, saying "Thinking…", while the model thinks', {states, reasoning: answer.reasoning})
     t.ok(answer.reasoning.length > 0, 'the reasoning is kept')
     const details = page.locator('.msg-assistant details.reasoning').last()
     t.equal(await details.locator('summary').textContent(), 'Reasoning')
