@@ -157,7 +157,7 @@ t.test('a client that disconnects cancels its generation and frees its state', a
   }
   t.equal(chunks, 5, 'the stream was cut after five chunks')
   let running = -1
-  for (let i = 0; i < 50; i++) {
+  for (let i = 0; i < 300; i++) {
     const metrics = await (await fetch(`${server.url}/metrics`)).text()
     running = Number(/^splash_running_requests (\d+)/m.exec(metrics)?.[1])
     if (running === 0 && /splash_generations_total\{reason="cancelled"\} [1-9]/.test(metrics)) break
