@@ -1,5 +1,6 @@
 // Speculative decoding benchmark (a report, not a test): decode tokens/s with the draft off, adaptive (default) and
-// fixed at B−1 drafts per pass, and the acceptance length measured by the engine.
+// fixed at B−1 drafts per pass, and the acceptance length measured by the engine (after one untimed warm-up
+// generation per mode).
 // npx tsx test/core-native/helpers/bench-spec.ts <package-dir> <temperature[:top_p]> <maxTokens> [modes: off,on,fixed,fixed:N] [nostop] [seeds=N]
 // (seeds=N: every prompt N times with seeds 100+i, 200+i, ...: more verify passes for the acceptance figure;
 // think: prompts that leave the model's thinking on, whose answers run longer; wide: twelve more prompts)
@@ -31,7 +32,10 @@ for (const mode of (process.argv[5] ?? 'off,on,fixed,off,on').split(',')) {
   // fixed: always speculate, B−1 drafts per pass; fixed:N: N drafts per pass
   if (mode.startsWith('fixed')) process.env.SPLASH_DRAFT_FIXED = '1'; else delete process.env.SPLASH_DRAFT_FIXED
   if (mode.startsWith('fixed:')) process.env.SPLASH_DRAFT_K = mode.slice(6); else delete process.env.SPLASH_DRAFT_K
-  const m = await NativeModel.open(dir, 4096, {threads: 2})
+  const m = await NativeModel.open(dir, 4096, {threads: Number(process.env.BENCH_THREADS ?? 2)})
+  // one untimed generation first, on its own engine: the first draft and verify passes after a model opens
+  // allocate their buffers (page faults), which a server pays once and a short timed run would charge to the mode
+  for await (const ev of new Engine(m).generate({prompt: prompts[0]!, maxTokens: 48, sampling: GREEDY, stopTokenIds: []})) void ev
   const metrics = new Metrics()
   const e = new Engine(m, {}, metrics)
   let toks = 0, decodeS = 0
