@@ -1,8 +1,9 @@
-// A checked JSON Schema (see schema-policy.ts) as XGrammar EBNF, with integer bounds written by
-// integer-range.ts instead of XGrammar. Each bounded integer is swapped for a one-value enum of a
-// unique sentinel number before XGrammar converts the schema; the sentinel's literal in the EBNF is
-// then replaced by the exact range expression.
+// A checked JSON Schema (see schema-policy.ts) as XGrammar EBNF, with numeric bounds written by integer-range.ts
+// and number-range.ts instead of XGrammar. Each bounded integer or number is swapped for a one-value enum of a
+// unique sentinel number before XGrammar converts the schema; the sentinel's literal in the EBNF is then replaced
+// by the exact range expression.
 import {integerRangeEbnf} from './integer-range.js'
+import {numberRangeEbnf} from './number-range.js'
 import {xgrammar} from './xgrammar.js'
 
 type Schema = Record<string, unknown>
@@ -13,8 +14,11 @@ export const SEPARATORS: [string, string] = [', ', ': ']
 /** Keys whose values are data (instances), not subschemas: never rewritten. */
 const DATA_KEYS = new Set(['const', 'enum', 'default', 'examples'])
 
-/** Keys a bounded integer may carry and still be replaced whole (everything else stays with XGrammar). */
-const INTEGER_KEYS = new Set(['type', 'minimum', 'maximum', 'title', 'description', '$comment', 'deprecated', 'readOnly', 'writeOnly', 'nullable', 'default', 'examples'])
+/** Keys a bounded integer or number may carry and still be replaced whole (everything else stays with XGrammar). */
+const NUMERIC_KEYS = new Set([
+  'type', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'title', 'description', '$comment', 'deprecated', 'readOnly', 'writeOnly',
+  'nullable', 'default', 'examples',
+])
 
 /** Sentinels start here (16 digits, below 2^53); one that occurs in the schema's text is skipped. */
 const SENTINEL_BASE = 7351924086000000
@@ -24,10 +28,10 @@ export async function jsonSchemaEbnf(schema: Schema | boolean): Promise<string> 
   const text = JSON.stringify(schema)
   const ranges = new Map<string, string>()
   let next = SENTINEL_BASE
-  const sentinel = (lo: number, hi: number): number => {
+  const sentinel = (range: string): number => {
     while (text.includes(String(next))) next++
     const n = next++
-    ranges.set(`"${n}"`, integerRangeEbnf(lo, hi))
+    ranges.set(`"${n}"`, range)
     return n
   }
   const rewritten = rewrite(schema, sentinel)
@@ -36,13 +40,13 @@ export async function jsonSchemaEbnf(schema: Schema | boolean): Promise<string> 
   return ebnf
 }
 
-function rewrite(node: unknown, sentinel: (lo: number, hi: number) => number): unknown {
+function rewrite(node: unknown, sentinel: (range: string) => number): unknown {
   if (Array.isArray(node)) return node.map(n => rewrite(n, sentinel))
   if (typeof node !== 'object' || node === null) return node
   const s = node as Schema
-  const bounded = boundedInteger(s)
+  const bounded = boundedNumeric(s)
   if (bounded) {
-    const value = {enum: [sentinel(bounded.lo, bounded.hi)]}
+    const value = {enum: [sentinel(bounded.range)]}
     return bounded.others.length === 0 ? value : {anyOf: [value, ...bounded.others.map(type => ({type}))]}
   }
   const out: Schema = {}
@@ -50,12 +54,35 @@ function rewrite(node: unknown, sentinel: (lo: number, hi: number) => number): u
   return out
 }
 
-/** An integer schema with both bounds and nothing else that constrains it (its other allowed types). */
-function boundedInteger(s: Schema): {lo: number; hi: number; others: string[]} | undefined {
-  if (typeof s.minimum !== 'number' || typeof s.maximum !== 'number') return undefined
-  if (!Number.isSafeInteger(s.minimum) || !Number.isSafeInteger(s.maximum) || s.minimum > s.maximum) return undefined
+/** An integer or number schema bounded on both sides and nothing else that constrains it: its range, its other types. */
+function boundedNumeric(s: Schema): {range: string; others: string[]} | undefined {
   const types = typeof s.type === 'string' ? [s.type] : Array.isArray(s.type) ? s.type : []
-  if (!types.includes('integer') || !types.every(t => typeof t === 'string')) return undefined
-  if (!Object.keys(s).every(k => INTEGER_KEYS.has(k))) return undefined
-  return {lo: s.minimum, hi: s.maximum, others: (types as string[]).filter(t => t !== 'integer')}
+  if (!types.every(t => typeof t === 'string')) return undefined
+  const bounds = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].some(k => typeof s[k] === 'number')
+  // XGrammar does not bound numbers at all: a bounded number that cannot be replaced whole is refused (a 400)
+  const mustReplace = bounds && types.includes('number')
+  if (!Object.keys(s).every(k => NUMERIC_KEYS.has(k))) {
+    if (mustReplace) throw new Error('bounds on a number next to other keywords (enum, const, anyOf …) cannot be enforced')
+    return undefined
+  }
+  const side = (inclusive: unknown, exclusive: unknown) =>
+    typeof exclusive === 'number' ? {value: exclusive, strict: true} : typeof inclusive === 'number' ? {value: inclusive, strict: false} : undefined
+  const lo = side(s.minimum, s.exclusiveMinimum)
+  const hi = side(s.maximum, s.exclusiveMaximum)
+  if (!lo || !hi || !Number.isFinite(lo.value) || !Number.isFinite(hi.value) || lo.value > hi.value) {
+    if (mustReplace) throw new Error('a bounded number needs both bounds, finite and in order')
+    return undefined
+  }
+  const others = (types as string[]).filter(t => t !== 'integer' && t !== 'number')
+  if (types.includes('integer') && !types.includes('number')) {
+    if (lo.strict || hi.strict || !Number.isSafeInteger(lo.value) || !Number.isSafeInteger(hi.value)) return undefined
+    return {range: integerRangeEbnf(lo.value, hi.value), others}
+  }
+  if (types.includes('number') && !types.includes('integer')) {
+    const range = numberRangeEbnf(lo, hi)
+    if (range === undefined) throw new Error('no decimal number satisfies the bounds')
+    return {range, others}
+  }
+  if (mustReplace) throw new Error('bounds on a number that may also be an integer cannot be enforced')
+  return undefined
 }

@@ -3,8 +3,8 @@
 // random walks over its token masks validated with ajv (DEVELOPMENT.md, "Structured output"). A schema
 // using anything else is refused with a 400 naming the keyword and where it is: output is never
 // silently less constrained than asked. Some keywords are rewritten into forms XGrammar does enforce
-// (integer bounds made two-sided, string lengths and some formats into patterns over a safe alphabet); the
-// grammar of an integer range is then written by integer-range.ts, not XGrammar (json-ebnf.ts).
+// (numeric bounds made two-sided, string lengths and some formats into patterns over a safe alphabet); the
+// grammar of a numeric range is then written by integer-range.ts / number-range.ts, not XGrammar (json-ebnf.ts).
 import {errors} from '../errors.js'
 
 type Schema = Record<string, unknown>
@@ -144,17 +144,35 @@ function whyUnsupported(key: string): string {
 }
 
 /**
- * Integer bounds are enforced only when both sides are given (a lone lower bound lets smaller values
- * through), so exclusive bounds become inclusive and a missing side becomes ±2^53−1. Bounds on
- * non-integer numbers are not enforced at all.
+ * Numeric bounds on "integer" or "number" (alone or with "null"). Both sides are always set (a missing one becomes
+ * ±(2^53−1)) and the grammar of the range is written by integer-range.ts / number-range.ts (json-ebnf.ts), not
+ * XGrammar (its integer ranges are wrong for some bounds, and it does not bound other numbers). Integers: exclusive
+ * bounds become inclusive. Numbers keep exclusive bounds as they are (the range's decimals then leave the bound out).
  */
 function numbers(s: Schema, out: Schema, path: string, types: string[]): void {
   const keys = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].filter(k => s[k] !== undefined)
   if (keys.length === 0) return
   for (const k of keys) if (typeof s[k] !== 'number' || !Number.isFinite(s[k])) refuse(k, path, 'it must be a finite number')
   const numeric = types.filter(t => t !== 'null')
-  if (numeric.length !== 1 || numeric[0] !== 'integer') {
-    refuse(keys[0]!, path, 'numeric ranges are enforced only on "type": "integer" (the grammar engine does not bound other numbers)')
+  if (numeric.length !== 1 || (numeric[0] !== 'integer' && numeric[0] !== 'number')) {
+    refuse(keys[0]!, path, 'numeric ranges are enforced on "type": "integer" or "number" alone (or with "null")')
+  }
+  delete out.exclusiveMinimum
+  delete out.exclusiveMaximum
+  if (numeric[0] === 'number') {
+    // the tighter of each side's inclusive and exclusive bound
+    let lo = {value: -MAX_SAFE, strict: false}
+    let hi = {value: MAX_SAFE, strict: false}
+    if (typeof s.minimum === 'number' && s.minimum > lo.value) lo = {value: s.minimum, strict: false}
+    if (typeof s.exclusiveMinimum === 'number' && s.exclusiveMinimum >= lo.value) lo = {value: s.exclusiveMinimum, strict: true}
+    if (typeof s.maximum === 'number' && s.maximum < hi.value) hi = {value: s.maximum, strict: false}
+    if (typeof s.exclusiveMaximum === 'number' && s.exclusiveMaximum <= hi.value) hi = {value: s.exclusiveMaximum, strict: true}
+    if (lo.value > hi.value || (lo.value === hi.value && (lo.strict || hi.strict))) refuse(keys[0]!, path, 'no number satisfies the bounds')
+    delete out.minimum
+    delete out.maximum
+    out[lo.strict ? 'exclusiveMinimum' : 'minimum'] = lo.value
+    out[hi.strict ? 'exclusiveMaximum' : 'maximum'] = hi.value
+    return
   }
   let lo = -MAX_SAFE
   let hi = MAX_SAFE
@@ -163,8 +181,6 @@ function numbers(s: Schema, out: Schema, path: string, types: string[]): void {
   if (typeof s.maximum === 'number') hi = Math.min(hi, Math.floor(s.maximum))
   if (typeof s.exclusiveMaximum === 'number') hi = Math.min(hi, Math.ceil(s.exclusiveMaximum) - 1)
   if (lo > hi) refuse(keys[0]!, path, 'no integer satisfies the bounds')
-  delete out.exclusiveMinimum
-  delete out.exclusiveMaximum
   out.minimum = lo
   out.maximum = hi
 }
