@@ -3,15 +3,12 @@
 // JSON Schema's bounded integer, compiled for a real vocabulary, accepts its bounds and refuses their
 // neighbours, alone, nullable, nested and inside $defs, and as a forced tool call's argument in both call forms.
 import t from 'tap'
-import {join} from 'node:path'
 import {integerRangeEbnf} from '../../src/grammar/integer-range.js'
 import {jsonSchemaEbnf} from '../../src/grammar/json-ebnf.js'
-import {Grammars} from '../../src/grammar/compiler.js'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
-import {readManifest} from '../../src/package/manifest.js'
-import {QwenTokenizer} from '../../models/qwen3_5/tokenizer.js'
 import {toolCallGrammar} from '../../models/qwen3_5/tool-grammar.js'
 import {synthFixture} from '../helpers/packages.js'
+import {decider} from '../helpers/grammar-accepts.js'
 import {seeded} from '../helpers/grammar-walk.js'
 
 /** The range expression as an anchored RegExp (it uses only literals, digit classes, {n}, | and groups). */
@@ -67,23 +64,7 @@ t.test('the schema EBNF carries the exact range and keeps data values as they ar
 })
 
 t.test('compiled for a real vocabulary: bounds accepted, neighbours refused', async t => {
-  const dir = await synthFixture('tiny-hybrid', 'q4')
-  const manifest = await readManifest(dir)
-  const path = join(dir, manifest.tokenizer.file)
-  const stop = [...manifest.tokenizer.eos_token_ids]
-  const tokenizer = await QwenTokenizer.load(path)
-  const grammars = new Grammars({tokenizerPath: path, vocabSize: manifest.config.vocab_size, stopTokenIds: stop})
-
-  /** Whether the grammar takes the whole text and may then stop. */
-  async function accepts(schema: unknown, text: string): Promise<boolean> {
-    const m = await grammars.matcher({type: 'json_schema', schema, param: 'response_format'})
-    try {
-      for (const id of tokenizer.encode(text)) if (!m.accept(id)) return false
-      return m.accept(stop[0]!)
-    } finally {
-      m.dispose()
-    }
-  }
+  const {acceptsJson: accepts, accepts: acceptsSpec} = await decider(await synthFixture('tiny-hybrid', 'q4'))
   const int = (minimum: number, maximum: number) => ({type: 'integer', minimum, maximum})
   const obj = (v: unknown) => ({type: 'object', properties: {v}, required: ['v'], additionalProperties: false})
 
@@ -108,15 +89,8 @@ t.test('compiled for a real vocabulary: bounds accepted, neighbours refused', as
     xml: (v: string) => `<tool_call>\n<function=set>\n<parameter=v>\n${v}\n</parameter>\n</function>\n</tool_call>`,
   }
   for (const format of ['json', 'xml'] as const) {
-    const call = async (v: string) => {
-      const m = await grammars.matcher({type: 'structural', format: toolCallGrammar(format, [{name: 'set', schema: tool}], {type: 'calls', stopAfterFirst: true})})
-      try {
-        for (const id of tokenizer.encode(calls[format](v))) if (!m.accept(id)) return false
-        return true
-      } finally {
-        m.dispose()
-      }
-    }
+    const call = (v: string) =>
+      acceptsSpec({type: 'structural', format: toolCallGrammar(format, [{name: 'set', schema: tool}], {type: 'calls', stopAfterFirst: true})}, calls[format](v), false)
     for (const v of ['0', '120', '99']) t.ok(await call(v), `${format} call takes ${v}`)
     for (const v of ['121', '129', '-1']) t.notOk(await call(v), `${format} call refuses ${v}`)
   }

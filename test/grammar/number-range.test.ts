@@ -5,13 +5,10 @@
 // vocabulary, a bounded number accepts its bounds (inclusive) and refuses its neighbours; a bounded number XGrammar
 // would be left to bound is a 400.
 import t from 'tap'
-import {join} from 'node:path'
 import {fractionDigits, numberRangeEbnf, plainDecimal, type Bound} from '../../src/grammar/number-range.js'
-import {Grammars} from '../../src/grammar/compiler.js'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
-import {readManifest} from '../../src/package/manifest.js'
-import {QwenTokenizer} from '../../models/qwen3_5/tokenizer.js'
 import {synthFixture} from '../helpers/packages.js'
+import {decider} from '../helpers/grammar-accepts.js'
 import {seeded} from '../helpers/grammar-walk.js'
 
 /** The expression as an anchored RegExp (literals of digits, "-" and ".", classes, ?, {m,n}, | and groups). */
@@ -106,21 +103,7 @@ t.test('the range expression matches exactly the decimals in the range', async t
 })
 
 t.test('compiled for a real vocabulary: bounds accepted, neighbours refused', async t => {
-  const dir = await synthFixture('tiny-hybrid', 'q4')
-  const manifest = await readManifest(dir)
-  const path = join(dir, manifest.tokenizer.file)
-  const stop = [...manifest.tokenizer.eos_token_ids]
-  const tokenizer = await QwenTokenizer.load(path)
-  const grammars = new Grammars({tokenizerPath: path, vocabSize: manifest.config.vocab_size, stopTokenIds: stop})
-  const accepts = async (schema: unknown, text: string): Promise<boolean> => {
-    const m = await grammars.matcher({type: 'json_schema', schema, param: 'response_format'})
-    try {
-      for (const id of tokenizer.encode(text)) if (!m.accept(id)) return false
-      return m.accept(stop[0]!)
-    } finally {
-      m.dispose()
-    }
-  }
+  const {grammars, acceptsJson: accepts} = await decider(await synthFixture('tiny-hybrid', 'q4'))
   const obj = (v: unknown) => ({type: 'object', properties: {v}, required: ['v'], additionalProperties: false})
   const cases: Array<[unknown, string[], string[]]> = [
     [obj({type: 'number', minimum: 0, maximum: 1}), ['0', '1', '0.5', '0.999999', '1.0'], ['1.01', '-0.1', '2', '1e0', '0.00000001']],
