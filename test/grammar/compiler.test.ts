@@ -5,34 +5,19 @@
 // grammar in both forms; bounded schemas always reach the end.
 // Masks survive rollback exactly; compiled grammars are cached by schema text.
 import t from 'tap'
-import {join} from 'node:path'
-import {Grammars} from '../../src/grammar/compiler.js'
-import {readManifest} from '../../src/package/manifest.js'
-import {QwenTokenizer} from '../../models/qwen3_5/tokenizer.js'
 import {OutputParser} from '../../models/qwen3_5/output.js'
 import {toolCallGrammar} from '../../models/qwen3_5/tool-grammar.js'
 import {synthFixture} from '../helpers/packages.js'
+import {decider} from '../helpers/grammar-accepts.js'
 import {seeded, walk} from '../helpers/grammar-walk.js'
 import {invalidity} from '../helpers/ajv.js'
 import {SCHEMAS} from '../helpers/schemas.js'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
 
-async function vocabulary(dir: string) {
-  const manifest = await readManifest(dir)
-  const path = join(dir, manifest.tokenizer.file)
-  const stop = [...manifest.tokenizer.eos_token_ids]
-  return {
-    name: manifest.name,
-    size: manifest.config.vocab_size,
-    tokenizer: await QwenTokenizer.load(path),
-    grammars: new Grammars({tokenizerPath: path, vocabSize: manifest.config.vocab_size, stopTokenIds: stop}),
-  }
-}
-
 for (const which of ['default', 'synthetic'] as const) {
   t.test(`${which} vocabulary`, async t => {
-    const v = await vocabulary(which === 'default' ? DEFAULT : await synthFixture('tiny-hybrid', 'q4'))
+    const v = await decider(which === 'default' ? DEFAULT : await synthFixture('tiny-hybrid', 'q4'))
     const rnd = seeded(which === 'default' ? 11 : 12)
 
     t.test('every JSON Schema: ended walks validate, bounded walks end', async t => {

@@ -7,6 +7,8 @@ import {QwenTokenizer} from '../../models/qwen3_5/tokenizer.js'
 export interface Decider {
   grammars: Grammars
   tokenizer: QwenTokenizer
+  /** Logits row length (the model's vocab_size). */
+  size: number
   /** True when the grammar accepts every token of `text` (and, with `end`, a stop token after them). */
   accepts(spec: GrammarSpec, text: string, end?: boolean): Promise<boolean>
   /** The same for a JSON Schema response format, which must also be able to stop there. */
@@ -29,5 +31,5 @@ export async function decider(dir: string): Promise<Decider> {
       m.dispose()
     }
   }
-  return {grammars, tokenizer, accepts, acceptsJson: (schema, text) => accepts({type: 'json_schema', schema, param: 'response_format'}, text)}
+  return {grammars, tokenizer, size: manifest.config.vocab_size, accepts, acceptsJson: (schema, text) => accepts({type: 'json_schema', schema, param: 'response_format'}, text)}
 }
