@@ -54,35 +54,31 @@ function rewrite(node: unknown, sentinel: (range: string) => number): unknown {
   return out
 }
 
-/** An integer or number schema bounded on both sides and nothing else that constrains it: its range, its other types. */
+/**
+ * An integer or number schema with bounds: its range and its other allowed types (undefined when it has no bounds).
+ * XGrammar's own integer ranges are wrong for some bounds and it bounds no other number, so a bounded node that
+ * cannot be replaced whole (next to enum, const, anyOf …, or typed both integer and number) is refused (a 400).
+ * Checked schemas always carry both sides (schema-policy.ts), integers inclusive.
+ */
 function boundedNumeric(s: Schema): {range: string; others: string[]} | undefined {
-  const types = typeof s.type === 'string' ? [s.type] : Array.isArray(s.type) ? s.type : []
-  if (!types.every(t => typeof t === 'string')) return undefined
-  const bounds = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].some(k => typeof s[k] === 'number')
-  // XGrammar does not bound numbers at all: a bounded number that cannot be replaced whole is refused (a 400)
-  const mustReplace = bounds && types.includes('number')
-  if (!Object.keys(s).every(k => NUMERIC_KEYS.has(k))) {
-    if (mustReplace) throw new Error('bounds on a number next to other keywords (enum, const, anyOf …) cannot be enforced')
-    return undefined
-  }
+  if (!['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].some(k => typeof s[k] === 'number')) return undefined
+  const types = typeof s.type === 'string' ? [s.type] : Array.isArray(s.type) ? s.type.filter((t): t is string => typeof t === 'string') : []
+  const integer = types.includes('integer')
+  const number = types.includes('number')
+  if (!integer && !number) return undefined // bounds on no numeric type constrain nothing
+  if (integer && number) throw new Error('bounds on a value that may be an integer or a number cannot be enforced')
+  if (!Object.keys(s).every(k => NUMERIC_KEYS.has(k))) throw new Error('numeric bounds next to other keywords (enum, const, anyOf …) cannot be enforced')
   const side = (inclusive: unknown, exclusive: unknown) =>
     typeof exclusive === 'number' ? {value: exclusive, strict: true} : typeof inclusive === 'number' ? {value: inclusive, strict: false} : undefined
   const lo = side(s.minimum, s.exclusiveMinimum)
   const hi = side(s.maximum, s.exclusiveMaximum)
-  if (!lo || !hi || !Number.isFinite(lo.value) || !Number.isFinite(hi.value) || lo.value > hi.value) {
-    if (mustReplace) throw new Error('a bounded number needs both bounds, finite and in order')
-    return undefined
-  }
-  const others = (types as string[]).filter(t => t !== 'integer' && t !== 'number')
-  if (types.includes('integer') && !types.includes('number')) {
-    if (lo.strict || hi.strict || !Number.isSafeInteger(lo.value) || !Number.isSafeInteger(hi.value)) return undefined
+  if (!lo || !hi || !Number.isFinite(lo.value) || !Number.isFinite(hi.value) || lo.value > hi.value) throw new Error('numeric bounds need both sides, finite and in order')
+  const others = types.filter(t => t !== 'integer' && t !== 'number')
+  if (integer) {
+    if (lo.strict || hi.strict || !Number.isSafeInteger(lo.value) || !Number.isSafeInteger(hi.value)) throw new Error('integer bounds must be inclusive safe integers')
     return {range: integerRangeEbnf(lo.value, hi.value), others}
   }
-  if (types.includes('number') && !types.includes('integer')) {
-    const range = numberRangeEbnf(lo, hi)
-    if (range === undefined) throw new Error('no decimal number satisfies the bounds')
-    return {range, others}
-  }
-  if (mustReplace) throw new Error('bounds on a number that may also be an integer cannot be enforced')
-  return undefined
+  const range = numberRangeEbnf(lo, hi)
+  if (range === undefined) throw new Error('no decimal number satisfies the bounds')
+  return {range, others}
 }

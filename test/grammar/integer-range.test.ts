@@ -82,6 +82,13 @@ t.test('compiled for a real vocabulary: bounds accepted, neighbours refused', as
     for (const v of bad) t.notOk(await accepts(checked, `{"v": ${v}}`), `${JSON.stringify(schema)} refuses ${v}`)
   }
 
+  // bounds next to enum cannot be replaced whole: a 400, never XGrammar's own (wrong) range
+  const refused = await accepts({type: 'integer', minimum: 0, maximum: 120, enum: [5, 125]}, '125').then(
+    () => undefined,
+    (e: unknown) => e as {status?: number},
+  )
+  t.equal(refused?.status, 400, 'integer bounds next to enum: 400')
+
   // a forced call whose argument is a bounded integer: the tool grammar carries the same exact range
   const tool = enforceableSchema(obj(int(0, 120)), 'tools') as Record<string, unknown>
   const calls = {
