@@ -299,9 +299,22 @@ void test_ops(Be& cpu, Be& g) {
     }
     unsetenv("SPLASH_GDN_CHUNKED");
   }
-  for (auto [N, dt] : {std::pair{1, SPLASH_Q4}, {3, SPLASH_Q8}, {8, SPLASH_Q4}, {20, SPLASH_Q4}}) {
-    // MoE: routing, grouped experts, weighted combine (≤ 8 tokens: all on the device)
-    const int E = 16, K = 4, H = 256, I = 128;
+  struct MoeCase {
+    int N;
+    splash_dtype dt;
+    int E, K, H, I;
+    char form;  // 'd': the default choice; 'h': host-routed (SPLASH_MOE_GROUPED=0); 'g': grouped (no GEMVs)
+  };
+  const MoeCase moe_cases[] = {{1, SPLASH_Q4, 16, 4, 256, 128, 'd'},   {3, SPLASH_Q8, 16, 4, 256, 128, 'd'},
+                               {8, SPLASH_Q4, 16, 4, 256, 128, 'd'},   {20, SPLASH_Q4, 16, 4, 256, 128, 'd'},
+                               {20, SPLASH_Q4, 16, 4, 256, 128, 'g'},  {20, SPLASH_Q4, 16, 4, 256, 128, 'h'},
+                               {9, SPLASH_Q8, 64, 8, 256, 192, 'g'},   {130, SPLASH_Q4, 64, 8, 512, 128, 'd'},
+                               {10, SPLASH_BF16, 32, 4, 256, 64, 'd'}, {300, SPLASH_BF16, 32, 4, 256, 64, 'd'},
+                               {700, SPLASH_Q4, 256, 8, 256, 128, 'd'}};
+  for (const MoeCase& mc : moe_cases) {
+    // MoE: routing, grouped experts, weighted combine (all on the device unless `host`)
+    const int N = mc.N, E = mc.E, K = mc.K, H = mc.H, I = mc.I;
+    const splash_dtype dt = mc.dt;
     W wg = make_weight(g, dt, I, H, E), wu = make_weight(g, dt, I, H, E), wd = make_weight(g, dt, H, I, E);
     auto x = randv(size_t(N) * H), lg = randv(size_t(N) * E, -2, 2);
     std::vector<float> out(size_t(N) * H);
@@ -310,8 +323,15 @@ void test_ops(Be& cpu, Be& g) {
     cpu.i->moe(cpu.c, &a);
     float* dout = static_cast<float*>(g.alloc(out.size() * 4));
     splash_moe_args ad{N, E, K, 1, g.up(x), g.up(lg), &wg.d, &wu.d, &wd.d, dout};
+    if (mc.form != 'd') setenv("SPLASH_MOE_GEMV_MAX", "0", 1);
+    if (mc.form == 'h') setenv("SPLASH_MOE_GROUPED", "0", 1);
     g.i->moe(g.c, &ad);
-    report((std::string("moe ") + names[dt] + " E=16 k=4 tokens=" + std::to_string(N)).c_str(), out, g.down(dout, out.size()), N > 8 ? 2e-2 : 3e-4);
+    unsetenv("SPLASH_MOE_GROUPED");
+    unsetenv("SPLASH_MOE_GEMV_MAX");
+    char what[96];
+    std::snprintf(what, sizeof what, "moe %s E=%d k=%d H=%d I=%d tokens=%d%s", names[dt], E, K, H, I, N,
+                  mc.form == 'h' ? " (host-routed)" : mc.form == 'g' || N > 128 || dt == SPLASH_BF16 ? " (grouped)" : "");
+    report(what, out, g.down(dout, out.size()), N > 128 || mc.form != 'd' || dt == SPLASH_BF16 ? 2e-2 : 3e-4);
   }
   test_vision_ops(cpu, g);
   g.i->synchronize(g.c);
@@ -436,11 +456,11 @@ void test_model(const std::string& dir, bool precise) {
     // decode steps replay the recorded step (not with host-routed MoE layers): at least decodes 3 and 4 (a shape
     // is recorded on its second step; a scratch buffer grown by the first decode forgets the graphs once)
     const int64_t used = launches(gpu->backend().ctx) - l0;
-    // MoE layers route on the device for q4/q8 experts outside precise mode; otherwise the step needs the host
+    // MoE layers route on the device outside precise mode (q4/q8 experts by the expert-indexed GEMVs, others by
+    // the expert-grouped GEMM); in precise mode the step needs the host
     bool host_moe = false;
     for (int l = 0; l < cpu->config().L; ++l)
-      if (const TensorInfo* t = cpu->package().find("layers." + std::to_string(l) + ".mlp.experts.gate_proj.weight"))
-        host_moe |= precise || t->dtype != "U32";
+      if (cpu->package().find("layers." + std::to_string(l) + ".mlp.experts.gate_proj.weight")) host_moe |= precise;
     const bool ok = host_moe ? used == 0 : used >= 2;
     std::printf("%-44s %lld graph launches  %s\n", (dir.substr(dir.rfind('/') + 1) + ": decode graphs").c_str(),
                 (long long)used, ok ? "ok" : "FAIL");
@@ -560,6 +580,11 @@ int main(int argc, char** argv) {
         for (int i = 2; i < argc; ++i) tokens.push_back(std::atoi(argv[i]));
         if (tokens.empty()) tokens = {16, 32, 64, 256, 1024, 4096};
         bench_gdn(g, tokens);
+      } else if (cmd == "bench-moe") {
+        std::vector<int> tokens;
+        for (int i = 2; i < argc; ++i) tokens.push_back(std::atoi(argv[i]));
+        if (tokens.empty()) tokens = {16, 64, 512, 2048, 4096};
+        bench_moe(g, tokens);
       }
       backend_close(gh);
     }

@@ -206,6 +206,24 @@ constexpr int kGdnFewTokens = 16;  // up to this many tokens the recurrent block
 // q̂ (scaled by 1/√dk), k̂ and k̂·q̂ of every (token, key head) of a into prep: [T][nk][2·dk + 4] (cuda_gdn.cu)
 void gdn_prep(Ctx* c, const splash_gdn_args& a, float* prep);
 void moe(void* ctx, const splash_moe_args* a);
+// Expert-grouped GEMM (cuda_expert_gemm.cu): slots sorted by expert, off[e]..off[e+1] of expert e; row tile τ of
+// the grid covers slots [tile_r[τ], min(tile_r[τ] + expert_gemm_rows(), off[e + 1])) of expert tile_e[τ] (−1: none).
+// Slot s multiplies activation row (perm ? perm[s] / xdiv : s) of x (rows of w.cols values) by expert e of each of
+// the nw weights (same rows and cols) into row s of y[g] (rows of w.rows values).
+struct ExpertGemm {
+  splash_weight w[2];
+  float* y[2];
+  int32_t nw = 1, ct = 0;  // ct: set by expert_gemm
+  const float* x = nullptr;
+  const int32_t* perm = nullptr;
+  int32_t xdiv = 1;
+  const int32_t* off = nullptr;
+  const int32_t* tile_e = nullptr;
+  const int32_t* tile_r = nullptr;
+};
+bool expert_gemm_fits(const splash_weight& w);
+int expert_gemm_rows();
+void expert_gemm(Ctx* c, const ExpertGemm& a, int32_t row_tiles);
 void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out);
 // the vision encoder's slots (cuda_vision.cu)
 void layer_norm(void* ctx, const float* x, const float* w, const float* b, int32_t n, int32_t dim, float eps, float* y);

@@ -1,0 +1,158 @@
+// Expert-grouped GEMM for routed experts over many tokens (prefill, verify): the (token, expert) pairs are sorted
+// by expert into slots (cuda_moe.cu), and one launch multiplies every expert's slots by that expert's weights.
+// A block takes one row tile of one expert (kGm slots; a table maps the grid's row index to it) and kGn output
+// features of one weight; the weight tile is dequantised (any dtype, load8) to bf16 in shared memory as it is
+// read, the activations gathered (slot → activation row) and rounded to bf16, and WMMA multiplies them with fp32
+// accumulation: the operands of the dense prefill path (bf16 weights and activations on the tensor cores), with no
+// dequantised copy of the experts and no host round trip. Each output element is one dot product in a fixed
+// order, so the result does not depend on which slots share a tile.
+#include <mma.h>
+
+#include "backend/cuda/cuda_common.cuh"
+
+namespace splash::cuda {
+namespace {
+
+constexpr int kGm = 64, kGn = 64, kGk = 64, kLd = kGk + 8;  // bf16 pitch of the staged tiles (+16 B)
+
+__device__ __forceinline__ splash_weight expert_of(const splash_weight& base, int64_t e) {
+  splash_weight w = base;
+  const int64_t C = base.cols, R = base.rows, G = C / 64;
+  const int64_t row_bytes = base.dtype == SPLASH_F32 ? C * 4 : base.dtype == SPLASH_BF16 ? C * 2 : base.dtype == SPLASH_Q8 ? C : C / 2;
+  w.data = static_cast<const uint8_t*>(base.data) + e * R * row_bytes;
+  if (base.scales) w.scales = base.scales + e * R * G, w.biases = base.biases + e * R * G;
+  return w;
+}
+
+// kQ4: the weights are q4 (each thread fetches 32 values with one 16-byte load); otherwise any dtype via load8.
+// The next k-tile's activations and q4 words are fetched into registers before the current tile's products,
+// so their latency overlaps the tensor-core work.
+template <bool kQ4>
+__global__ void __launch_bounds__(128, 4) k_expert_gemm(ExpertGemm a) {
+  using namespace nvcuda;
+  const int e = a.tile_e[blockIdx.y];
+  if (e < 0) return;  // past the last row tile
+  const int r0 = a.tile_r[blockIdx.y], r1 = min(r0 + kGm, a.off[e + 1]);
+  const int g = blockIdx.x / a.ct, n0 = (blockIdx.x % a.ct) * kGn;
+  const splash_weight w = expert_of(a.w[g], e);
+  const int64_t R = w.rows, K = w.cols;
+  __shared__ __align__(32) __nv_bfloat16 sa[kGm * kLd];
+  __shared__ __align__(32) __nv_bfloat16 sb[kGn * kLd];
+  __shared__ __align__(32) float sc[4][16 * 16];
+  __shared__ int64_t xrow[kGm];
+  const int tid = threadIdx.x;
+  if (tid < kGm) {
+    const int s = r0 + tid;
+    xrow[tid] = s < r1 ? int64_t(a.perm ? a.perm[s] / a.xdiv : s) * K : -1;
+  }
+  __syncthreads();
+  // activations: kGm rows × kGk values = 1024 float4, 8 per thread; q4 weights: thread = (row tid/2, half tid%2)
+  constexpr int kXa = kGm * kGk / 4 / 128;
+  float4 xa[kXa];
+  uint4 qw = make_uint4(0, 0, 0, 0);
+  float qs = 0.f, qb = 0.f;
+  const int brow = tid >> 1, bhalf = tid & 1;
+  const bool blive = n0 + brow < R;
+  auto fetch = [&](int64_t k0) {
+#pragma unroll
+    for (int j = 0; j < kXa; ++j) {
+      const int i = tid + j * 128, row = i / (kGk / 4), col = (i % (kGk / 4)) * 4;
+      const int64_t xr = xrow[row];
+      xa[j] = xr >= 0 ? __ldg(reinterpret_cast<const float4*>(a.x + xr + k0 + col)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    if (kQ4 && blive) {
+      const int64_t r = n0 + brow;
+      qw = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(w.data) + r * (K / 8) + k0 / 8 + bhalf * 4));
+      const int64_t gi = r * (K / 64) + k0 / 64;
+      qs = bf16f(w.scales[gi]), qb = bf16f(w.biases[gi]);
+    }
+  };
+  auto stash = [&](int64_t k0) {
+#pragma unroll
+    for (int j = 0; j < kXa; ++j) {
+      const int i = tid + j * 128, row = i / (kGk / 4), col = (i % (kGk / 4)) * 4;
+      __align__(8) __nv_bfloat16 o[4] = {__float2bfloat16(xa[j].x), __float2bfloat16(xa[j].y), __float2bfloat16(xa[j].z),
+                                         __float2bfloat16(xa[j].w)};
+      *reinterpret_cast<uint2*>(&sa[row * kLd + col]) = *reinterpret_cast<const uint2*>(o);
+    }
+    if (kQ4) {
+      const uint32_t words[4] = {qw.x, qw.y, qw.z, qw.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        __align__(16) __nv_bfloat16 o[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) o[k] = __float2bfloat16(qs * float((words[q] >> (4 * k)) & 15u) + qb);
+        *reinterpret_cast<uint4*>(&sb[brow * kLd + bhalf * 32 + q * 8]) = *reinterpret_cast<const uint4*>(o);
+      }
+    } else {
+      for (int i = tid; i < kGn * kGk / 8; i += 128) {
+        const int row = i / (kGk / 8), col = (i % (kGk / 8)) * 8;
+        float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        if (n0 + row < R) load8(w, n0 + row, k0 + col, v);
+        __align__(16) __nv_bfloat16 o[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) o[k] = __float2bfloat16(v[k]);
+        *reinterpret_cast<uint4*>(&sb[row * kLd + col]) = *reinterpret_cast<const uint4*>(o);
+      }
+    }
+  };
+  const int warp = tid / 32, wm = warp / 2, wn = warp % 2;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+  fetch(0);
+  for (int64_t k0 = 0; k0 < K; k0 += kGk) {
+    stash(k0);
+    __syncthreads();
+    if (k0 + kGk < K) fetch(k0 + kGk);
+#pragma unroll
+    for (int kk = 0; kk < kGk; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &sa[(wm * 32 + i * 16) * kLd + kk], kLd);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &sb[(wn * 32 + j * 16) * kLd + kk], kLd);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  const int lane = tid % 32;
+  float* y = a.y[g];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      wmma::store_matrix_sync(sc[warp], acc[i][j], 16, wmma::mem_row_major);
+      __syncwarp();
+      for (int q = lane; q < 256; q += 32) {
+        const int m = r0 + wm * 32 + i * 16 + q / 16;
+        const int64_t n = n0 + wn * 32 + j * 16 + q % 16;
+        if (m < r1 && n < R) y[int64_t(m) * R + n] = sc[warp][q];
+      }
+      __syncwarp();
+    }
+}
+
+}  // namespace
+
+bool expert_gemm_fits(const splash_weight& w) { return w.cols % kGk == 0 && w.rows > 0; }
+
+int expert_gemm_rows() { return kGm; }
+
+void expert_gemm(Ctx* c, const ExpertGemm& a, int32_t row_tiles) {
+  if (row_tiles <= 0) return;
+  ExpertGemm b = a;
+  b.ct = int32_t((a.w[0].rows + kGn - 1) / kGn);
+  const dim3 grid(unsigned(b.ct * b.nw), unsigned(row_tiles));
+  if (a.w[0].dtype == SPLASH_Q4) k_expert_gemm<true><<<grid, 128, 0, strm(c)>>>(b);
+  else k_expert_gemm<false><<<grid, 128, 0, strm(c)>>>(b);
+  SPLASH_LAUNCHED(c, "expert_gemm");
+}
+
+}  // namespace splash::cuda
