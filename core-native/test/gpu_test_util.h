@@ -117,6 +117,7 @@ void bench_gemv(Be& g);
 // the decode GEMV at the 27B shapes, generic vs the package DIR's specialised kernels
 void bench_spec_gemv(Be& g, const std::string& dir);
 void bench_gdn(Be& g, const std::vector<int>& tokens);
+void bench_attn(Be& g);
 void bench(const std::string& dir, int prompt, int n);
 
 // gpu_test_vision.cpp
