@@ -2,18 +2,15 @@
 // - Few new tokens (decode, verify): split over the context (flash-decoding): block (token·head, split) runs an
 //   online softmax over up to kSplit positions with one warp per position stride, writes (max, sum, partial
 //   output); a second kernel merges the splits. fp32 throughout.
-// - Many new tokens (prefill chunks, ≥ kTcMin): flash attention on the tensor cores: block = kBq query tokens of
-//   one head, 4 warps of 16 rows; K and V tiles of kBk positions staged in shared memory as fp16 and shared by
-//   the warps; S = Q·Kᵀ and O += P·V by WMMA (fp16 in, fp32 accumulate), the online softmax in fp32 per row.
+// - Many new tokens (prefill chunks, ≥ kTcMin, head_dim 64 / 128 / 256): FlashAttention-2 on the tensor cores
+//   (k_attn_fa below): block = 128 query rows (two heads of one K/V head × 64 tokens, or one head × 128), O and
+//   the rows' running max and sum in registers, mma.m16n8k16 fp16 with fp32 accumulation, K/V tiles converted
+//   from the fp32 cache into double-buffered fp16 shared memory while the previous tile's math runs.
 //   When the query tiles alone make fewer than two waves of blocks (a short step after a long cached prefix),
-//   the context is split too: block (head, tile, split) walks one slice of the positions and writes the rows'
+//   the context is split too: block (heads, tile, split) walks one slice of the positions and writes the rows'
 //   (max, sum, unnormalised output) in the split form's layout, and the split form's merge combines them.
-//   Measured with ncu on the 27B shape, one 4096-token step from position 0: 23 ms per layer against 37 ms
-//   for the split form; a 139-token step after 31.8K cached positions was slower than the split form while a
-//   block walked its tile's whole context (72 blocks on 132 SMs), which is what the context split is for.
-//   SPLASH_ATTN_TC=1 forces this form where the shapes allow, =0 never. Still far from the tensor cores' rate:
-//   one block of 4 warps per SM (190 KB of shared memory at head_dim 256), fp32 K/V converted per tile, O kept
-//   in shared memory.
+//   SPLASH_ATTN_TC=1 forces this form where the shapes allow, =0 never (splash_gpu_test bench-attn compares them).
+//   Other head dims, precise mode and graph steps (start on the device) take the split form.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -180,6 +177,7 @@ __global__ void __launch_bounds__(kFaThreads, HD <= 64 ? 2 : 1)
   }
   {  // Q, scaled (log2 e folded in), as fp16: smem row r = head h0 + r / bq, token t0 + r % bq
     const float qs = a.scale * kLog2e;
+#pragma unroll 4
     for (int i = tid; i < kFaRows * HD / 4; i += kFaThreads) {
       const int r = i / (HD / 4), d = (i % (HD / 4)) * 4, t = t0 + r % bq;
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
