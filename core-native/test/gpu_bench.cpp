@@ -320,4 +320,47 @@ void bench_moe(Be& g, const std::vector<int>& tokens) {
   for (float* p : {dx, dl, dout}) g.i->buffer_free(g.c, p);
 }
 
+// The attention op alone at the prefill shapes (head_dim 256; 27B: 24 q / 4 kv heads, 35B-A3B: 16 / 2), random fp32
+// q and cache: the tensor-core form (SPLASH_ATTN_TC=1) and the split fp32 form (=0), each the median of 15 calls
+// timed by CUDA events after 3 warm-up calls, and their outputs compared. FLOPs: 4·T·ctx·hd·heads, ctx the mean
+// number of positions a row sees.
+void bench_attn(Be& g) {
+  auto event_ms = reinterpret_cast<float (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_event_ms"));
+  if (!event_ms) throw std::runtime_error("the CUDA module has no event timer");
+  struct Shape {
+    int nh, nkv, T, start;
+  };
+  const Shape shapes[] = {{24, 4, 4096, 0}, {24, 4, 512, 31744}, {24, 4, 139, 31800}, {16, 2, 4096, 0}};
+  const int hd = 256;
+  for (const Shape& s : shapes) {
+    const size_t len = size_t(s.start) + s.T, on = size_t(s.T) * s.nh * hd;
+    float* dq = g.up(randv(on));
+    float* dk = g.up(randv(len * s.nkv * hd));
+    float* dv = g.up(randv(len * s.nkv * hd));
+    float* dout = static_cast<float*>(g.alloc(on * 4));
+    splash_attn_args a{s.T, s.nh, s.nkv, hd, s.start, dq, int64_t(s.nh) * hd, dk, dv, dout, 1.f / std::sqrt(float(hd))};
+    const double flops = 4.0 * s.T * (s.start + (s.T + 1) / 2.0) * hd * s.nh;
+    std::printf("attention hd=%d heads=%d/%d T=%4d start=%5d:", hd, s.nh, s.nkv, s.T, s.start);
+    std::vector<float> out[2];
+    for (int tc : {1, 0}) {
+      setenv("SPLASH_ATTN_TC", tc ? "1" : "0", 1);
+      for (int i = 0; i < 3; ++i) g.i->attention(g.c, &a);
+      std::vector<float> ms;
+      for (int i = 0; i < 15; ++i) {
+        event_ms(g.c, 0);
+        g.i->attention(g.c, &a);
+        ms.push_back(event_ms(g.c, 1));
+      }
+      std::sort(ms.begin(), ms.end());
+      const double t = ms[ms.size() / 2];
+      std::printf("  %s %8.3f ms %6.1f TFLOP/s", tc ? "tensor cores" : "split fp32", t, flops / (t * 1e-3) / 1e12);
+      out[tc] = g.down(dout, on);
+    }
+    unsetenv("SPLASH_ATTN_TC");
+    std::printf("\n");
+    report("  tensor cores vs split fp32", out[0], out[1], 5e-3);
+    for (float* p : {dq, dk, dv, dout}) g.i->buffer_free(g.c, p);
+  }
+}
+
 }  // namespace splash::gputest

@@ -3,6 +3,7 @@
 //   splash_gpu_test model DIR...              whole-model logits, CUDA vs CPU, on packages (prefill, decode, verify)
 //   splash_gpu_test bench-base                device-to-device copy bandwidth and bf16 GEMM rate
 //   splash_gpu_test bench-gdn [T...]          the GDN op alone at the prefill shapes: recurrent vs chunked
+//   splash_gpu_test bench-attn                the attention op alone at the prefill shapes: tensor cores vs fp32
 //   splash_gpu_test bench DIR [prompt] [n]    prefill and decode on a package
 //   splash_gpu_test spec DIR...               a package's specialised kernels against the generic ones (logits)
 //   splash_gpu_test bench-spec DIR [prompt] [n]   bench with the specialised kernels, without, with again
@@ -27,6 +28,27 @@
 using namespace splash;
 using namespace splash::gputest;
 namespace {
+
+// One attention call of T tokens after `start` cached positions on both backends, random q and cache; the CUDA
+// backend takes its tensor-core form wherever the shapes allow (SPLASH_ATTN_TC=1).
+void attention_case(Be& cpu, Be& g, int hd, int nh, int nkv, int start, int T) {
+  const int len = start + T;
+  auto q = randv(size_t(T) * nh * hd), kc = randv(size_t(len) * nkv * hd), vc = randv(size_t(len) * nkv * hd);
+  std::vector<float> r(size_t(T) * nh * hd);
+  splash_attn_args a{T, nh, nkv, hd, start, q.data(), int64_t(nh) * hd, kc.data(), vc.data(), r.data(), 1.f / std::sqrt(float(hd))};
+  cpu.i->attention(cpu.c, &a);
+  float *dq = g.up(q), *dk = g.up(kc), *dv = g.up(vc), *dout = static_cast<float*>(g.alloc(r.size() * 4));
+  splash_attn_args ad = a;
+  ad.q = dq, ad.k_cache = dk, ad.v_cache = dv, ad.out = dout;
+  setenv("SPLASH_ATTN_TC", "1", 1);
+  g.i->attention(g.c, &ad);
+  unsetenv("SPLASH_ATTN_TC");
+  char what[80];
+  std::snprintf(what, sizeof what, "attention hd=%d heads=%d/%d start=%d T=%d", hd, nh, nkv, start, T);
+  // fp32 below 64 tokens; fp16 Q, K, P, V with fp32 accumulation from there
+  report(what, r, g.down(dout, r.size()), T < 64 ? 1e-5 : 5e-3);
+  for (float* p : {dq, dk, dv, dout}) g.i->buffer_free(g.c, p);
+}
 
 void test_ops(Be& cpu, Be& g) {
   const char* names[] = {"f32", "bf16", "q8", "q4"};
@@ -225,30 +247,22 @@ void test_ops(Be& cpu, Be& g) {
       report((std::string("embed ") + names[dt]).c_str(), r, g.down(d, r.size()), 1e-6);
     }
   }
+  // attention: GQA, causal over the cache; ≥ 64 new tokens take the tensor cores (with 8 heads the query tiles make
+  // one or two waves at most, so starts 700 and 3000 split the context too)
   for (int hd : {128, 256})
     for (int start : {0, 700, 3000})
-      for (int T : {5, 100, 200}) {  // attention: GQA, causal over the cache; ≥ 64 new tokens take the tensor cores
-      // (with 8 heads the query tiles make one or two waves at most, so starts 700 and 3000 split the context too)
-      const int nh = 8, nkv = 2, len = start + T;
-      auto q = randv(size_t(T) * nh * hd), kc = randv(size_t(len) * nkv * hd), vc = randv(size_t(len) * nkv * hd);
-      std::vector<float> r(size_t(T) * nh * hd);
-      splash_attn_args a{T, nh, nkv, hd, start, q.data(), int64_t(nh) * hd, kc.data(), vc.data(), r.data(),
-                         1.f / std::sqrt(float(hd))};
-      cpu.i->attention(cpu.c, &a);
-      float* dout = static_cast<float*>(g.alloc(r.size() * 4));
-      splash_attn_args ad = a;
-      ad.q = g.up(q);
-      ad.k_cache = g.up(kc);
-      ad.v_cache = g.up(vc);
-      ad.out = dout;
-      setenv("SPLASH_ATTN_TC", "1", 1);  // the tensor-core form wherever the shapes allow (≥ 64 tokens)
-      g.i->attention(g.c, &ad);
-      unsetenv("SPLASH_ATTN_TC");
-      char what[64];
-      std::snprintf(what, sizeof what, "attention hd=%d start=%d T=%d", hd, start, T);
-      // fp32 below 64 tokens; fp16 Q, K, P, V with fp32 accumulation from there
-      report(what, r, g.down(dout, r.size()), T < 64 ? 1e-5 : 5e-3);
-      }
+      for (int T : {5, 100, 200}) attention_case(cpu, g, hd, 8, 2, start, T);
+  {  // the tensor-core kernel's edges: partial query tiles, the production head groups (2 heads per block) and
+     // odd groups (1 head of 128 rows), head_dim 64, a short step after a long prefix (context split)
+    struct Case {
+      int hd, nh, nkv, start, T;
+    };
+    const Case cases[] = {{128, 24, 4, 0, 64},  {128, 24, 4, 0, 65},  {128, 16, 2, 0, 127}, {128, 16, 2, 0, 129},
+                          {256, 24, 4, 0, 64},  {256, 24, 4, 0, 65},  {256, 16, 2, 0, 127}, {256, 16, 2, 0, 129},
+                          {256, 24, 4, 0, 1000}, {128, 16, 2, 0, 1000}, {128, 6, 2, 0, 200},  {256, 3, 3, 0, 129},
+                          {64, 8, 2, 100, 129}, {256, 4, 2, 31800, 139}, {128, 6, 2, 31800, 139}, {256, 8, 1, 5000, 70}};
+    for (const Case& cs : cases) attention_case(cpu, g, cs.hd, cs.nh, cs.nkv, cs.start, cs.T);
+  }
   {  // conv1d + state, then GDN over 1 and 40 tokens
     const int C = 320, K = 4;
     for (int T : {1, 7, 8, 9}) {
@@ -536,7 +550,7 @@ void test_spec(const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | spec DIR... | bench-base | bench-gdn [T...] | bench DIR [prompt] [n] | bench-spec DIR [prompt] [n] | bench-spec-gemv DIR | bench-vision DIR cpu|cuda [size...]\n");
+    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | spec DIR... | bench-base | bench-gdn [T...] | bench-attn | bench DIR [prompt] [n] | bench-spec DIR [prompt] [n] | bench-spec-gemv DIR | bench-vision DIR cpu|cuda [size...]\n");
     return 2;
   }
   const std::string cmd = argv[1];
@@ -585,6 +599,8 @@ int main(int argc, char** argv) {
         for (int i = 2; i < argc; ++i) tokens.push_back(std::atoi(argv[i]));
         if (tokens.empty()) tokens = {16, 64, 512, 2048, 4096};
         bench_moe(g, tokens);
+      } else if (cmd == "bench-attn") {
+        bench_attn(g);
       }
       backend_close(gh);
     }

@@ -118,6 +118,7 @@ void bench_gemv(Be& g);
 void bench_spec_gemv(Be& g, const std::string& dir);
 void bench_gdn(Be& g, const std::vector<int>& tokens);
 void bench_moe(Be& g, const std::vector<int>& tokens);
+void bench_attn(Be& g);
 void bench(const std::string& dir, int prompt, int n);
 
 // gpu_test_vision.cpp

@@ -2,21 +2,19 @@
 // - Few new tokens (decode, verify): split over the context (flash-decoding): block (token·head, split) runs an
 //   online softmax over up to kSplit positions with one warp per position stride, writes (max, sum, partial
 //   output); a second kernel merges the splits. fp32 throughout.
-// - Many new tokens (prefill chunks, ≥ kTcMin): flash attention on the tensor cores: block = kBq query tokens of
-//   one head, 4 warps of 16 rows; K and V tiles of kBk positions staged in shared memory as fp16 and shared by
-//   the warps; S = Q·Kᵀ and O += P·V by WMMA (fp16 in, fp32 accumulate), the online softmax in fp32 per row.
+// - Many new tokens (prefill chunks, ≥ kTcMin, head_dim 64 / 128 / 256): FlashAttention-2 on the tensor cores
+//   (k_attn_fa below): block = 128 query rows (two heads of one K/V head × 64 tokens, or one head × 128), O and
+//   the rows' running max and sum in registers, mma.m16n8k16 fp16 with fp32 accumulation, K/V tiles converted
+//   from the fp32 cache into double-buffered fp16 shared memory while the previous tile's math runs.
 //   When the query tiles alone make fewer than two waves of blocks (a short step after a long cached prefix),
-//   the context is split too: block (head, tile, split) walks one slice of the positions and writes the rows'
+//   the context is split too: block (heads, tile, split) walks one slice of the positions and writes the rows'
 //   (max, sum, unnormalised output) in the split form's layout, and the split form's merge combines them.
-//   Measured with ncu on the 27B shape, one 4096-token step from position 0: 23 ms per layer against 37 ms
-//   for the split form; a 139-token step after 31.8K cached positions was slower than the split form while a
-//   block walked its tile's whole context (72 blocks on 132 SMs), which is what the context split is for.
-//   SPLASH_ATTN_TC=1 forces this form where the shapes allow, =0 never. Still far from the tensor cores' rate:
-//   one block of 4 warps per SM (190 KB of shared memory at head_dim 256), fp32 K/V converted per tile, O kept
-//   in shared memory.
-#include <mma.h>
+//   SPLASH_ATTN_TC=1 forces this form where the shapes allow, =0 never (splash_gpu_test bench-attn compares them).
+//   Other head dims, precise mode and graph steps (start on the device) take the split form.
+#include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -113,132 +111,245 @@ __global__ void k_attn_merge(splash_attn_args a, int32_t nsplit, int32_t split, 
   }
 }
 
-constexpr int kTcMin = 64, kBq = 64, kBk = 64, kTcMaxHd = 256, kTcMinSplit = 512;
+// ---- the tensor-core form (FlashAttention-2 style) ----
+// Block = 8 warps, 128 query rows: G heads of one K/V head (G = 2 where the GQA group is even, else 1) × 128/G
+// tokens; warp w takes 16 rows of head h0 + w / (8/G). K and V tiles of kFaBk positions are read from the fp32
+// cache with float4 loads, converted to fp16 in shared memory (two buffers: the next tile is fetched into
+// registers a chunk at a time between the current tile's MMAs), and shared by the 8 warps. Per tile a warp
+// computes S = Q·Kᵀ (mma.m16n8k16, Q and K fragments by ldmatrix), the online softmax on the accumulators (fp32,
+// base 2: log2 e is folded into Q's scale), turns S into P's A fragments in registers and adds P·V (V fragments by
+// ldmatrix.trans) into O, which stays in registers with the rows' running max and sum.
+constexpr int kTcMin = 64, kFaWarps = 8, kFaThreads = 32 * kFaWarps, kFaRows = 16 * kFaWarps, kFaBk = 64,
+              kTcMinSplit = 512;
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
-struct TcLayout {
-  int ld, sl, pl, ol;  // row pitches (elements) of Q/K/V (fp16), S (fp32), P (fp16), O (fp32)
-  size_t q, k, v, s, p, o, m, bytes;  // byte offsets of each region, all 32-byte aligned (WMMA pointers)
-  __host__ __device__ explicit TcLayout(int hd) {
-    ld = hd + 8, sl = kBk + 4, pl = kBk + 8, ol = hd + 4;
-    q = 0, k = q + size_t(kBq) * ld * 2, v = k + size_t(kBk) * ld * 2, s = v + size_t(kBk) * ld * 2;
-    p = s + size_t(kBq) * sl * 4, o = p + size_t(kBq) * pl * 2, m = o + size_t(kBq) * ol * 4;
-    bytes = m + size_t(kBq) * 2 * 4;
-  }
+template <int HD>
+struct FaSmem {
+  static constexpr int ld = HD + 8;           // row pitch in halves: 16 bytes of padding keep ldmatrix conflict-free
+  static constexpr int tile = kFaBk * ld;     // one K or V tile; buffer b holds K at kv + 2b·tile, V after it
+  static constexpr int kv = kFaRows * ld;     // Q first
+  static constexpr size_t bytes = size_t(kv + 4 * tile) * 2;
 };
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+// d += a·b: a = 16×16 row-major A fragment, (b0, b1) = 16×8 column-major B fragment, d = 16×8 fp32
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);  // lo in the low 16 bits: the lower column of a fragment pair
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
 
 // part == nullptr: the block walks its tile's whole context and writes the output. Otherwise block z of the
 // grid walks positions [z·split, (z+1)·split) and writes each row's partial result to part (k_attn_part's layout:
 // per (token, head) and split, max, sum and the unnormalised output) for k_attn_merge.
-__global__ void __launch_bounds__(128) k_attn_tc(splash_attn_args a, int32_t nsplit, int32_t split, float* part) {
-  namespace wmma = nvcuda::wmma;
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int hd = a.head_dim;
-  const TcLayout L(hd);
-  half* Qs = reinterpret_cast<half*>(smem + L.q);
-  half* Ks = reinterpret_cast<half*>(smem + L.k);
-  half* Vs = reinterpret_cast<half*>(smem + L.v);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float* Sw = reinterpret_cast<float*>(smem + L.s) + warp * 16 * L.sl;
-  half* Pw = reinterpret_cast<half*>(smem + L.p) + warp * 16 * L.pl;
-  float* Ow = reinterpret_cast<float*>(smem + L.o) + warp * 16 * L.ol;
-  float* Mw = reinterpret_cast<float*>(smem + L.m) + warp * 16;  // running max of the warp's 16 rows
-  float* Lw = Mw + kBq;                                          // running sum
+template <int HD>
+__global__ void __launch_bounds__(kFaThreads, HD <= 64 ? 2 : 1)
+    k_attn_fa(splash_attn_args a, int32_t heads, int32_t nsplit, int32_t split, float* part) {
+  using L = FaSmem<HD>;
+  constexpr int kKc = HD / 64, kNc = 2 * kKc;  // chunks of 4 float4 per thread: K's, then V's
+  constexpr int kRowStep = kFaThreads / (HD / 4);  // tile rows between one thread's float4s
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  half* smem = reinterpret_cast<half*>(smem_raw);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+  const int rw = kFaWarps / heads, bq = 16 * rw;  // warps per head, tokens per block
   // heads vary fastest, so the heads of one K/V head read the same tiles close together (L2); the last query
   // tiles (the longest contexts) go first
-  const int h = blockIdx.x, kvh = h / (a.n_heads / a.n_kv_heads);
-  const int t0 = (gridDim.y - 1 - blockIdx.y) * kBq, nt = min(kBq, a.n_tokens - t0);
-  const int64_t kvs = int64_t(a.n_kv_heads) * hd;
-  for (int i = threadIdx.x; i < kBq * hd; i += blockDim.x) {
-    const int r = i / hd, d = i - r * hd;
-    Qs[r * L.ld + d] = __float2half(r < nt ? a.q[int64_t(t0 + r) * a.q_stride + int64_t(h) * hd + d] * a.scale : 0.f);
-  }
-  for (int i = lane; i < 16 * hd; i += 32) Ow[(i / hd) * L.ol + i % hd] = 0.f;
-  if (lane < 16) Mw[lane] = -INFINITY, Lw[lane] = 0.f;
-  int last = a.start + t0 + nt;  // positions [0, last) are seen by some row of the tile
+  const int h0 = blockIdx.x * heads, kvh = h0 / (a.n_heads / a.n_kv_heads);
+  const int t0 = (gridDim.y - 1 - blockIdx.y) * bq, nt = min(bq, a.n_tokens - t0);
+  const int64_t kvs = int64_t(a.n_kv_heads) * HD;
+  int last = a.start + t0 + nt;  // positions [0, last) are seen by some row of the block
   int first = 0;
   if (part) {
     first = int(blockIdx.z) * split;
-    if (first >= last) return;  // no row of the tile reaches this slice (the merge does not read it)
+    if (first >= last) return;  // no row of the block reaches this slice (the merge does not read it)
     last = min(last, first + split);
   }
-  for (int p0 = first; p0 < last; p0 += kBk) {
-    __syncthreads();  // Q staged (first tile) / every warp done with the previous K, V tile
-    for (int i = threadIdx.x; i < kBk * hd; i += blockDim.x) {
-      const int r = i / hd, d = i - r * hd, pos = p0 + r;
-      const int64_t at = int64_t(pos) * kvs + int64_t(kvh) * hd + d;
-      Ks[r * L.ld + d] = __float2half(pos < last ? a.k_cache[at] : 0.f);
-      Vs[r * L.ld + d] = __float2half(pos < last ? a.v_cache[at] : 0.f);
+  {  // Q, scaled (log2 e folded in), as fp16: smem row r = head h0 + r / bq, token t0 + r % bq
+    const float qs = a.scale * kLog2e;
+#pragma unroll 4
+    for (int i = tid; i < kFaRows * HD / 4; i += kFaThreads) {
+      const int r = i / (HD / 4), d = (i % (HD / 4)) * 4, t = t0 + r % bq;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (t < a.n_tokens)
+        v = *reinterpret_cast<const float4*>(a.q + int64_t(t) * a.q_stride + int64_t(h0 + r / bq) * HD + d);
+      *reinterpret_cast<uint2*>(smem + r * L::ld + d) = make_uint2(half2_bits(v.x * qs, v.y * qs), half2_bits(v.z * qs, v.w * qs));
     }
-    __syncthreads();
-    // S = Q·Kᵀ for the warp's 16 rows × kBk positions
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> sacc[kBk / 16];
+  }
+  // K/V tile loads: thread tid reads float4 column lcol of rows lrow + i·kRowStep (i < HD/16) of a tile
+  const int lrow = tid / (HD / 4), lcol = (tid % (HD / 4)) * 4;
+  const float* kbase = a.k_cache + int64_t(kvh) * HD + lcol;
+  const float* vbase = a.v_cache + int64_t(kvh) * HD + lcol;
+  float4 stage[4];
+  auto fetch = [&](int ch, int p) {  // chunk ch of the tile at position p into stage (zeros past `last`)
+    const float* src = ch < kKc ? kbase : vbase;
 #pragma unroll
-    for (int n = 0; n < kBk / 16; ++n) wmma::fill_fragment(sacc[n], 0.f);
-    for (int k = 0; k < hd; k += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> qa;
-      wmma::load_matrix_sync(qa, Qs + warp * 16 * L.ld + k, L.ld);
+    for (int u = 0; u < 4; ++u) {
+      const int pos = p + lrow + (4 * (ch % kKc) + u) * kRowStep;
+      stage[u] = pos < last ? __ldg(reinterpret_cast<const float4*>(src + int64_t(pos) * kvs)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  };
+  auto put = [&](int ch, half* buf) {  // stage → fp16 in buffer buf (its K tile; V follows)
+    half* dst = buf + (ch < kKc ? 0 : L::tile) + lcol;
 #pragma unroll
-      for (int n = 0; n < kBk / 16; ++n) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> kb;
-        wmma::load_matrix_sync(kb, Ks + n * 16 * L.ld + k, L.ld);
-        wmma::mma_sync(sacc[n], qa, kb, sacc[n]);
+    for (int u = 0; u < 4; ++u) {
+      const int row = lrow + (4 * (ch % kKc) + u) * kRowStep;
+      *reinterpret_cast<uint2*>(dst + row * L::ld) =
+          make_uint2(half2_bits(stage[u].x, stage[u].y), half2_bits(stage[u].z, stage[u].w));
+    }
+  };
+  half* const kv0 = smem + L::kv;
+#pragma unroll
+  for (int ch = 0; ch < kNc; ++ch) fetch(ch, first), put(ch, kv0);
+  __syncthreads();
+
+  // this warp's rows: head h0 + warp / rw, tokens tw .. tw + 15 at positions qpos .. qpos + 15
+  const int tw = t0 + 16 * (warp % rw), qpos = a.start + tw;
+  const bool live = tw < a.n_tokens;
+  // ldmatrix lane addresses (bytes): Q rows 16·warp + (lane & 15) at column 8·(lane / 16) (A: the four 8×8
+  // blocks in a0..a3 order); K rows (lane & 7) + 8·(lane / 16) at column 8·((lane / 8) & 1) (B of two
+  // 8-position n-tiles); V rows (lane & 15) at column 8·(lane / 16), transposed (B of two 8-wide d-tiles)
+  const uint32_t sbase = uint32_t(__cvta_generic_to_shared(smem));
+  const uint32_t qaddr = sbase + 2 * ((16 * warp + (lane & 15)) * L::ld + 8 * (lane >> 4));
+  const uint32_t koff = 2 * (((lane & 7) + 8 * (lane >> 4)) * L::ld + 8 * ((lane >> 3) & 1));
+  const uint32_t voff = 2 * ((lane & 15) * L::ld + 8 * (lane >> 4));
+  float o[HD / 8][4];
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float mrow[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};  // rows g and g + 8 (l: this lane's columns)
+  int b = 0;
+  for (int p0 = first; p0 < last; p0 += kFaBk, b ^= 1) {
+    const bool next = p0 + kFaBk < last;
+    const uint32_t kt = sbase + 2 * (L::kv + 2 * b * L::tile), vt = kt + 2 * L::tile;
+    half* const nb = kv0 + 2 * (b ^ 1) * L::tile;
+    const bool active = live && p0 <= qpos + 15;  // some row of the warp sees some position of the tile
+    float s[kFaBk / 8][4];
+#pragma unroll
+    for (int n = 0; n < kFaBk / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      if (kk % 4 == 0 && next) {
+        if (kk) put(kk / 4 - 1, nb);
+        fetch(kk / 4, p0 + kFaBk);
+      }
+      if (active) {
+        uint32_t qa[4];
+        ldsm_x4(qa, qaddr + 32 * kk);
+#pragma unroll
+        for (int np = 0; np < kFaBk / 16; ++np) {
+          uint32_t kb[4];
+          ldsm_x4(kb, kt + koff + 2 * 16 * np * L::ld + 32 * kk);
+          mma16816(s[2 * np], qa, kb[0], kb[1]);
+          mma16816(s[2 * np + 1], qa, kb[2], kb[3]);
+        }
+      }
+    }
+    if (next) put(kKc - 1, nb);
+    uint32_t pa[kFaBk / 16][4];
+    if (active) {
+      if (p0 + kFaBk - 1 > qpos) {  // the diagonal: position p0 + 8n + 2c + e is seen by rows at or past it
+#pragma unroll
+        for (int n = 0; n < kFaBk / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (p0 + 8 * n + 2 * c + (e & 1) > qpos + g + 8 * (e >> 1)) s[n][e] = -INFINITY;
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < kFaBk / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mnew = fmaxf(mrow[r], mx), base = mnew == -INFINITY ? 0.f : mnew;  // all masked so far: e = 0
+        const float corr = exp2f(mrow[r] - base);
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < kFaBk / 8; ++n) {
+          s[n][2 * r] = exp2f(s[n][2 * r] - base);
+          s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
+          sum += s[n][2 * r] + s[n][2 * r + 1];
+        }
+        lsum[r] = lsum[r] * corr + sum;
+        mrow[r] = mnew;
+#pragma unroll
+        for (int n = 0; n < HD / 8; ++n) o[n][2 * r] *= corr, o[n][2 * r + 1] *= corr;
+      }
+      // P's A fragments straight from the accumulators: k-step kk covers n-tiles 2kk (cols 0-7) and 2kk + 1
+#pragma unroll
+      for (int kk = 0; kk < kFaBk / 16; ++kk) {
+        pa[kk][0] = half2_bits(s[2 * kk][0], s[2 * kk][1]);
+        pa[kk][1] = half2_bits(s[2 * kk][2], s[2 * kk][3]);
+        pa[kk][2] = half2_bits(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pa[kk][3] = half2_bits(s[2 * kk + 1][2], s[2 * kk + 1][3]);
       }
     }
 #pragma unroll
-    for (int n = 0; n < kBk / 16; ++n) wmma::store_matrix_sync(Sw + n * 16, sacc[n], L.sl, wmma::mem_row_major);
-    __syncwarp();
-    {  // online softmax: two lanes per row, kBk/2 positions each
-      const int r = lane >> 1, c0 = (lane & 1) * (kBk / 2);
-      const int row = warp * 16 + r, tq = a.start + t0 + row;  // the row's own position: it sees [0, tq]
-      const bool live = row < nt;
-      float mx = -INFINITY;
-      for (int c = c0; c < c0 + kBk / 2; ++c)
-        if (live && p0 + c <= tq) mx = fmaxf(mx, Sw[r * L.sl + c]);
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      const float mold = Mw[r], mnew = fmaxf(mold, mx);
-      const float corr = mold == -INFINITY ? 0.f : expf(mold - mnew);
-      float sum = 0.f;
-      for (int c = c0; c < c0 + kBk / 2; ++c) {
-        const float e = live && p0 + c <= tq ? expf(Sw[r * L.sl + c] - mnew) : 0.f;
-        Pw[r * L.pl + c] = __float2half(e);
-        sum += e;
+    for (int dp = 0; dp < HD / 16; ++dp) {
+      if (dp % 4 == 0 && next) {
+        if (dp) put(kKc + dp / 4 - 1, nb);
+        fetch(kKc + dp / 4, p0 + kFaBk);
       }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      for (int d = (lane & 1) * (hd / 2); d < (lane & 1 ? hd : hd / 2); ++d) Ow[r * L.ol + d] *= corr;
-      __syncwarp();
-      if ((lane & 1) == 0) Mw[r] = mnew, Lw[r] = Lw[r] * corr + sum;
-    }
-    __syncwarp();
-    // O += P·V
-    for (int n = 0; n < hd; n += 16) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> oacc;
-      wmma::load_matrix_sync(oacc, Ow + n, L.ol, wmma::mem_row_major);
+      if (active) {
 #pragma unroll
-      for (int k = 0; k < kBk; k += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> pa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> vb;
-        wmma::load_matrix_sync(pa, Pw + k, L.pl);
-        wmma::load_matrix_sync(vb, Vs + k * L.ld + n, L.ld);
-        wmma::mma_sync(oacc, pa, vb, oacc);
+        for (int kk = 0; kk < kFaBk / 16; ++kk) {
+          uint32_t vb[4];
+          ldsm_x4_trans(vb, vt + voff + 2 * 16 * kk * L::ld + 32 * dp);
+          mma16816(o[2 * dp], pa[kk], vb[0], vb[1]);
+          mma16816(o[2 * dp + 1], pa[kk], vb[2], vb[3]);
+        }
       }
-      wmma::store_matrix_sync(Ow + n, oacc, L.ol, wmma::mem_row_major);
     }
-    __syncwarp();
+    if (next) put(kNc - 1, nb);
+    __syncthreads();  // the next tile is in place; every warp is done with this one (its buffer is refilled next)
   }
-  if (part) {
-    __syncwarp();
-    for (int i = lane; i < 16 * (2 + hd); i += 32) {
-      const int r = i / (2 + hd), d = i - r * (2 + hd), row = warp * 16 + r;
-      if (row >= nt) continue;
-      float* dst = part + ((int64_t(t0 + row) * a.n_heads + h) * nsplit + blockIdx.z) * (2 + hd);
-      dst[d] = d == 0 ? Mw[r] : d == 1 ? Lw[r] : Ow[r * L.ol + d - 2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 1);
+    lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 2);
+  }
+  const int h = h0 + warp / rw;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int t = tw + g + 8 * r;
+    if (t >= a.n_tokens) continue;
+    if (part) {  // natural-log max (−∞ and sum 0 when no position of the slice is seen), unnormalised output
+      float* dst = part + ((int64_t(t) * a.n_heads + h) * nsplit + blockIdx.z) * (2 + HD);
+      if (c == 0) dst[0] = mrow[r] == -INFINITY ? -INFINITY : mrow[r] * kLn2, dst[1] = lsum[r];
+#pragma unroll
+      for (int n = 0; n < HD / 8; ++n)
+        *reinterpret_cast<float2*>(dst + 2 + 8 * n + 2 * c) = make_float2(o[n][2 * r], o[n][2 * r + 1]);
+    } else {
+      const float inv = lsum[r] > 0.f ? 1.f / lsum[r] : 0.f;
+      float* dst = a.out + int64_t(t) * a.n_heads * HD + int64_t(h) * HD;
+#pragma unroll
+      for (int n = 0; n < HD / 8; ++n)
+        *reinterpret_cast<float2*>(dst + 8 * n + 2 * c) = make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     }
-    return;
   }
-  for (int i = lane; i < 16 * hd; i += 32) {
-    const int r = i / hd, d = i - r * hd, row = warp * 16 + r;
-    if (row < nt) a.out[int64_t(t0 + row) * a.n_heads * hd + int64_t(h) * hd + d] = Ow[r * L.ol + d] / Lw[r];
+}
+
+template <int HD>
+bool launch_fa(Ctx* c, const splash_attn_args& a, int heads, unsigned qtiles, int32_t nsplit, int32_t split, float* part) {
+  constexpr size_t bytes = FaSmem<HD>::bytes;
+  static bool opted = false;  // dynamic shared memory past 48 KiB needs an opt-in, once per kernel
+  if (!opted) {
+    if (!check(c, cudaFuncSetAttribute(k_attn_fa<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), "attention_tc smem"))
+      return false;
+    opted = true;
   }
+  k_attn_fa<HD><<<dim3(unsigned(a.n_heads / heads), qtiles, unsigned(nsplit)), kFaThreads, bytes, strm(c)>>>(a, heads, nsplit, split, part);
+  return SPLASH_LAUNCHED(c, "attention_tc");
 }
 
 }  // namespace
@@ -250,11 +361,18 @@ void attention(void* ctx, const splash_attn_args* a) {
     if (c->error.empty()) c->error = "attention: head_dim > 256 is not supported by the CUDA backend";
     return;
   }
-  // precise mode (parity checks) keeps fp32 attention
+  // the tensor-core form: not in precise mode (parity checks keep fp32), not in graphs (start on the device),
+  // head_dim 64, 128 or 256, 16-byte aligned rows
   const char* force = std::getenv("SPLASH_ATTN_TC");
-  const int64_t tc_blocks = int64_t(a->n_heads) * ((a->n_tokens + kBq - 1) / kBq);
-  const bool tc_shapes = !c->precise && !a->start_dev && a->n_tokens >= kTcMin && a->head_dim % 16 == 0 &&
-                         a->head_dim <= kTcMaxHd && a->n_heads % a->n_kv_heads == 0;
+  const int hd = a->head_dim, group = a->n_kv_heads > 0 ? a->n_heads / a->n_kv_heads : 0;
+  const bool aligned = (reinterpret_cast<uintptr_t>(a->q) | reinterpret_cast<uintptr_t>(a->k_cache) |
+                        reinterpret_cast<uintptr_t>(a->v_cache) | reinterpret_cast<uintptr_t>(a->out)) % 16 == 0 &&
+                       a->q_stride % 4 == 0;
+  const bool tc_shapes = !c->precise && !a->start_dev && a->n_tokens >= kTcMin && (hd == 64 || hd == 128 || hd == 256) &&
+                         group > 0 && a->n_heads % a->n_kv_heads == 0 && aligned;
+  const int heads = group % 2 == 0 ? 2 : 1, bq = kFaRows / heads;  // heads of one K/V head per block
+  const unsigned qtiles = unsigned((a->n_tokens + bq - 1) / bq);
+  const int64_t tc_blocks = int64_t(a->n_heads / heads) * qtiles;
   // context splits: enough for two waves of blocks, each walking at least kTcMinSplit positions
   const int64_t waves2 = 2 * int64_t(std::max(c->sms, 1));
   const int32_t span_tc = a->start + a->n_tokens;
@@ -265,27 +383,21 @@ void attention(void* ctx, const splash_attn_args* a) {
   }
   const bool tc_wanted = force ? force[0] == '1' : tc_blocks * tsplit >= int64_t(c->sms);
   if (tc_shapes && tc_wanted) {
-    const TcLayout L(a->head_dim);
-    static size_t opted = 0;  // dynamic shared memory past 48 KiB needs an opt-in, once per size
-    if (L.bytes > opted) {
-      if (!check(c, cudaFuncSetAttribute(k_attn_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L.bytes)), "attention_tc smem"))
-        return;
-      opted = L.bytes;
-    }
-    const unsigned qtiles = unsigned((a->n_tokens + kBq - 1) / kBq);
+    auto launch = [&](int32_t nsplit, int32_t split, float* part) {
+      return hd == 64    ? launch_fa<64>(c, *a, heads, qtiles, nsplit, split, part)
+             : hd == 128 ? launch_fa<128>(c, *a, heads, qtiles, nsplit, split, part)
+                         : launch_fa<256>(c, *a, heads, qtiles, nsplit, split, part);
+    };
     if (tsplit == 1) {
-      k_attn_tc<<<dim3(unsigned(a->n_heads), qtiles), 128, L.bytes, strm(c)>>>(*a, 1, 0, nullptr);
-      SPLASH_LAUNCHED(c, "attention_tc");
+      launch(1, 0, nullptr);
       return;
     }
     // slices of whole K tiles; the last split may be shorter, and a split no row reaches writes nothing
-    const int32_t per = (span_tc + tsplit - 1) / tsplit, split = (per + kBk - 1) / kBk * kBk;
+    const int32_t per = (span_tc + tsplit - 1) / tsplit, split = (per + kFaBk - 1) / kFaBk * kFaBk;
     const int32_t nsplit = (span_tc + split - 1) / split;
     const int64_t th = int64_t(a->n_tokens) * a->n_heads;
-    auto* part = static_cast<float*>(scratch(c, kAttn, size_t(th) * nsplit * (2 + a->head_dim) * 4));
-    if (!part) return;
-    k_attn_tc<<<dim3(unsigned(a->n_heads), qtiles, unsigned(nsplit)), 128, L.bytes, strm(c)>>>(*a, nsplit, split, part);
-    SPLASH_LAUNCHED(c, "attention_tc");
+    auto* part = static_cast<float*>(scratch(c, kAttn, size_t(th) * nsplit * (2 + hd) * 4));
+    if (!part || !launch(nsplit, split, part)) return;
     k_attn_merge<<<unsigned(th), 128, 0, strm(c)>>>(*a, nsplit, split, part);
     SPLASH_LAUNCHED(c, "attention_tc_merge");
     return;

@@ -350,6 +350,18 @@ void graph_free(void*, void* g) {
 uint64_t graph_epoch(void* ctx) { return C(ctx)->epoch; }
 int64_t graph_launches(void* ctx) { return C(ctx)->graph_launches; }
 
+// Benchmarks: stop = 0 records a start event on the stream; stop = 1 records the end, waits for it and returns the
+// milliseconds between the two (device time of the work queued in between; −1 on an error)
+float event_ms(void* ctx, int stop) {
+  static cudaEvent_t ev[2] = {};
+  Ctx* c = C(ctx);
+  if (!ev[0] && (!SPLASH_CK(c, cudaEventCreate(&ev[0])) || !SPLASH_CK(c, cudaEventCreate(&ev[1])))) return -1.f;
+  if (!SPLASH_CK(c, cudaEventRecord(ev[stop ? 1 : 0], strm(c))) || !stop) return stop ? -1.f : 0.f;
+  float ms = -1.f;
+  if (SPLASH_CK(c, cudaEventSynchronize(ev[1]))) SPLASH_CK(c, cudaEventElapsedTime(&ms, ev[0], ev[1]));
+  return ms;
+}
+
 // Every slot but matmul launches the deferred matmuls first (see flush()).
 template <bool Invalidates, class R, class... A>
 struct Flushed {
@@ -393,6 +405,7 @@ void* get_proc_address(void*, const char* name) {
   if (std::strcmp(name, "splash_cuda_set_gemv_unroll") == 0) return reinterpret_cast<void*>(fl<set_gemv_unroll>);
   if (std::strcmp(name, "splash_cuda_load_kernels") == 0) return reinterpret_cast<void*>(fl<spec_load>);
   if (std::strcmp(name, "splash_cuda_kernel_shapes") == 0) return reinterpret_cast<void*>(&spec_shapes);
+  if (std::strcmp(name, "splash_cuda_event_ms") == 0) return reinterpret_cast<void*>(fl<event_ms>);
   return nullptr;
 }
 
