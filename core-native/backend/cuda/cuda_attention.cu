@@ -90,6 +90,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_part(splash_attn_args a, i
 }
 
 __global__ void k_attn_merge(splash_attn_args a, int32_t nsplit, int32_t split, const float* part) {
+  pdl_trigger();
   const int32_t th = blockIdx.x, t = th / a.n_heads, h = th % a.n_heads, hd = a.head_dim;
   const int32_t used = ((a.start_dev ? *a.start_dev : a.start) + t + 1 + split - 1) / split;
   const float* src = part + int64_t(th) * nsplit * (2 + hd);

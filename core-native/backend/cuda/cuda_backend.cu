@@ -227,6 +227,7 @@ __global__ void k_add(float* y, const float* x, int64_t n) {
 }
 
 __global__ void k_swiglu(const float* g, const float* u, int64_t n, float* out, QuantOut qo) {
+  pdl_trigger();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float v = siluf_(g[i]) * u[i];
     out[i] = v;
@@ -251,6 +252,7 @@ void gdn_gates(void* ctx, float* b, float* a, const float* A_log, const float* d
 }
 
 __global__ void k_sigmoid_gate(float* x, int64_t xp, const float* g, int64_t gp, int32_t rows, int32_t width) {
+  pdl_trigger();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= int64_t(rows) * width) return;
   const int64_t r = i / width, c = i % width;
@@ -264,6 +266,7 @@ void sigmoid_gate(void* ctx, float* x, int64_t xp, const float* g, int64_t gp, i
 }
 
 __global__ void k_gated_add(float* y, const float* x, const float* gate, int32_t n, int32_t dim) {
+  pdl_trigger();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= int64_t(n) * dim) return;
   y[i] += sigmoidf_(gate[i / dim]) * x[i];
@@ -505,6 +508,7 @@ extern "C" __attribute__((visibility("default"))) splash_backend* splash_backend
   }
   cublas_open(&cb->ctx);
   if (const char* r = getenv("SPLASH_GEMV_ROWS")) cb->ctx.gemv_rows = atoi(r);
+  if (const char* r = getenv("SPLASH_PDL")) cb->ctx.pdl = r[0] != '0';
   if (const char* u = getenv("SPLASH_GEMV_UNROLL")) cb->ctx.gemv_unroll = atoi(u);
   cb->b.iface = &cb->iface;
   cb->b.ctx = &cb->ctx;

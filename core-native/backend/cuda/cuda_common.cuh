@@ -32,6 +32,7 @@ struct Ctx {
   int (*gemm_ex)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int, const void*,
                  void*, int, int, int, int) = nullptr;
   bool use_cublas = true;
+  bool pdl = true;       // decode GEMVs launched with programmatic dependent launch ($SPLASH_PDL=0: off)
   bool precise = false;  // fp32 activations in every matmul (no int8 levels, no bf16 GEMM): parity checks
   int gemv_rows = 4;    // rows per warp of the int8x2 GEMV ($SPLASH_GEMV_ROWS)
   int gemv_unroll = 2;  // column-loop unroll of the one-token GEMV ($SPLASH_GEMV_UNROLL)
@@ -103,6 +104,13 @@ inline bool spoils_capture(Ctx* c) {
   c->capture_spoilt = true;
   return true;
 }
+
+// Programmatic dependent launch (sm_90): a kernel launched with the PDL attribute (launch_pdl) may start while
+// the kernel before it in the stream is still running; it must call pdl_wait() before it reads or writes
+// anything that kernel touches (weights may be prefetched before). pdl_trigger() in a kernel lets its dependent
+// be scheduled from then on (otherwise when its blocks exit). Both are no-ops for kernels launched without it.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::); }
 
 __device__ __forceinline__ float bf16f(uint16_t v) { return __uint_as_float(uint32_t(v) << 16); }
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }

@@ -6,9 +6,8 @@
 // accumulation: the operands of the dense prefill path (bf16 weights and activations on the tensor cores), with no
 // dequantised copy of the experts and no host round trip. Each output element is one dot product in a fixed
 // order, so the result does not depend on which slots share a tile.
-#include <mma.h>
-
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/wmma_tile.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -29,7 +28,6 @@ __device__ __forceinline__ splash_weight expert_of(const splash_weight& base, in
 // so their latency overlaps the tensor-core work.
 template <bool kQ4>
 __global__ void __launch_bounds__(128, 4) k_expert_gemm(ExpertGemm a) {
-  using namespace nvcuda;
   const int e = a.tile_e[blockIdx.y];
   if (e < 0) return;  // past the last row tile
   const int r0 = a.tile_r[blockIdx.y], r1 = min(r0 + kGm, a.off[e + 1]);
@@ -96,47 +94,22 @@ __global__ void __launch_bounds__(128, 4) k_expert_gemm(ExpertGemm a) {
       }
     }
   };
-  const int warp = tid / 32, wm = warp / 2, wn = warp % 2;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+  const int warp = tid / 32;
+  WmmaTile tile(warp);
   fetch(0);
   for (int64_t k0 = 0; k0 < K; k0 += kGk) {
     stash(k0);
     __syncthreads();
     if (k0 + kGk < K) fetch(k0 + kGk);
-#pragma unroll
-    for (int kk = 0; kk < kGk; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &sa[(wm * 32 + i * 16) * kLd + kk], kLd);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &sb[(wn * 32 + j * 16) * kLd + kk], kLd);
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-    }
+    tile.mma<kGk, kLd>(sa, sb);
     __syncthreads();
   }
-  const int lane = tid % 32;
   float* y = a.y[g];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      wmma::store_matrix_sync(sc[warp], acc[i][j], 16, wmma::mem_row_major);
-      __syncwarp();
-      for (int q = lane; q < 256; q += 32) {
-        const int m = r0 + wm * 32 + i * 16 + q / 16;
-        const int64_t n = n0 + wn * 32 + j * 16 + q % 16;
-        if (m < r1 && n < R) y[int64_t(m) * R + n] = sc[warp][q];
-      }
-      __syncwarp();
-    }
+  tile.store(sc[warp], tid % 32, [&](int mi, int ni, float v) {
+    const int m = r0 + mi;
+    const int64_t n = n0 + ni;
+    if (m < r1 && n < R) y[int64_t(m) * R + n] = v;
+  });
 }
 
 }  // namespace

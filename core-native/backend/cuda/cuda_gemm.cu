@@ -3,11 +3,10 @@
 // link-time dependency on it), else by the WMMA kernel below; fp32 accumulation. The EXACT matrices (and f32
 // weights, precise mode) go through an fp32 cuBLAS GEMM.
 #include <dlfcn.h>
-#include <mma.h>
-
 #include <algorithm>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/wmma_tile.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -47,17 +46,11 @@ __global__ void k_to_bf16_x(const float* x, int64_t n, __nv_bfloat16* out) {
 constexpr int BM = 64, BN = 64, BK = 32, LDS = BK + 8;
 __global__ void __launch_bounds__(128) k_gemm_wmma(const __nv_bfloat16* A, const __nv_bfloat16* B, int M, int N, int K,
                                                    float* y, int64_t ys) {
-  using namespace nvcuda;
   __shared__ __align__(32) __nv_bfloat16 sa[BM * LDS];
   __shared__ __align__(32) __nv_bfloat16 sb[BN * LDS];
   __shared__ __align__(32) float sc[4][16 * 16];
-  const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+  WmmaTile tile(threadIdx.x / 32);
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
   for (int k0 = 0; k0 < K; k0 += BK) {
     for (int i = threadIdx.x; i < BM * BK / 8; i += blockDim.x) {
       const int row = i / (BK / 8), col = (i % (BK / 8)) * 8;
@@ -68,34 +61,13 @@ __global__ void __launch_bounds__(128) k_gemm_wmma(const __nv_bfloat16* A, const
       *reinterpret_cast<uint4*>(&sb[row * LDS + col]) = vb;
     }
     __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &sa[(wm * 32 + i * 16) * LDS + kk], LDS);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &sb[(wn * 32 + j * 16) * LDS + kk], LDS);
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-    }
+    tile.mma<BK, LDS>(sa, sb);
     __syncthreads();
   }
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      wmma::store_matrix_sync(sc[warp], acc[i][j], 16, wmma::mem_row_major);
-      __syncwarp();
-      for (int e = lane; e < 256; e += 32) {
-        const int m = m0 + wm * 32 + i * 16 + e / 16, n = n0 + wn * 32 + j * 16 + e % 16;
-        if (m < M && n < N) y[int64_t(m) * ys + n] = sc[warp][e];
-      }
-      __syncwarp();
-    }
+  tile.store(sc[threadIdx.x / 32], threadIdx.x % 32, [&](int mi, int ni, float v) {
+    const int m = m0 + mi, n = n0 + ni;
+    if (m < M && n < N) y[int64_t(m) * ys + n] = v;
+  });
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ constexpr int kG = kGemvGroup;
 // ---- activation quantisation (quant_group, cuda_common.cuh): one thread per value, total % 32 == 0
 template <bool Q4>
 __global__ void k_quant_x(const float* x, int64_t total, int8_t* xq, float* xs) {
+  pdl_trigger();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= total) return;  // whole warps: total is a multiple of 32
   quant_group(x[i], i, Q4 ? xq : nullptr, Q4 ? nullptr : xq, xs, total);
@@ -125,10 +126,21 @@ void launch_rows(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, cons
       SPLASH_CK(c, cudaLaunchKernel(k, grid, dim3(128), args, 0, strm(c)));
       return;
     }
+  // programmatic dependent launch: the GEMV's blocks start (and prefetch their weights) while the kernel that
+  // produces the activations finishes
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(128);
+  cfg.stream = strm(c);
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = c->pdl ? 1 : 0;
   if (NT == 1 && c->gemv_unroll == 4)  // deeper unroll (more loads in flight), single token only: measured variant
-    k_gemv_q<BITS, NT, ROWS, 4><<<grid, 128, 0, strm(c)>>>(grp, xq, xs, xsum, lvl2, nt, eidx, xdiv);
+    SPLASH_CK(c, cudaLaunchKernelEx(&cfg, k_gemv_q<BITS, NT, ROWS, 4>, grp, xq, xs, xsum, lvl2, nt, eidx, xdiv));
   else
-    k_gemv_q<BITS, NT, ROWS><<<grid, 128, 0, strm(c)>>>(grp, xq, xs, xsum, lvl2, nt, eidx, xdiv);
+    SPLASH_CK(c, cudaLaunchKernelEx(&cfg, k_gemv_q<BITS, NT, ROWS>, grp, xq, xs, xsum, lvl2, nt, eidx, xdiv));
 }
 
 template <int BITS, int NT>

@@ -11,6 +11,7 @@ namespace splash::cuda {
 namespace {
 
 __global__ void k_rmsnorm(const float* x, const float* w, int32_t dim, float eps, float* y, const float* z, QuantOut qo) {
+  pdl_trigger();
   __shared__ float sh[32];
   const float* xi = x + int64_t(blockIdx.x) * dim;
   float* yi = y + int64_t(blockIdx.x) * dim;
@@ -28,6 +29,7 @@ __global__ void k_rmsnorm(const float* x, const float* w, int32_t dim, float eps
 // h += y, then x = rmsnorm(h)·w: one block per row, h kept in registers between the two passes.
 constexpr int kAddNormPer = 16;  // dim ≤ 16 · threads
 __global__ void k_add_rmsnorm(float* h, const float* y, const float* w, int32_t dim, float eps, float* x, QuantOut qo) {
+  pdl_trigger();
   __shared__ float sh[32];
   float* hi = h + int64_t(blockIdx.x) * dim;
   const float* yi = y + int64_t(blockIdx.x) * dim;
@@ -61,6 +63,7 @@ __global__ void k_add_rmsnorm(float* h, const float* y, const float* w, int32_t 
 constexpr int kNormCluster = 8, kNormClusterThreads = 128, kNormClusterPer = 16;  // dim ≤ 16384
 __global__ void __cluster_dims__(kNormCluster, 1, 1) __launch_bounds__(kNormClusterThreads)
     k_add_rmsnorm_cluster(float* h, const float* y, const float* w, int32_t dim, float eps, float* x, QuantOut qo) {
+  pdl_trigger();
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   __shared__ float sh[32];

@@ -114,6 +114,17 @@ __device__ __forceinline__ void gemv_q_body(const GemvGroup& grp, const int8_t* 
   const int64_t r0 = (int64_t(bx) * (blockDim.x / 32) + threadIdx.x / 32) * ROWS;
   const int64_t R = w.rows, C = KCOLS > 0 ? int64_t(KCOLS) : w.cols, nch = C / 32, G = C / 64;
   if (r0 >= R) return;
+  if (!eidx) {
+    // launched ahead of the kernel that writes the activations (PDL): the weights' first chunk into L2 meanwhile
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+      const int64_t r = min(r0 + i, R - 1);
+      if (lane < nch)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const uint8_t*>(w.data) + r * (C * BITS / 8) +
+                                                     int64_t(lane) * (32 * BITS / 8)));
+    }
+  }
+  pdl_wait();
   if (eidx) {
     const int32_t p = blockIdx.y, e = eidx[p];
     w.data = static_cast<const uint8_t*>(w.data) + int64_t(e) * R * (C * BITS / 8);
