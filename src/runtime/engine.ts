@@ -5,6 +5,7 @@ import type {GenerationEvent, GenerationRequest} from './request.js'
 import {Scheduler, type SchedulerLimits} from './scheduler.js'
 import type {Metrics} from './metrics.js'
 import {PrefixCache} from './prefix-cache.js'
+import {StepTrace} from './step-trace.js'
 
 /** Control over one submitted request. */
 export interface GenerationHandle {
@@ -144,8 +145,11 @@ export class Engine {
   }
 
   private async run(): Promise<void> {
+    const trace = StepTrace.fromEnv()
     while (this.scheduler.hasWork()) {
+      trace?.begin()
       const batch = this.scheduler.schedule()
+      trace?.mark('schedule')
       if (batch.items.length === 0) {
         // Everything left is cancelled or waiting for room; let cancellations land.
         await new Promise(r => setImmediate(r))
@@ -159,11 +163,13 @@ export class Engine {
           const drafted = this.model.draft!(this.scheduler.draftRequests(batch))
           await settled(this.scheduler.grammar.prepare(batch), drafted)
           await this.scheduler.fillDrafts(batch, await drafted)
+          trace?.mark('draft')
         }
         // the grammar masks for the tokens this step's logits will choose are computed while it runs
         const stepped = this.model.step(batch.items)
         await settled(this.scheduler.grammar.prepare(batch), stepped)
         results = await stepped
+        trace?.mark('step')
         await this.scheduler.grammar.settle(batch, results)
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
@@ -176,7 +182,10 @@ export class Engine {
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
       }
+      trace?.mark('post')
       await this.scheduler.afterStep(batch)
+      trace?.mark('save')
+      trace?.end(batch.items)
     }
   }
 }
