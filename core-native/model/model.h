@@ -344,9 +344,9 @@ class Model {
   // recycled KV, draft KV, feature and verify-state buffers (state_pool.h); emptied before the backend closes
   StatePool pool_{[this](size_t b) { return alloc_state(b, false); }, [this](void* p) { free_state(p); }};
   int32_t next_id_ = 1;
-  // Saved rows live where the sequences' KV lives: host memory on the CPU backend (host_state_alloc: huge
-  // pages, not zeroed), device memory on a device backend (the memory plan counts the prefix cache there, and
-  // a restore is then a copy inside the device instead of one over the host link per block and plane).
+  // Saved rows and states live where the sequences' state lives: host memory on the CPU backend
+  // (host_state_alloc: huge pages, not zeroed), device memory on a device backend (the memory plan counts the
+  // prefix cache there, and a save or restore is then a copy inside the device, not one over the host link).
   struct SavedFree {
     Model* m;  // set by save_rows (no default member initializer: the enclosing class is not complete here)
     void operator()(float* p) const { m->free_state(p); }
@@ -361,7 +361,8 @@ class Model {
   struct SavedState {
     int32_t len = 0;
     bool draft = false;
-    std::vector<float> gdn;
+    size_t floats = 0;
+    std::unique_ptr<float[], SavedFree> gdn;  // the GDN and conv state (floats of them; none without GDN layers)
   };
   std::unordered_map<int64_t, SavedRows> saved_rows_;
   std::unordered_map<int64_t, SavedState> saved_states_;

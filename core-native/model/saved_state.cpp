@@ -1,7 +1,7 @@
 // Saved pieces of sequence state for the prefix cache (speculative-and-cache.md §5). Attention KV can be
 // cut anywhere, so it is saved as ranges of rows (the cache keeps them as fixed blocks shared by every
 // snapshot of the same prefix), in the memory the sequences' KV lives in (device memory on a device backend);
-// GDN and conv state cannot be sliced, so a whole state is saved at one length (on the host). Restoring copies
+// GDN and conv state cannot be sliced, so a whole state is saved at one length (in the same memory). Restoring copies
 // blocks and a state into a fresh sequence, which then continues as if it had computed that prefix itself: the rows and the state are the very values the first sequence computed.
 #include <cstring>
 
@@ -68,8 +68,12 @@ int64_t Model::save_state(int32_t id) {
   if (s->broken) throw Error("sequence_broken", "sequence " + std::to_string(id) + " failed earlier");
   SavedState st;
   st.len = s->len;
-  st.gdn.resize(size_t(gdn_floats_));
-  if (gdn_floats_ > 0) be_->iface->copy_to_host(be_->ctx, st.gdn.data(), s->gdn, size_t(gdn_floats_) * 4);
+  st.floats = size_t(gdn_floats_);
+  if (st.floats > 0) {
+    st.gdn = std::unique_ptr<float[], SavedFree>(static_cast<float*>(alloc_state(st.floats * 4, false)), SavedFree{this});
+    if (!st.gdn) throw Error("out_of_memory", "cannot allocate " + std::to_string(st.floats * 4) + " bytes for a saved state");
+    be_->iface->copy2d(be_->ctx, st.gdn.get(), 0, s->gdn, 0, st.floats * 4, 1);
+  }
   // the draft context travels with the state only when the draft has consumed every position
   st.draft = has_draft() && s->draft_len == s->len;
   const int64_t key = next_saved_++;
@@ -120,7 +124,7 @@ bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state)
     }
     at += r->n;
   }
-  if (gdn_floats_ > 0) be_->iface->copy_to_device(be_->ctx, s->gdn, st->second.gdn.data(), size_t(gdn_floats_) * 4);
+  if (st->second.floats > 0) be_->iface->copy2d(be_->ctx, s->gdn, 0, st->second.gdn.get(), 0, st->second.floats * 4, 1);
   s->len = len;
   s->broken = false;
   s->spec_n = 0;
@@ -146,7 +150,7 @@ Model::SavedStats Model::saved_stats() {
   st.rows = saved_rows_.size();
   st.states = saved_states_.size();
   for (auto& [k, r] : saved_rows_) st.bytes += r.floats * 4;
-  for (auto& [k, r] : saved_states_) st.bytes += r.gdn.size() * 4;
+  for (auto& [k, r] : saved_states_) st.bytes += r.floats * 4;
   st.pooled = pool_.stats().idle;
   return st;
 }
