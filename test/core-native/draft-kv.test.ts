@@ -6,7 +6,7 @@
 // overwritten by context), with rejected tokens truncated away. A saved prefix restored into a new sequence drafts
 // bit for bit as the original; truncating below what the ring holds leaves a gap the draft refuses until a reset.
 // Sequence bytes grow per position by the target KV and the full draft layers only.
-import t from 'tap'
+import t, {type Test} from 'tap'
 import {native, type ModelHandle} from '../../src/runtime/native.js'
 import {GREEDY} from '../../src/runtime/sampling.js'
 import {stateSizes} from '../../src/runtime/memory-plan.js'
@@ -24,7 +24,7 @@ async function draft(h: ModelHandle, seq: number, token: number, n: number) {
   return {logits: r.logits!, greedy: r.sampled!.map(x => x.token)}
 }
 
-function check(t: Tap.Test, fx: Fixture, got: {logits: Float32Array; greedy: number[]}, what: string) {
+function check(t: Test, fx: Fixture, got: {logits: Float32Array; greedy: number[]}, what: string) {
   const e = relError(got.logits, fx.logits)
   t.ok(e < BOUND, `${what}: max |Δ| / max |ref| = ${e.toExponential(2)}`)
   t.same(got.greedy, fx.greedy, `${what}: the greedy selector walk`)
@@ -102,7 +102,8 @@ for (const file of fixtureFiles().filter(f => f.includes('-ring'))) {
     const state = native.saveState(h, one)
     const keep = Math.min(P.length, window - 1)
     t.equal(native.savedStats(h).bytes - before, info.stateBytesPerSequence + info.draft!.savedWindowBytes, 'the state carries the sliding layers\' last window − 1 positions')
-    t.equal(info.draft!.savedWindowBytes, fx.overrides.layer_types!.filter((x: string) => x === 'sliding_attention').length * 2 * keep * 32 * 4)
+    const sliding = (fx.overrides.layer_types as string[]).filter(x => x === 'sliding_attention').length
+    t.equal(info.draft!.savedWindowBytes, sliding * 2 * keep * 32 * 4, 'window − 1 positions of K and V per sliding layer (1 KV head of 32)')
     const restored = [maxLength, 4 * maxLength].map(cap => native.createSequence(h, {maxLength: cap}))
     for (const r of restored) {
       t.equal(native.restoreSequence(h, r, ids, state), true, 'the draft context comes back')
