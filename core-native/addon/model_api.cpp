@@ -121,7 +121,12 @@ Napi::Value ModelInfo(const Napi::CallbackInfo& info) {
       dr.Set("blockSize", d.B);
       dr.Set("maskTokenId", d.mask);
       dr.Set("numLayers", d.L);
-      dr.Set("kvBytesPerToken", double(int64_t(d.L) * 2 * d.nkv * d.hd * 4));
+      // per position only the full-attention layers grow; a sliding layer keeps a fixed ring, and a saved state
+      // carries its window (the last window − 1 positions)
+      int sliding = 0;
+      for (bool x : d.sliding) sliding += x;
+      dr.Set("kvBytesPerToken", double(int64_t(d.L - sliding) * 2 * d.nkv * d.hd * 4));
+      dr.Set("savedWindowBytes", double(int64_t(sliding) * 2 * d.nkv * d.hd * 4 * m->draft_keep(INT32_MAX)));
       Napi::Array taps = Napi::Array::New(env, d.taps.size());
       for (size_t i = 0; i < d.taps.size(); ++i) taps.Set(uint32_t(i), d.taps[i]);
       dr.Set("targetLayerIds", taps);

@@ -1,6 +1,7 @@
 // The DFlash draft forward (speculative-and-cache.md §1.1, tools/train/draft.py): context features of the
-// committed positions not yet seen by the draft are projected into every draft layer's K/V cache; the block
-// [anchor, mask×(B−1)] at positions len..len+B−1 attends to all cached context and to the whole block; the
+// committed positions not yet seen by the draft are projected into every draft layer's K/V cache (a ring for a
+// sliding-window layer: draft_kv.cpp); the block [anchor, mask×(B−1)] at positions len..len+B−1 attends to the
+// cached context (within the window for a sliding layer) and to the whole block; the
 // target's embedding and lm_head are reused. Matmuls of all items are batched; every op goes through the
 // backend table and the logits come back to the host once. DFlash 2 (§2, model.h DraftConfig): sliding-window and
 // causal layers attend row by row, the conv wraps both sublayers (draft_conv.cpp), and the candidate selector
@@ -20,7 +21,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   const ModelConfig& c = cfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;
-  const int B = d.B, H = d.H, K = int(d.taps.size());
+  const int H = d.H, K = int(d.taps.size());
   const int64_t qw = int64_t(d.nh) * d.hd, kvw = int64_t(d.nkv) * d.hd;
   const size_t frow = size_t(K) * c.H;
   // context rows (pending features) and block rows of every item
@@ -29,7 +30,8 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   for (size_t i = 0; i < items.size(); ++i) {
     Sequence* s = items[i].seq;
     const int n = s->len - s->draft_len;
-    if (s->draft_len < 0 || n < 0 || s->feat_rows != n)
+    // (sliding layers: the window before the block must be held; truncate_sequence keeps this true)
+    if (s->draft_len < 0 || n < 0 || s->feat_rows != n || std::min(s->draft_len, s->len - draft_keep(s->len)) < s->draft_lo)
       throw Error("invalid_argument", "sequence " + std::to_string(s->id) + " has no complete draft context");
     coff[i] = Nc;
     Nc += n;
@@ -87,15 +89,14 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
     }
     for (size_t i = 0; i < items.size(); ++i) {
       Sequence* s = items[i].seq;
-      const size_t plane = size_t(s->cap + B) * kvw;
-      float* kc = s->dkv + size_t(li) * 2 * plane;
-      float* vc = kc + plane;
+      const DraftPlanes p = draft_planes(*s, li);
       const int nc = coff[i + 1] - coff[i];
-      if (nc > 0) {
-        float* kr = ck + size_t(coff[i]) * kvw;
-        be->rope_seq(bc, kr, nc, kvw, d.nkv, d.hd, d.hd, d.hd, s->draft_len, nullptr, d.theta);
-        be->copy2d(bc, kc + size_t(s->draft_len) * kvw, 0, kr, 0, size_t(nc) * kvw * 4, 1);
-        be->copy2d(bc, vc + size_t(s->draft_len) * kvw, 0, cv + size_t(coff[i]) * kvw, 0, size_t(nc) * kvw * 4, 1);
+      // a ring keeps only its last M positions: the rows before them are not written (nor rotated)
+      const int skip = p.ring && nc > p.ring ? nc - p.ring : 0;
+      if (nc > skip) {
+        float* kr = ck + size_t(coff[i] + skip) * kvw;
+        be->rope_seq(bc, kr, nc - skip, kvw, d.nkv, d.hd, d.hd, d.hd, s->draft_len + skip, nullptr, d.theta);
+        draft_put(p, s->draft_len + skip, kr, cv + size_t(coff[i] + skip) * kvw, nc - skip);
       }
     }
     if (!block) continue;
@@ -108,22 +109,20 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
     be->rmsnorm(bc, bk, l.k_norm, Nb * d.nkv, d.hd, d.eps, bk);
     for (size_t i = 0; i < items.size(); ++i) {
       Sequence* s = items[i].seq;
-      const size_t plane = size_t(s->cap + B) * kvw;
-      float* kc = s->dkv + size_t(li) * 2 * plane;
-      float* vc = kc + plane;
+      const DraftPlanes p = draft_planes(*s, li);
       float* qr = q + i * Bb * size_t(qw);
       float* kr = bk + i * Bb * size_t(kvw);
       be->rope_seq(bc, qr, Bb, qw, d.nh, d.hd, d.hd, d.hd, s->len, nullptr, d.theta);
       be->rope_seq(bc, kr, Bb, kvw, d.nkv, d.hd, d.hd, d.hd, s->len, nullptr, d.theta);
-      be->copy2d(bc, kc + size_t(s->len) * kvw, 0, kr, 0, size_t(Bb) * kvw * 4, 1);
-      be->copy2d(bc, vc + size_t(s->len) * kvw, 0, bv + i * Bb * size_t(kvw), 0, size_t(Bb) * kvw * 4, 1);
+      draft_put(p, s->len, kr, bv + i * Bb * size_t(kvw), Bb);
       float* orow = o + i * Bb * size_t(qw);
       const float scale = 1.f / std::sqrt(float(d.hd));
       if (causal || (sliding && s->len + Bb > d.window)) {
-        draft_attention_rows(qr, orow, kc, vc, s->len, Bb, sliding, causal, scale);
+        draft_attention_rows(qr, orow, p, s->len, Bb, sliding, causal, scale);
         continue;
       }
-      // every block query sees the context and the whole block: the block's B queries become the query heads of
+      // every block query sees the context and the whole block (for a sliding layer: all of it lies in the window,
+      // positions below M, so a ring's rows are the positions too): the block's B queries become the query heads of
       // one token whose window ends at the end of the block, ordered by KV head ([kv head][row][head in group]) so
       // that GQA maps each onto its own KV head; one call per item and layer
       const size_t gw = size_t(G) * d.hd;  // one row's query heads of one KV head
@@ -137,8 +136,8 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
       a.start = s->len + Bb - 1;
       a.q = qp;
       a.q_stride = int64_t(Bb) * qw;
-      a.k_cache = kc;
-      a.v_cache = vc;
+      a.k_cache = p.k;
+      a.v_cache = p.v;
       a.out = op;
       a.scale = scale;
       be->attention(bc, &a);
@@ -161,7 +160,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
     check_backend();
     out.assign(items.size(), {});
     std::lock_guard<std::mutex> l2(seq_mu_);
-    for (DraftItem& it : items) it.seq->draft_len = it.seq->len, it.seq->feat_rows = 0;
+    for (DraftItem& it : items) draft_done(it.seq, it.seq->len);
     return;
   }
   // rows 1..n of every block → final norm → the target's head (the whole block still runs: it attends
@@ -183,11 +182,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   out.assign(items.size(), {});
   {
     std::lock_guard<std::mutex> l2(seq_mu_);
-    for (size_t i = 0; i < items.size(); ++i) {
-      Sequence* s = items[i].seq;
-      s->draft_len = s->len;
-      s->feat_rows = 0;
-    }
+    for (DraftItem& it : items) draft_done(it.seq, it.seq->len + Bb);
   }
   const bool selector = d.sel_k > 0, transform = d.out_mul != 1.f || d.softcap > 0.f;
   bool any_sample = false;
@@ -229,8 +224,15 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   }
 }
 
-void Model::draft_attention_rows(const float* q, float* o, const float* kc, const float* vc, int len, int Bb,
-                                 bool sliding, bool causal, float scale) {
+void Model::draft_done(Sequence* s, int32_t written) {
+  s->draft_len = s->len;
+  s->feat_rows = 0;
+  // a ring's writes up to `written` overwrote the positions M before them
+  if (const int32_t M = draft_ring(s->cap)) s->draft_lo = std::max(s->draft_lo, written - M);
+}
+
+void Model::draft_attention_rows(const float* q, float* o, const DraftPlanes& kv, int len, int Bb, bool sliding,
+                                 bool causal, float scale) {
   const DraftConfig& d = dcfg_;
   const int64_t qw = int64_t(d.nh) * d.hd, kvw = int64_t(d.nkv) * d.hd;
   for (int j = 0; j < Bb; ++j) {
@@ -249,8 +251,10 @@ void Model::draft_attention_rows(const float* q, float* o, const float* kc, cons
     a.start = hi - 1 - lo;
     a.q = q + j * qw;
     a.q_stride = qw;
-    a.k_cache = kc + size_t(lo) * kvw;
-    a.v_cache = vc + size_t(lo) * kvw;
+    // a ring holds the ≤ M positions [lo, hi) as contiguous rows from lo mod M
+    const int64_t row = kv.ring ? lo % kv.ring : lo;
+    a.k_cache = kv.k + row * kvw;
+    a.v_cache = kv.v + row * kvw;
     a.out = o + j * qw;
     a.scale = scale;
     be_->iface->attention(be_->ctx, &a);

@@ -118,8 +118,13 @@ struct Sequence {
   float* gdn = nullptr;  // conv + recurrent states of all linear layers: one copyable block
   float* kv = nullptr;   // [full layers][K|V][cap][nkv*hd]
   // speculative decoding
-  float* dkv = nullptr;         // draft KV [draft layers][K|V][cap + B][nkv*hd] (context rows, then block scratch)
+  // draft KV, per draft layer [K|V][rows][nkv*hd] (Model::draft_planes): a full layer holds every position
+  // (rows cap + B: context, then block scratch); a sliding layer, once its window is small next to cap, a ring of
+  // M = window + B positions stored twice (rows 2M, position p at p mod M and p mod M + M), so the keys of any
+  // window are contiguous rows
+  float* dkv = nullptr;
   int32_t draft_len = 0;        // positions whose context K/V are in dkv
+  int32_t draft_lo = 0;         // sliding layers hold context K/V of positions [draft_lo, draft_len) only
   float* feat = nullptr;        // tapped target features of positions [draft_len, len), [rows][taps·H]
   int64_t feat_rows = 0, feat_cap = 0;
   // rollback buffer of the last verify step (model/rollback.cpp): with the per-position method, the GDN states after
@@ -236,6 +241,15 @@ class Model {
   bool has_draft() const { return dcfg_.B > 0; }
   const DraftConfig& draft_config() const { return dcfg_; }
   uint64_t draft_bytes(int64_t max_len) const;
+  // One draft layer's K and V planes in a sequence's dkv; ring = M (positions p at rows p mod M and p mod M + M)
+  // for a sliding layer kept as a ring, else 0 (position p at row p).
+  struct DraftPlanes {
+    float *k, *v;
+    int32_t ring;
+  };
+  DraftPlanes draft_planes(const Sequence& s, int li) const;
+  // Positions of context a sliding layer needs before a block at length len: [len − draft_keep(len), len).
+  int32_t draft_keep(int32_t len) const;
   // One draft forward per item: consumes the pending features, out[i] = logits of block rows 1..n [n·V]
   // (empty when the item samples and does not ask for logits), items[i].sampled the sampled rows.
   void draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>& out);
@@ -246,8 +260,17 @@ class Model {
   // dyn (host), which the finish conv then reads (model/draft_conv.cpp).
   void draft_conv(const DraftLayer& l, int which, bool prepare, float* x, int Nb, int Bb);
   // One item's block rows attended one by one, each over its own key range (sliding window, causal block).
-  void draft_attention_rows(const float* q, float* o, const float* kc, const float* vc, int len, int Bb, bool sliding,
-                            bool causal, float scale);
+  void draft_attention_rows(const float* q, float* o, const DraftPlanes& p, int len, int Bb, bool sliding, bool causal,
+                            float scale);
+  // Draft KV layout (model/draft_kv.cpp): the ring length of a sliding layer in a sequence of cap rows (0: linear),
+  // the rows of one plane of layer li, the largest cap whose draft KV fits `bytes` (at most hi), and the copy of n
+  // rows of K and V (device memory) into positions [pos, pos + n) of a layer (n ≤ M for a ring).
+  int32_t draft_ring(int64_t cap) const;
+  int64_t draft_plane_rows(int li, int64_t cap) const;
+  int64_t draft_cap(size_t bytes, int64_t hi) const;
+  void draft_put(const DraftPlanes& p, int64_t pos, const float* k, const float* v, int n);
+  // After a draft pass wrote positions below `written`: the context is consumed (caller holds seq_mu_).
+  void draft_done(Sequence* s, int32_t written);
   // The candidate selector: item i walks its first items[i].sample->rows.size() drafted rows, whose normed hidden
   // states are rows roff[i].. of sel (device) and raw logits rows roff[i].. of lh [.., V] (host): roff[i] is the
   // item's first row, not a prefix sum. Fills its `sampled` and, at T > 0, its sequence's draft_q
@@ -363,6 +386,11 @@ class Model {
     bool draft = false;
     size_t floats = 0;
     std::unique_ptr<float[], SavedFree> gdn;  // the GDN and conv state (floats of them; none without GDN layers)
+    // the draft's sliding layers: K/V of the last draft_keep(len) positions, [sliding layers][K|V][n][nkv·hd], in
+    // the memory the sequences' KV lives in (a sliding layer needs no row before them, wherever they were saved)
+    int32_t win_n = 0;
+    size_t win_floats = 0;
+    std::unique_ptr<float[], SavedFree> win;
   };
   std::unordered_map<int64_t, SavedRows> saved_rows_;
   std::unordered_map<int64_t, SavedState> saved_states_;

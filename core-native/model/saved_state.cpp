@@ -12,7 +12,13 @@ namespace splash {
 
 namespace {
 
-int64_t draft_plane(const DraftConfig& d, const Sequence& s) { return int64_t(s.cap + d.B) * d.nkv * d.hd; }
+bool is_sliding(const DraftConfig& d, int li) { return !d.sliding.empty() && d.sliding[li]; }
+
+int count_sliding(const DraftConfig& d) {
+  int n = 0;
+  for (int li = 0; li < d.L; ++li) n += is_sliding(d, li);
+  return n;
+}
 
 // `count` planes of `width` bytes, dst_pitch / src_pitch bytes apart: one 2-D copy (a restore of a 32K prefix on
 // the 27B shape made ~9K copies, 63 ms on the H200, one per block and plane), per plane past a pitch of 1 GiB
@@ -51,10 +57,12 @@ int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
   SavedRows r;
   r.n = n;
   const int64_t w = int64_t(cfg_.nkv) * cfg_.hd;
-  // the draft's context rows are kept only when the draft has seen all of them
+  // the draft's context rows (full-attention layers: a sliding layer's window travels with the state) are kept
+  // only when the draft has seen all of them
   r.draft = has_draft() && s->draft_len >= start + n;
   const int64_t dw = has_draft() ? int64_t(dcfg_.nkv) * dcfg_.hd : 0;
-  r.floats = size_t(2 * n_full_ * w + (r.draft ? 2 * dcfg_.L * dw : 0)) * size_t(n);
+  const int dfull = has_draft() ? dcfg_.L - count_sliding(dcfg_) : 0;
+  r.floats = size_t(2 * n_full_ * w + (r.draft ? 2 * dfull * dw : 0)) * size_t(n);
   r.data = std::unique_ptr<float[], SavedFree>(static_cast<float*>(alloc_state(r.floats * 4, false)), SavedFree{this});
   if (!r.data) throw Error("out_of_memory", "cannot allocate " + std::to_string(r.floats * 4) + " bytes for saved rows");
   float* out = r.data.get();
@@ -62,8 +70,14 @@ int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
   copy_planes(be_, out, size_t(n) * w * 4, s->kv + int64_t(start) * w, size_t(s->cap) * w * 4, size_t(n) * w * 4, 2 * n_full_);
   out += size_t(2 * n_full_) * n * w;
   if (r.draft) {
-    const int64_t plane = draft_plane(dcfg_, *s);
-    copy_planes(be_, out, size_t(n) * dw * 4, s->dkv + int64_t(start) * dw, size_t(plane) * 4, size_t(n) * dw * 4, 2 * dcfg_.L);
+    for (int li = 0; li < dcfg_.L; ++li) {
+      if (is_sliding(dcfg_, li)) continue;
+      const DraftPlanes dp = draft_planes(*s, li);
+      for (const float* plane : {dp.k, dp.v}) {
+        be_->iface->copy2d(be_->ctx, out, 0, plane + int64_t(start) * dw, 0, size_t(n) * dw * 4, 1);
+        out += size_t(n) * dw;
+      }
+    }
   }
   const int64_t key = next_saved_++;
   saved_rows_.emplace(key, std::move(r));
@@ -85,8 +99,28 @@ int64_t Model::save_state(int32_t id) {
     if (!st.gdn) throw Error("out_of_memory", "cannot allocate " + std::to_string(st.floats * 4) + " bytes for a saved state");
     be_->iface->copy2d(be_->ctx, st.gdn.get(), 0, s->gdn, 0, st.floats * 4, 1);
   }
-  // the draft context travels with the state only when the draft has consumed every position
+  // the draft context travels with the state only when the draft has consumed every position; the sliding
+  // layers' part of it is the window before the next block, saved here
   st.draft = has_draft() && s->draft_len == s->len;
+  const int32_t keep = st.draft ? draft_keep(s->len) : 0;
+  if (keep > 0) {
+    const int64_t dw = int64_t(dcfg_.nkv) * dcfg_.hd;
+    st.win_n = keep;
+    st.win_floats = size_t(2 * count_sliding(dcfg_) * dw) * size_t(keep);
+    st.win = std::unique_ptr<float[], SavedFree>(static_cast<float*>(alloc_state(st.win_floats * 4, false)), SavedFree{this});
+    if (!st.win) throw Error("out_of_memory", "cannot allocate " + std::to_string(st.win_floats * 4) + " bytes for a saved draft window");
+    float* out = st.win.get();
+    for (int li = 0; li < dcfg_.L; ++li) {
+      if (!is_sliding(dcfg_, li)) continue;
+      // ≤ window − 1 positions: contiguous rows in a ring too
+      const DraftPlanes dp = draft_planes(*s, li);
+      const int64_t row = dp.ring ? (s->len - keep) % dp.ring : s->len - keep;
+      for (const float* plane : {dp.k, dp.v}) {
+        be_->iface->copy2d(be_->ctx, out, 0, plane + row * dw, 0, size_t(keep) * dw * 4, 1);
+        out += size_t(keep) * dw;
+      }
+    }
+  }
   const int64_t key = next_saved_++;
   saved_states_.emplace(key, std::move(st));
   return key;
@@ -125,10 +159,24 @@ bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state)
     copy_planes(be_, s->kv + at * w, size_t(s->cap) * w * 4, in, size_t(r->n) * w * 4, size_t(r->n) * w * 4, 2 * n_full_);
     in += size_t(2 * n_full_) * r->n * w;
     if (draft) {
-      const int64_t plane = draft_plane(dcfg_, *s);
-      copy_planes(be_, s->dkv + at * dw, size_t(plane) * 4, in, size_t(r->n) * dw * 4, size_t(r->n) * dw * 4, 2 * dcfg_.L);
+      for (int li = 0; li < dcfg_.L; ++li) {
+        if (is_sliding(dcfg_, li)) continue;
+        const DraftPlanes dp = draft_planes(*s, li);
+        draft_put(dp, at, in, in + size_t(r->n) * dw, r->n);
+        in += 2 * size_t(r->n) * dw;
+      }
     }
     at += r->n;
+  }
+  // the sliding layers' window, at its positions (in a ring: both copies)
+  const SavedState& ss = st->second;
+  if (draft && ss.win_n > 0) {
+    const float* in = ss.win.get();
+    for (int li = 0; li < dcfg_.L; ++li) {
+      if (!is_sliding(dcfg_, li)) continue;
+      draft_put(draft_planes(*s, li), len - ss.win_n, in, in + size_t(ss.win_n) * dw, ss.win_n);
+      in += 2 * size_t(ss.win_n) * dw;
+    }
   }
   if (st->second.floats > 0) be_->iface->copy2d(be_->ctx, s->gdn, 0, st->second.gdn.get(), 0, st->second.floats * 4, 1);
   s->len = len;
@@ -137,6 +185,7 @@ bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state)
   s->feat_rows = 0;
   // without the draft's context for every position the draft cannot run on this sequence
   s->draft_len = has_draft() ? (draft ? len : -1) : 0;
+  s->draft_lo = draft && count_sliding(dcfg_) > 0 ? len - ss.win_n : 0;
   return draft;
 }
 
@@ -156,7 +205,7 @@ Model::SavedStats Model::saved_stats() {
   st.rows = saved_rows_.size();
   st.states = saved_states_.size();
   for (auto& [k, r] : saved_rows_) st.bytes += r.floats * 4;
-  for (auto& [k, r] : saved_states_) st.bytes += r.floats * 4;
+  for (auto& [k, r] : saved_states_) st.bytes += (r.floats + r.win_floats) * 4;
   st.pooled = pool_.stats().idle;
   return st;
 }

@@ -94,8 +94,8 @@ int32_t Model::create_sequence(int32_t max_len) {
       pool_.give(s.kv);
       throw Error("out_of_memory", "cannot allocate a draft KV cache");
     }
-    const size_t drow = draft_bytes(1) - draft_bytes(0);
-    cap = std::min<int64_t>(cap, int64_t(got / drow) - dcfg_.B);
+    // the rows the buffer holds for every layer (a sliding layer's ring does not grow with them)
+    cap = draft_cap(got, cap < INT32_MAX ? cap : std::max<int64_t>(want, max_len));
   }
   s.cap = int32_t(cap < INT32_MAX ? cap : max_len);
   s.id = next_id_++;
@@ -132,16 +132,20 @@ void Model::truncate_sequence(int32_t id, int32_t len) {
   if (len < 0 || len > s->len)
     throw Error("invalid_argument", "cannot truncate to " + std::to_string(len) + " (length is " + std::to_string(s->len) + ")");
   if (len == s->len) return;
-  // draft context: pending features beyond len are dropped; cached context rows beyond len are stale
+  // draft context: pending features beyond len are dropped; cached context rows beyond len are stale. Sliding
+  // layers hold positions [draft_lo, draft_len) only: when the window before len is no longer among them (the ring
+  // moved past it), the context has a gap, as after a step without capture
   auto cut_draft = [&] {
     if (!has_draft()) return;
-    if (s->draft_len < 0) {  // the draft context had a gap; only a reset repairs it
-      if (len == 0) s->draft_len = 0, s->feat_rows = 0;
+    if (len == 0) {
+      s->draft_len = 0, s->draft_lo = 0, s->feat_rows = 0;
       return;
     }
+    if (s->draft_len < 0) return;  // the draft context had a gap; only a reset repairs it
     if (len < s->draft_len) {
       s->draft_len = len;
       s->feat_rows = 0;
+      if (len - draft_keep(len) < s->draft_lo) s->draft_len = -1;
     } else {
       s->feat_rows = len - s->draft_len;
     }

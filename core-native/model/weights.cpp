@@ -343,12 +343,6 @@ void Model::load_draft_files(const std::string& dir) {
   dcfg_ = d;
 }
 
-uint64_t Model::draft_bytes(int64_t max_len) const {
-  if (!has_draft()) return 0;
-  const DraftConfig& d = dcfg_;
-  return uint64_t(d.L) * 2 * uint64_t(max_len + d.B) * d.nkv * d.hd * 4;
-}
-
 std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, int act_levels, bool load_draft,
                                    const std::string& backend, uint64_t max_memory) {
   std::unique_ptr<Model> m(new Model());

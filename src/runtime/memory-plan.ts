@@ -10,6 +10,11 @@ export interface StateSizes {
   recurrentBytes: number
   /** Attention KV bytes per token, all full-attention layers (target and draft). */
   kvBytesPerToken: number
+  /**
+   * The draft's sliding-window layers, per sequence: each keeps a ring of window + block positions, stored twice
+   * (core-native/model/draft_kv.cpp), whatever the context length; at most this (a short sequence keeps fewer rows).
+   */
+  draftWindowBytes: number
   /** What a verify step keeps per sequence for the GDN rollback (see gdnRollback); 0 without a draft. */
   speculativeBytes: number
 }
@@ -96,14 +101,23 @@ export function stateSizes(
   const perLinear = nv * dk * dv * 4 + (k - 1) * convChannels * kvElementBytes
   const recurrentBytes = linearLayers(c) * perLinear
   const targetKv = fullLayers(c) * 2 * c.num_key_value_heads * c.head_dim * kvElementBytes
-  const draftKv = draft ? draft.num_hidden_layers * 2 * draft.num_key_value_heads * draft.head_dim * kvElementBytes : 0
+  const sliding = draftSlidingLayers(draft)
+  const draftRow = draft ? 2 * draft.num_key_value_heads * draft.head_dim * kvElementBytes : 0
+  const draftKv = draft ? (draft.num_hidden_layers - sliding) * draftRow : 0
+  const draftWindowBytes = draft && sliding > 0 ? sliding * draftRow * 2 * (draft.sliding_window! + draft.block_size) : 0
   // A verify step of one block keeps, for the rollback: the state at its start and each token's conv input and
   // gates per linear layer (replay), or the state after every position (states). Without a draft: nothing.
   const block = draft?.block_size ?? 0
   const replayPerToken = linearLayers(c) * (convChannels + 2 * nv) * 4
   const speculativeBytes =
     block === 0 || recurrentBytes === 0 ? 0 : rollback === 'replay' ? recurrentBytes + block * replayPerToken : (block + 1) * recurrentBytes
-  return {recurrentBytes, kvBytesPerToken: targetKv + draftKv, speculativeBytes}
+  return {recurrentBytes, kvBytesPerToken: targetKv + draftKv, draftWindowBytes, speculativeBytes}
+}
+
+/** Draft layers attending through a sliding window (DFlash 2 `layer_types`; none without a window). */
+export function draftSlidingLayers(draft: DraftConfig | null): number {
+  if (!draft?.sliding_window) return 0
+  return (draft.layer_types ?? []).filter(t => t === 'sliding_attention').length
 }
 
 /**
@@ -142,7 +156,7 @@ export function planMemory(input: PlanInput): MemoryPlan {
   const tokenBudget = input.tokenBudget ?? 512
   const maxBatch = input.maxBatch ?? 16
   const state = stateSizes(c, draftCfg, elem)
-  const perSeq = state.recurrentBytes + state.speculativeBytes
+  const perSeq = state.recurrentBytes + state.speculativeBytes + state.draftWindowBytes
   const budget = input.maxMemory !== undefined ? Math.min(input.maxMemory, input.available) : input.available
   const device = input.memory?.kind === 'device' ? input.memory : null
   const scratch = scratchBytes(c, tokenBudget, maxBatch, draftCfg?.block_size ?? 1) + (device ? deviceScratchBytes(c) : 0)
@@ -188,7 +202,7 @@ export function formatPlan(p: MemoryPlan): string[] {
     row('weights', formatBytes(p.weights)),
     row('draft', formatBytes(p.draft)),
     row('scratch', formatBytes(p.scratch)),
-    row('state per request', formatBytes(p.state.recurrentBytes + p.state.speculativeBytes)),
+    row('state per request', formatBytes(p.state.recurrentBytes + p.state.speculativeBytes + p.state.draftWindowBytes)),
     row('KV per token', formatBytes(p.state.kvBytesPerToken)),
   ]
   if (p.fits) {

@@ -27,7 +27,7 @@ export class NativeModel implements StepModel {
         if (!this.closed) native.freeSaved(h, id)
       },
       rowBytes: info.kvBytesPerToken + (info.draft?.kvBytesPerToken ?? 0),
-      stateBytes: info.stateBytesPerSequence,
+      stateBytes: info.stateBytesPerSequence + (info.draft?.savedWindowBytes ?? 0),
     }
   }
 

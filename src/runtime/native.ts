@@ -103,8 +103,13 @@ export interface DraftInfo {
   maskTokenId: number
   numLayers: number
   targetLayerIds: number[]
-  /** Draft context K/V bytes per position (all draft layers). */
+  /**
+   * Draft context K/V bytes per position: the full-attention draft layers only (a sliding-window layer keeps a
+   * fixed ring of window + B positions per sequence).
+   */
   kvBytesPerToken: number
+  /** Draft bytes a saved prefix-cache state carries: the sliding layers' K/V of its last window − 1 positions. */
+  savedWindowBytes: number
   /**
    * How a verify step's GDN/conv state rolls back to the accepted prefix: 'states' keeps the state after every
    * verified position, 'replay' the block's start state and each position's recurrence inputs, re-run on rollback

@@ -3,50 +3,24 @@
 // (sliding window 12, shorter than the block, so every row's window cuts the keys on both sides): the transformed
 // logits of the drafted rows, the selector's greedy walk and its sampled walk for given uniforms. A fixture with
 // `overrides` (draft.config keys: here a full and a sliding layer, is_causal null, so the sliding layer is causal)
-// runs on a copy of the package whose splash.json carries them.
-import {cp, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
-import {readFileSync, readdirSync} from 'node:fs'
-import {tmpdir} from 'node:os'
-import {join} from 'node:path'
+// runs on a copy of the package whose splash.json carries them. The -ring fixtures (windows 8 and 5, 300 and 260
+// positions of context) reach far past a sliding layer's ring; test/core-native/draft-kv.test.ts also runs them
+// through chunked context, truncations and a restore.
 import t from 'tap'
 import {native} from '../../src/runtime/native.js'
 import {GREEDY} from '../../src/runtime/sampling.js'
-import {synthFixture} from '../helpers/packages.js'
+import {fixtureFiles, fixturePackage, readFixture} from './helpers/dflash2-fixture.js'
 
-interface Fixture {
-  package: {preset: string; quant: 'bf16'; window: number}
-  overrides: Record<string, unknown>
-  prompt: number[]
-  anchor: number
-  logits: number[]
-  greedy: number[]
-  greedy_min_margin: number
-  temperature: number
-  uniforms: number[]
-  sampled: number[]
-}
-
-const FIXTURES = new URL('../fixtures/dflash2/', import.meta.url)
-
-for (const file of readdirSync(FIXTURES).filter(f => f.endsWith('.json')))
+for (const file of fixtureFiles())
 t.test(`DFlash 2 draft pass equals the numpy reference: ${file} (f32 activations)`, async t => {
-  const fx = JSON.parse(readFileSync(new URL(file, FIXTURES), 'utf8')) as Fixture
-  let dir = await synthFixture(fx.package.preset, fx.package.quant, {dflash2: {window: fx.package.window}})
-  if (Object.keys(fx.overrides).length > 0) {
-    const copy = await mkdtemp(join(tmpdir(), 'splash-draft2-'))
-    t.teardown(() => rm(copy, {recursive: true, force: true}))
-    await cp(dir, copy, {recursive: true})
-    const m = JSON.parse(await readFile(join(copy, 'splash.json'), 'utf8'))
-    m.draft.config = {...m.draft.config, ...fx.overrides}
-    await writeFile(join(copy, 'splash.json'), JSON.stringify(m))
-    dir = copy
-  }
+  const fx = readFixture(file)
+  const dir = await fixturePackage(fx, fn => t.teardown(fn))
   const h = await native.openModel(dir, {activations: 'f32', threads: 2})
   t.teardown(() => native.closeModel(h))
   const info = native.modelInfo(h)
   const V = info.vocabSize
   const n = fx.greedy.length
-  const s = native.createSequence(h, {maxLength: 64})
+  const s = native.createSequence(h, {maxLength: fx.prompt.length + 64})
   await native.step(h, [{seq: s, tokens: Int32Array.from(fx.prompt), logits: 'none', capture: true}])
   const rows = Array.from({length: n}, () => ({}))
   const [greedy] = await native.draft(h, [{seq: s, token: fx.anchor, n, logits: true, sample: {params: GREEDY, rows}}])

@@ -108,3 +108,33 @@ t.test('on a device: the budget is its free memory, the backend scratch is plann
   t.notOk(small.fits, 'weights + draft + device scratch exceed 16 GiB')
   t.throws(() => assertFits(small), /and 16\.0 GiB of cuda device memory \(130 GiB free of 139 GiB\) is available/)
 })
+
+t.test('draft KV: full-attention draft layers per token, sliding ones a fixed ring per sequence', async t => {
+  // the 27B's 5-layer draft (8 KV heads of 128), as DFlash 2 ships it: 4 sliding layers (window 2048) and 1 full
+  const base = {
+    block_size: 16, mask_token_id: 248077, target_layer_ids: [1, 16, 31, 46, 61], num_hidden_layers: 5, hidden_size: 5120,
+    intermediate_size: 17408, num_attention_heads: 32, num_key_value_heads: 8, head_dim: 128, rope_theta: 1e7,
+    rms_norm_eps: 1e-6, sliding_window: null, conv_kernel_size: null, conv_group_size: null, selector_rank: null, selector_top_k: null,
+  } satisfies DraftConfig
+  const row = 2 * 8 * 128 * 4 // K and V of one position, one layer, fp32
+  const target = stateSizes(qwen27b, null, 4).kvBytesPerToken
+  const full = stateSizes(qwen27b, base, 4)
+  t.equal(full.kvBytesPerToken, target + 5 * row, 'DFlash: every draft layer per token')
+  t.equal(full.draftWindowBytes, 0)
+  const mixed: DraftConfig = {...base, sliding_window: 2048, layer_types: ['sliding_attention', 'sliding_attention', 'sliding_attention', 'sliding_attention', 'full_attention']}
+  const s = stateSizes(qwen27b, mixed, 4)
+  t.equal(s.kvBytesPerToken, target + row, 'DFlash 2: the full layer only')
+  t.equal(s.draftWindowBytes, 4 * row * 2 * (2048 + 16), 'each sliding layer: 2 × (window + block) rows')
+  t.equal(stateSizes(qwen27b, {...mixed, layer_types: undefined}, 4).draftWindowBytes, 0, 'no layer_types: every layer full')
+  // per sequence at 32K: 4 × 32 KiB × 32,784 rows before, 4 × 32 KiB × 4,128 rows now
+  t.equal(4 * row * (32768 + 16) - s.draftWindowBytes, 4 * row * (32768 + 16 - 2 * 2064))
+  const plan = (draft: DraftConfig) =>
+    planMemory({manifest: {...manifest(qwen27b), draft: {config: draft, files: ['draft.safetensors']}}, weightBytes: 14.5 * GiB, draftBytes: 0.9 * GiB, available: 40 * GiB})
+  const before = plan(base)
+  const after = plan(mixed)
+  t.ok(after.fits && before.fits)
+  t.ok(after.contextLimit > before.contextLimit, `a longer context fits: ${before.contextLimit} → ${after.contextLimit}`)
+  const used = after.weights + after.draft + after.scratch + after.batchLimit * (after.state.recurrentBytes + after.state.speculativeBytes + after.state.draftWindowBytes) + after.kvBytes
+  t.ok(used <= after.budget + 1, 'the rings are planned per sequence')
+  t.match(formatPlan(after).join('\n'), /state per request/)
+})

@@ -165,6 +165,38 @@ for (const [name, dir, stop] of [
   })
 }
 
+t.test('DFlash 2 draft with window 4 (its layer keeps a ring of 20 positions): long prompts and outputs, greedy with the draft on every step equals SPLASH_DRAFT=off, serial, batched and from the prefix cache', async t => {
+  const d = await synthFixture('tiny-hybrid', 'q4', {dflash2: {window: 4}})
+  const prompts = [300, 420].map((n, i) => Int32Array.from({length: n}, (_, j) => (j * 37 + i * 11 + ((j * j) % 7)) % 250 + 1))
+  const maxTokens = 160
+  const off = await withModel(d, false, async m => {
+    const e = new Engine(m)
+    const out = []
+    for (const p of prompts) out.push(await generate(e, p, GREEDY, maxTokens, []))
+    return out
+  })
+  process.env.SPLASH_DRAFT_FIXED = '1' // speculate on every step: a rollback after most of them
+  t.teardown(() => void delete process.env.SPLASH_DRAFT_FIXED)
+  const metrics = new Metrics()
+  const [serial, batched, cached] = await withModel(d, true, async m => {
+    const e = new Engine(m, {}, metrics, {cacheBytes: 64 * 1024 * 1024})
+    const serial = []
+    for (const p of prompts) serial.push(await generate(e, p, GREEDY, maxTokens, []))
+    const batched = await Promise.all(prompts.map(p => generate(e, p, GREEDY, maxTokens, [])))
+    const cached = []
+    for (const p of prompts) cached.push(await generate(e, p, GREEDY, maxTokens, []))
+    return [serial, batched, cached]
+  })
+  for (let i = 0; i < prompts.length; i++) {
+    t.equal(off[i].tokens.length, maxTokens)
+    t.same(serial[i].tokens, off[i].tokens, `prompt ${i}: serial`)
+    t.same(batched[i].tokens, off[i].tokens, `prompt ${i}: batched`)
+    t.same(cached[i].tokens, off[i].tokens, `prompt ${i}: restored from the prefix cache`)
+    t.ok(cached[i].usage.cachedTokens > 0 && (cached[i].usage.draft?.passes ?? 0) > 0, `prompt ${i}: a cache hit (${cached[i].usage.cachedTokens} positions) that still drafts`)
+  }
+  t.ok(metrics.specPasses.get() > 2 * maxTokens / 16, `${metrics.specPasses.get()} verify passes`)
+})
+
 for (const method of ['replay', 'states'] as const) {
   t.test(`default package (GDN rollback: ${method}): greedy with the draft on every step equals SPLASH_DRAFT=off, batched`, async t => {
     const prompts = await chatPrompts(DEFAULT)
