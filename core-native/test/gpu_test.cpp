@@ -45,16 +45,17 @@ void attention_case(Be& cpu, Be& g, int hd, int nh, int nkv, int start, int T) {
   unsetenv("SPLASH_ATTN_TC");
   char what[80];
   std::snprintf(what, sizeof what, "attention hd=%d heads=%d/%d start=%d T=%d", hd, nh, nkv, start, T);
-  // fp32 below 64 tokens; fp16 Q, K, P, V with fp32 accumulation from there
-  report(what, r, g.down(dout, r.size()), T < 64 ? 1e-5 : 5e-3);
+  // fp32 below 16 tokens; fp16 Q, K, P, V with fp32 accumulation from there
+  report(what, r, g.down(dout, r.size()), T < 16 ? 1e-5 : 5e-3);
   for (float* p : {dq, dk, dv, dout}) g.i->buffer_free(g.c, p);
 }
 
 void test_ops(Be& cpu, Be& g) {
   const char* names[] = {"f32", "bf16", "q8", "q4"};
-  // matmul: GEMV (≤ 8 tokens: int8x2 activations for q4/q8), GEMM (bf16 tensor cores)
+  // matmul: GEMV (int8x2 activations for q4/q8 up to 32 tokens, in launches of ≤ 8; others ≤ 8 tokens), GEMM
+  // (bf16 tensor cores)
   for (int dt : {SPLASH_F32, SPLASH_BF16, SPLASH_Q8, SPLASH_Q4})
-    for (int nt : {1, 3, 8, 77}) {
+    for (int nt : {1, 3, 8, 9, 20, 32, 77}) {
       const int64_t R = 384, C = 1024;
       W w = make_weight(g, dt, R, C);
       auto x = randv(size_t(nt) * C);
@@ -65,8 +66,18 @@ void test_ops(Be& cpu, Be& g) {
       g.i->matmul(g.c, &w.d, dx, nt, dy, R);
       char what[96];
       std::snprintf(what, sizeof what, "matmul %s %lldx%lld tokens=%d", names[dt], (long long)R, (long long)C, nt);
-      const bool tensor = nt > 8 && dt != SPLASH_F32;
-      report(what, yr, g.down(dy, yr.size()), tensor ? 1e-2 : 1e-4);
+      const bool quant = dt == SPLASH_Q4 || dt == SPLASH_Q8;
+      const bool tensor = nt > (quant ? 32 : 8) && dt != SPLASH_F32;
+      std::vector<float> got = g.down(dy, yr.size());
+      report(what, yr, got, tensor ? 1e-2 : 1e-4);
+      if (quant && nt > 8 && nt <= 32) {
+        // each row is the one-token GEMV's bits (a verify row equals a decode)
+        const int t = nt - 2;
+        g.i->matmul(g.c, &w.d, dx + int64_t(t) * C, 1, dy, R);
+        std::vector<float> one = g.down(dy, size_t(R)), row(got.begin() + int64_t(t) * R, got.begin() + int64_t(t + 1) * R);
+        std::snprintf(what, sizeof what, "  row %d of %d = the one-token GEMV", t, nt);
+        report(what, one, row, 0);
+      }
     }
   {  // EXACT weights stay on fp32 activations
     W w = make_weight(g, SPLASH_Q4, 48, 512);
@@ -251,7 +262,7 @@ void test_ops(Be& cpu, Be& g) {
   // one or two waves at most, so starts 700 and 3000 split the context too)
   for (int hd : {128, 256})
     for (int start : {0, 700, 3000})
-      for (int T : {5, 100, 200}) attention_case(cpu, g, hd, 8, 2, start, T);
+      for (int T : {5, 16, 40, 100, 200}) attention_case(cpu, g, hd, 8, 2, start, T);
   {  // the tensor-core kernel's edges: partial query tiles, the production head groups (2 heads per block) and
      // odd groups (1 head of 128 rows), head_dim 64, a short step after a long prefix (context split)
     struct Case {

@@ -120,7 +120,7 @@ __global__ void k_attn_merge(splash_attn_args a, int32_t nsplit, int32_t split, 
 // computes S = Q·Kᵀ (mma.m16n8k16, Q and K fragments by ldmatrix), the online softmax on the accumulators (fp32,
 // base 2: log2 e is folded into Q's scale), turns S into P's A fragments in registers and adds P·V (V fragments by
 // ldmatrix.trans) into O, which stays in registers with the rows' running max and sum.
-constexpr int kTcMin = 64, kFaWarps = 8, kFaThreads = 32 * kFaWarps, kFaRows = 16 * kFaWarps, kFaBk = 64,
+constexpr int kTcMin = 16, kFaWarps = 8, kFaThreads = 32 * kFaWarps, kFaRows = 16 * kFaWarps, kFaBk = 64,
               kTcMinSplit = 512;
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 

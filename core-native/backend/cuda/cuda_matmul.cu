@@ -11,6 +11,11 @@ namespace splash::cuda {
 namespace {
 
 constexpr int kMaxGemvTokens = 8;
+// q4/q8 matmuls of up to this many tokens stay GEMVs, in launches of ≤ 8 tokens: each reads the weights once,
+// where the GEMM path (> 8 tokens otherwise) dequantises every weight to bf16 first — on the 27B shape a 9-token
+// step took 74 ms that way against ~9 ms for a one-token step (H200, SPLASH_TRACE_STEPS). The rows are the
+// single-token GEMV's bits whatever the chunking.
+constexpr int kGemvSplitMax = 32;
 constexpr int kG = kGemvGroup;
 
 // ---- activation quantisation (quant_group, cuda_common.cuh): one thread per value, total % 32 == 0
@@ -183,22 +188,30 @@ bool quantize_x(Ctx* c, int bits, const float* x, int64_t C, int32_t n, int8_t*&
 // 0 = other (launched at once).
 enum GemvKind { kOther = 0, kRowF = 3, kQ4 = 4, kQ8 = 8 };
 int gemv_kind(const Ctx* c, const splash_weight* w, int32_t nt) {
-  if (nt > kMaxGemvTokens) return kOther;
+  if (nt > kGemvSplitMax) return kOther;
   const bool quant = w->dtype == SPLASH_Q4 || w->dtype == SPLASH_Q8;
   if (quant && !(w->flags & SPLASH_WEIGHT_EXACT) && w->cols % 64 == 0 && !c->precise)
     return w->dtype == SPLASH_Q4 ? kQ4 : kQ8;
+  if (nt > kMaxGemvTokens) return kOther;
   if (w->cols % 8 == 0 && w->rows < 4 * c->sms) return kRowF;
   return kOther;
 }
 
 template <int BITS>
 void launch_q(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int32_t nt) {
-  const int64_t lvl2 = int64_t(nt) * grp.w[0].cols;
-  switch (nt) {
-    case 1: launch_gemv_q<BITS, 1>(c, grp, xq, xs, xsum, lvl2, nt); break;
-    case 2: launch_gemv_q<BITS, 2>(c, grp, xq, xs, xsum, lvl2, nt); break;
-    case 3: case 4: launch_gemv_q<BITS, 4>(c, grp, xq, xs, xsum, lvl2, nt); break;
-    default: launch_gemv_q<BITS, 8>(c, grp, xq, xs, xsum, lvl2, nt);
+  const int64_t C = grp.w[0].cols, lvl2 = int64_t(nt) * C;  // level 2 sits lvl2 after level 1 for every token
+  for (int32_t t0 = 0; t0 < nt; t0 += kMaxGemvTokens) {
+    const int32_t n = std::min(kMaxGemvTokens, nt - t0);
+    GemvGroup part = grp;
+    for (int g = 0; g < grp.n; ++g) part.y[g] = grp.y[g] + int64_t(t0) * grp.ys[g];
+    const int8_t* q = xq + int64_t(t0) * C;
+    const float *s = xs + int64_t(t0) * (C / 32), *sum = xsum + int64_t(t0) * (C / 32);
+    switch (n) {
+      case 1: launch_gemv_q<BITS, 1>(c, part, q, s, sum, lvl2, n); break;
+      case 2: launch_gemv_q<BITS, 2>(c, part, q, s, sum, lvl2, n); break;
+      case 3: case 4: launch_gemv_q<BITS, 4>(c, part, q, s, sum, lvl2, n); break;
+      default: launch_gemv_q<BITS, 8>(c, part, q, s, sum, lvl2, n);
+    }
   }
 }
 
