@@ -1,4 +1,4 @@
-// Prefill and verification matmuls (> 8 tokens) on the tensor cores: weights dequantised to bf16 (load8,
+// Prefill and verification matmuls (> 8 tokens; > 32 for q4/q8 weights) on the tensor cores: weights dequantised to bf16 (load8,
 // cuda_common.cuh) and multiplied by cuBLAS when libcublas loads (opened with dlopen: the module keeps no
 // link-time dependency on it), else by the WMMA kernel below; fp32 accumulation. The EXACT matrices (and f32
 // weights, precise mode) go through an fp32 cuBLAS GEMM.

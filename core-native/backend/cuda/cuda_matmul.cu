@@ -1,8 +1,8 @@
-// Linear layers on the GPU. Decode (≤ 8 tokens): memory-bound GEMVs; q4/q8 weights meet activations
+// Linear layers on the GPU. Decode (≤ 8 tokens; q4/q8 up to 32): memory-bound GEMVs; q4/q8 weights meet activations
 // quantised to two int8 levels per 32 values (level 2 holds the residual at 1/256 of the step, so the
 // product is within ~1e-5 of fp32) through dp4a; bf16/f32 and the EXACT matrices use fp32 activations.
 // Matmuls on the same activations wait (`matmul` defers, `flush` launches) and go out as one grid. Prefill
-// (> 8 tokens): cuda_gemm.cu.
+// (more tokens): cuda_gemm.cu.
 #include <algorithm>
 
 #include "backend/cuda/gemv_q.cuh"
