@@ -2,7 +2,7 @@
 // - Few new tokens (decode, verify): split over the context (flash-decoding): block (token·head, split) runs an
 //   online softmax over up to kSplit positions with one warp per position stride, writes (max, sum, partial
 //   output); a second kernel merges the splits. fp32 throughout.
-// - Many new tokens (prefill chunks, ≥ kTcMin, head_dim 64 / 128 / 256): FlashAttention-2 on the tensor cores
+// - Many new tokens (prefill chunks, ≥ kTcMin = 17, head_dim 64 / 128 / 256): FlashAttention-2 on the tensor cores
 //   (k_attn_fa below): block = 128 query rows (two heads of one K/V head × 64 tokens, or one head × 128), O and
 //   the rows' running max and sum in registers, mma.m16n8k16 fp16 with fp32 accumulation, K/V tiles converted
 //   from the fp32 cache into double-buffered fp16 shared memory while the previous tile's math runs.
@@ -120,7 +120,8 @@ __global__ void k_attn_merge(splash_attn_args a, int32_t nsplit, int32_t split, 
 // computes S = Q·Kᵀ (mma.m16n8k16, Q and K fragments by ldmatrix), the online softmax on the accumulators (fp32,
 // base 2: log2 e is folded into Q's scale), turns S into P's A fragments in registers and adds P·V (V fragments by
 // ldmatrix.trans) into O, which stays in registers with the rows' running max and sum.
-constexpr int kTcMin = 16, kFaWarps = 8, kFaThreads = 32 * kFaWarps, kFaRows = 16 * kFaWarps, kFaBk = 64,
+// kTcMin: more tokens than a verify block (≤ 16) — verify rows keep the fp32 form that decodes use
+constexpr int kTcMin = 17, kFaWarps = 8, kFaThreads = 32 * kFaWarps, kFaRows = 16 * kFaWarps, kFaBk = 64,
               kTcMinSplit = 512;
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
