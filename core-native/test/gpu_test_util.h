@@ -123,6 +123,10 @@ void bench(const std::string& dir, int prompt, int n);
 
 // gpu_test_vision.cpp
 void test_vision_ops(Be& cpu, Be& g);
+// gpu_test_model.cpp: whole-model logits, CUDA vs CPU (precise: fp32 activations in every CUDA matmul), and a
+// package's specialised kernels against the generic ones
+void test_model(const std::string& dir, bool precise);
+void test_spec(const std::string& dir);
 void test_image(Model& cpu, Model& gpu, const std::string& name, bool precise);
 void bench_vision(const std::string& dir, const std::string& backend, const std::vector<int>& sizes);
 
