@@ -14,15 +14,6 @@ namespace {
 
 constexpr int kGm = 64, kGn = 64, kGk = 64, kLd = kGk + 8;  // bf16 pitch of the staged tiles (+16 B)
 
-__device__ __forceinline__ splash_weight expert_of(const splash_weight& base, int64_t e) {
-  splash_weight w = base;
-  const int64_t C = base.cols, R = base.rows, G = C / 64;
-  const int64_t row_bytes = base.dtype == SPLASH_F32 ? C * 4 : base.dtype == SPLASH_BF16 ? C * 2 : base.dtype == SPLASH_Q8 ? C : C / 2;
-  w.data = static_cast<const uint8_t*>(base.data) + e * R * row_bytes;
-  if (base.scales) w.scales = base.scales + e * R * G, w.biases = base.biases + e * R * G;
-  return w;
-}
-
 // kQ4: the weights are q4 (each thread fetches 32 values with one 16-byte load); otherwise any dtype via load8.
 // The next k-tile's activations and q4 words are fetched into registers before the current tile's products,
 // so their latency overlaps the tensor-core work.
@@ -32,7 +23,7 @@ __global__ void __launch_bounds__(128, 4) k_expert_gemm(ExpertGemm a) {
   if (e < 0) return;  // past the last row tile
   const int r0 = a.tile_r[blockIdx.y], r1 = min(r0 + kGm, a.off[e + 1]);
   const int g = blockIdx.x / a.ct, n0 = (blockIdx.x % a.ct) * kGn;
-  const splash_weight w = expert_of(a.w[g], e);
+  const splash_weight w = splash_weight_expert(&a.w[g], e);
   const int64_t R = w.rows, K = w.cols;
   __shared__ __align__(32) __nv_bfloat16 sa[kGm * kLd];
   __shared__ __align__(32) __nv_bfloat16 sb[kGn * kLd];

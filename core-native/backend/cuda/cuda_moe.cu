@@ -82,12 +82,18 @@ __global__ void k_route(const float* logits, int32_t E, int32_t K, int32_t renor
   if (threadIdx.x < K && renorm) wts[blockIdx.x * K + threadIdx.x] /= sum;
 }
 
-__global__ void k_combine(const float* ye, const float* wts, int32_t K, int64_t H, int32_t N, float* out) {
+// out[t] = Σ_j w[t, j] · ye[row of pair t·K + j], j in routing order; the row is the pair itself, or its slot
+// (pos) when the pairs were sorted by expert
+__global__ void k_combine(const float* ye, const float* wts, const int32_t* pos, int32_t K, int64_t H, int32_t N,
+                          float* out) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= int64_t(N) * H) return;
   const int64_t t = i / H, d = i % H;
   float s = 0.f;
-  for (int j = 0; j < K; ++j) s += wts[t * K + j] * ye[(t * K + j) * H + d];
+  for (int j = 0; j < K; ++j) {
+    const int64_t p = t * K + j;
+    s += wts[p] * ye[(pos ? int64_t(pos[p]) : p) * H + d];
+  }
   out[i] = s;
 }
 
@@ -162,17 +168,6 @@ __global__ void k_expert_fill(const int32_t* ids, int32_t P, const int32_t* off,
   }
 }
 
-// out[t] = Σ_j w[t, j] · ye[pos[t·K + j]], j in routing order
-__global__ void k_combine_slots(const float* ye, const float* wts, const int32_t* pos, int32_t K, int64_t H, int32_t N,
-                                float* out) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= int64_t(N) * H) return;
-  const int64_t t = i / H, d = i % H;
-  float s = 0.f;
-  for (int j = 0; j < K; ++j) s += wts[t * K + j] * ye[int64_t(pos[t * K + j]) * H + d];
-  out[i] = s;
-}
-
 bool moe_grouped(Ctx* c, const splash_moe_args* a) {
   const int N = a->n_tokens, E = a->n_experts, K = a->top_k;
   const int64_t H = a->down->rows, I = a->gate->rows;
@@ -209,7 +204,7 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
   dn.w[0] = *a->down, dn.y[0] = ye, dn.nw = 1;
   dn.x = gb, dn.off = off, dn.tile_e = tile_e, dn.tile_r = tile_r;
   expert_gemm(c, dn, tmax);
-  k_combine_slots<<<blocks_for(int64_t(N) * H, 256), 256, 0, strm(c)>>>(ye, wts, pos, K, H, N, a->out);
+  k_combine<<<blocks_for(int64_t(N) * H, 256), 256, 0, strm(c)>>>(ye, wts, pos, K, H, N, a->out);
   SPLASH_LAUNCHED(c, "moe_combine");
   return true;
 }
@@ -242,7 +237,7 @@ bool moe_device(Ctx* c, const splash_moe_args* a) {
   matmul_experts(c, 2, gu, a->x, N, ids, P, K, gu_out, I);  // gate and up in one launch
   swiglu(c, gb, ub, int64_t(P) * I, gb);
   matmul_experts(c, 1, &a->down, gb, P, ids, P, 1, &ye, H);
-  k_combine<<<blocks_for(int64_t(N) * H, 256), 256, 0, strm(c)>>>(ye, wts, K, H, N, a->out);
+  k_combine<<<blocks_for(int64_t(N) * H, 256), 256, 0, strm(c)>>>(ye, wts, nullptr, K, H, N, a->out);
   SPLASH_LAUNCHED(c, "moe_combine");
   return true;
 }

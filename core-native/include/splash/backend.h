@@ -97,7 +97,10 @@ typedef struct splash_moe_args {
   float* out;            // [T, down->rows], overwritten
 } splash_moe_args;
 
-// Expert `e` of a stacked [E, rows, cols] weight whose base describes expert 0.
+// Expert `e` of a stacked [E, rows, cols] weight whose base describes expert 0 (also callable in CUDA kernels).
+#ifdef __CUDACC__
+__host__ __device__
+#endif
 static inline splash_weight splash_weight_expert(const splash_weight* base, int64_t e) {
   splash_weight w = *base;
   const int64_t C = base->cols, R = base->rows, G = C / 64;
