@@ -114,6 +114,11 @@ export function stateSizes(
   return {recurrentBytes, kvBytesPerToken: targetKv + draftKv, draftWindowBytes, speculativeBytes}
 }
 
+/** What one request holds whatever its length: recurrent state, the verify step's rollback, the draft's rings. */
+export function perRequestBytes(s: StateSizes): number {
+  return s.recurrentBytes + s.speculativeBytes + s.draftWindowBytes
+}
+
 /** Draft layers attending through a sliding window (DFlash 2 `layer_types`; none without a window). */
 export function draftSlidingLayers(draft: DraftConfig | null): number {
   if (!draft?.sliding_window) return 0
@@ -156,7 +161,7 @@ export function planMemory(input: PlanInput): MemoryPlan {
   const tokenBudget = input.tokenBudget ?? 512
   const maxBatch = input.maxBatch ?? 16
   const state = stateSizes(c, draftCfg, elem)
-  const perSeq = state.recurrentBytes + state.speculativeBytes + state.draftWindowBytes
+  const perSeq = perRequestBytes(state)
   const budget = input.maxMemory !== undefined ? Math.min(input.maxMemory, input.available) : input.available
   const device = input.memory?.kind === 'device' ? input.memory : null
   const scratch = scratchBytes(c, tokenBudget, maxBatch, draftCfg?.block_size ?? 1) + (device ? deviceScratchBytes(c) : 0)
@@ -202,7 +207,7 @@ export function formatPlan(p: MemoryPlan): string[] {
     row('weights', formatBytes(p.weights)),
     row('draft', formatBytes(p.draft)),
     row('scratch', formatBytes(p.scratch)),
-    row('state per request', formatBytes(p.state.recurrentBytes + p.state.speculativeBytes + p.state.draftWindowBytes)),
+    row('state per request', formatBytes(perRequestBytes(p.state))),
     row('KV per token', formatBytes(p.state.kvBytesPerToken)),
   ]
   if (p.fits) {
