@@ -361,6 +361,44 @@ void bench_attn(Be& g) {
     report("  tensor cores vs split fp32", out[0], out[1], 5e-3);
     for (float* p : {dq, dk, dv, dout}) g.i->buffer_free(g.c, p);
   }
+  // few tokens (decode, verify blocks): the default (verify blocks packed on the tensor cores, one token in fp32
+  // with the K/V head's query heads together), fp32 only (SPLASH_ATTN_TC=0), and fp32 with a block per query head
+  // (also SPLASH_ATTN_GQA=0); GB/s counts the K/V rows read once
+  const Shape few[] = {{24, 4, 1, 2048}, {24, 4, 1, 31800}, {24, 4, 8, 31800}, {24, 4, 16, 31800}, {16, 2, 1, 31800},
+                       {16, 2, 16, 31800}, {24, 4, 16, 2048}};
+  for (const Shape& s : few) {
+    const size_t len = size_t(s.start) + s.T, on = size_t(s.T) * s.nh * hd;
+    float* dq = g.up(randv(on));
+    float* dk = g.up(randv(len * s.nkv * hd));
+    float* dv = g.up(randv(len * s.nkv * hd));
+    float* dout = static_cast<float*>(g.alloc(on * 4));
+    splash_attn_args a{s.T, s.nh, s.nkv, hd, s.start, dq, int64_t(s.nh) * hd, dk, dv, dout, 1.f / std::sqrt(float(hd))};
+    const double bytes = 2.0 * len * s.nkv * hd * 4;
+    std::printf("attention hd=%d heads=%d/%d T=%4d start=%5d:", hd, s.nh, s.nkv, s.T, s.start);
+    std::vector<float> out[3];
+    const char* names[] = {"default", "fp32", "fp32 per head"};
+    for (int v = 0; v < 3; ++v) {
+      if (v > 0) setenv("SPLASH_ATTN_TC", "0", 1);
+      if (v > 1) setenv("SPLASH_ATTN_GQA", "0", 1);
+      for (int i = 0; i < 3; ++i) g.i->attention(g.c, &a);
+      std::vector<float> ms;
+      for (int i = 0; i < 15; ++i) {
+        event_ms(g.c, 0);
+        g.i->attention(g.c, &a);
+        ms.push_back(event_ms(g.c, 1));
+      }
+      std::sort(ms.begin(), ms.end());
+      const double t = ms[ms.size() / 2];
+      std::printf("  %s %7.3f ms %5.0f GB/s", names[v], t, bytes / (t * 1e-3) / 1e9);
+      out[v] = g.down(dout, on);
+    }
+    unsetenv("SPLASH_ATTN_TC");
+    unsetenv("SPLASH_ATTN_GQA");
+    std::printf("\n");
+    report("  default vs fp32", out[1], out[0], s.T > 1 ? 5e-3 : 1e-5);
+    report("  fp32: shared vs per head", out[2], out[1], 1e-5);
+    for (float* p : {dq, dk, dv, dout}) g.i->buffer_free(g.c, p);
+  }
 }
 
 }  // namespace splash::gputest

@@ -31,8 +31,10 @@ using namespace splash::gputest;
 namespace {
 
 // One attention call of T tokens after `start` cached positions on both backends, random q and cache; the CUDA
-// backend takes its tensor-core form wherever the shapes allow (SPLASH_ATTN_TC=1).
-void attention_case(Be& cpu, Be& g, int hd, int nh, int nkv, int start, int T) {
+// backend takes its tensor-core form wherever the shapes allow (SPLASH_ATTN_TC=1; tc false: never, =0). dev:
+// `start` read from the device with room for `dev` more positions (the graph form: the grid is sized for the
+// capacity).
+void attention_case(Be& cpu, Be& g, int hd, int nh, int nkv, int start, int T, int dev = -1, bool tc = true) {
   const int len = start + T;
   auto q = randv(size_t(T) * nh * hd), kc = randv(size_t(len) * nkv * hd), vc = randv(size_t(len) * nkv * hd);
   std::vector<float> r(size_t(T) * nh * hd);
@@ -41,13 +43,23 @@ void attention_case(Be& cpu, Be& g, int hd, int nh, int nkv, int start, int T) {
   float *dq = g.up(q), *dk = g.up(kc), *dv = g.up(vc), *dout = static_cast<float*>(g.alloc(r.size() * 4));
   splash_attn_args ad = a;
   ad.q = dq, ad.k_cache = dk, ad.v_cache = dv, ad.out = dout;
-  setenv("SPLASH_ATTN_TC", "1", 1);
+  int32_t* dstart = nullptr;
+  if (dev >= 0) {
+    dstart = g.up(std::vector<int32_t>{start});
+    ad.start_dev = dstart, ad.cap = len + dev;
+  }
+  setenv("SPLASH_ATTN_TC", tc ? "1" : "0", 1);
   g.i->attention(g.c, &ad);
   unsetenv("SPLASH_ATTN_TC");
-  char what[80];
-  std::snprintf(what, sizeof what, "attention hd=%d heads=%d/%d start=%d T=%d", hd, nh, nkv, start, T);
-  // fp32 up to 16 tokens (a verify block); fp16 Q, K, P, V with fp32 accumulation past that
-  report(what, r, g.down(dout, r.size()), T < 17 ? 1e-5 : 5e-3);
+  char what[112];
+  std::snprintf(what, sizeof what, "attention hd=%d heads=%d/%d start=%d T=%d%s%s", hd, nh, nkv, start, T,
+                dev >= 0 ? " (start on device)" : "", tc ? "" : " fp32");
+  if (dstart) g.i->buffer_free(g.c, dstart);
+  // the tensor cores (fp16 Q, K, P, V with fp32 accumulation): from 17 tokens, and verify blocks (2..16 tokens)
+  // whose query heads × tokens fit 128 rows; fp32 otherwise, whose error grows with the context (~1e-5 at 32K)
+  const bool tc_form = tc && dev < 0 && (hd == 64 || hd == 128 || hd == 256) &&
+                       (T >= 17 || (T >= 2 && nh / nkv * T <= 128));
+  report(what, r, g.down(dout, r.size()), tc_form ? 5e-3 : len > 16384 ? 3e-5 : 1e-5);
   for (float* p : {dq, dk, dv, dout}) g.i->buffer_free(g.c, p);
 }
 
@@ -275,6 +287,27 @@ void test_ops(Be& cpu, Be& g) {
                           {64, 8, 2, 100, 129}, {256, 4, 2, 31800, 139}, {128, 6, 2, 31800, 139}, {256, 8, 1, 5000, 70}};
     for (const Case& cs : cases) attention_case(cpu, g, cs.hd, cs.nh, cs.nkv, cs.start, cs.T);
   }
+  {  // few tokens: verify blocks on the tensor cores packed per K/V head (24/4 heads × 16 tokens = 96 rows; 32/4 ×
+     // 16 = 128 > 128 rows stays fp32), then everything in fp32: the K/V head's query heads together (one chunk
+     // of ≤ 8 rows, or chunks of 32: 24/4 heads × 16 tokens = 3, 16/2 × 16 = 4, a partial last chunk), long
+     // contexts (hundreds of splits for the merge), the start read on the device with a grid sized past it, and
+     // the per-head form (SPLASH_ATTN_GQA=0; any head_dim)
+    struct Case {
+      int hd, nh, nkv, start, T, dev;
+    };
+    const Case cases[] = {{256, 24, 4, 0, 1, -1},    {256, 24, 4, 31800, 1, -1}, {256, 24, 4, 31800, 16, -1},
+                          {128, 16, 2, 5000, 16, -1}, {128, 16, 2, 5000, 9, -1},  {64, 8, 2, 100, 3, -1},
+                          {256, 24, 4, 33, 5, -1},    {128, 32, 4, 700, 8, -1},   {128, 12, 4, 70, 11, -1},
+                          {256, 24, 4, 2047, 1, 300}, {256, 24, 4, 2040, 8, 900}, {128, 16, 2, 63, 16, 100},
+                          {80, 4, 2, 300, 3, -1},     {96, 6, 3, 129, 12, 40},    {128, 32, 2, 900, 16, -1},
+                          {64, 8, 1, 1000, 16, -1},   {256, 16, 2, 31800, 16, -1}};
+    for (const Case& cs : cases) attention_case(cpu, g, cs.hd, cs.nh, cs.nkv, cs.start, cs.T, cs.dev);
+    for (const Case& cs : cases) attention_case(cpu, g, cs.hd, cs.nh, cs.nkv, cs.start, cs.T, cs.dev, false);
+    setenv("SPLASH_ATTN_GQA", "0", 1);
+    for (const Case& cs : {cases[1], cases[3], cases[9]})
+      attention_case(cpu, g, cs.hd, cs.nh, cs.nkv, cs.start, cs.T, cs.dev, false);
+    unsetenv("SPLASH_ATTN_GQA");
+  }
   {  // conv1d + state, then GDN over 1 and 40 tokens
     const int C = 320, K = 4;
     for (int T : {1, 7, 8, 9}) {
@@ -336,7 +369,8 @@ void test_ops(Be& cpu, Be& g) {
                                {20, SPLASH_Q4, 16, 4, 256, 128, 'g'},  {20, SPLASH_Q4, 16, 4, 256, 128, 'h'},
                                {9, SPLASH_Q8, 64, 8, 256, 192, 'g'},   {130, SPLASH_Q4, 64, 8, 512, 128, 'd'},
                                {10, SPLASH_BF16, 32, 4, 256, 64, 'd'}, {300, SPLASH_BF16, 32, 4, 256, 64, 'd'},
-                               {700, SPLASH_Q4, 256, 8, 256, 128, 'd'}};
+                               {700, SPLASH_Q4, 256, 8, 256, 128, 'd'}, {5, SPLASH_Q4, 400, 8, 256, 128, 'd'},
+                               {4, SPLASH_Q4, 600, 6, 256, 128, 'd'}};
   for (const MoeCase& mc : moe_cases) {
     // MoE: routing, grouped experts, weighted combine (all on the device unless `host`)
     const int N = mc.N, E = mc.E, K = mc.K, H = mc.H, I = mc.I;

@@ -1,16 +1,19 @@
 // Causal GQA attention over the KV cache.
-// - Few new tokens (decode, verify): split over the context (flash-decoding): block (token·head, split) runs an
-//   online softmax over up to kSplit positions with one warp per position stride, writes (max, sum, partial
-//   output); a second kernel merges the splits. fp32 throughout.
+// - One new token (decode), graph steps and precise mode: fp32, split over the context (cuda_attention_few.cu:
+//   the K/V head's query heads share each tile of the cache, and a merge kernel).
 // - Many new tokens (prefill chunks, ≥ kTcMin = 17, head_dim 64 / 128 / 256): FlashAttention-2 on the tensor cores
 //   (k_attn_fa below): block = 128 query rows (two heads of one K/V head × 64 tokens, or one head × 128), O and
 //   the rows' running max and sum in registers, mma.m16n8k16 fp16 with fp32 accumulation, K/V tiles converted
 //   from the fp32 cache into double-buffered fp16 shared memory while the previous tile's math runs.
 //   When the query tiles alone make fewer than two waves of blocks (a short step after a long cached prefix),
 //   the context is split too: block (heads, tile, split) walks one slice of the positions and writes the rows'
-//   (max, sum, unnormalised output) in the split form's layout, and the split form's merge combines them.
-//   SPLASH_ATTN_TC=1 forces this form where the shapes allow, =0 never (splash_gpu_test bench-attn compares them).
-//   Other head dims, precise mode and graph steps (start on the device) take the split form.
+//   (max, sum, unnormalised output) in the few-token form's layout, and its merge combines them.
+// - Verify blocks (2 .. 16 tokens) whose query heads × tokens fit 128 rows: the same kernel packed, one block per
+//   K/V head holding all of its query heads for every token, split over the context as above. On the 27B shape
+//   at 31.8K positions this reads the cache once per K/V head where the fp32 form, compute-bound at 16 tokens,
+//   took 1.1 ms.
+//   SPLASH_ATTN_TC=1 forces the unpacked form where the shapes allow, =0 never takes the tensor cores
+//   (splash_gpu_test bench-attn compares them).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -22,96 +25,6 @@
 namespace splash::cuda {
 namespace {
 
-// Positions per split: 256 for prefill; 64 for few tokens (decode), where the splits are all the parallelism
-constexpr int kSplit = 256, kSplitFew = 64, kWarps = 4, kMaxPer = 8;  // head_dim ≤ 32·kMaxPer = 256
-
-__global__ void __launch_bounds__(kWarps * 32) k_attn_part(splash_attn_args a, int32_t nsplit, int32_t split, float* part) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int32_t th = blockIdx.x, t = th / a.n_heads, h = th % a.n_heads, sp = blockIdx.y;
-  const int32_t hd = a.head_dim, per = (hd + 31) / 32;
-  const int32_t kvh = h / (a.n_heads / a.n_kv_heads);
-  const int64_t kvs = int64_t(a.n_kv_heads) * hd;
-  const int32_t npos = (a.start_dev ? *a.start_dev : a.start) + t + 1;
-  const int32_t p0 = sp * split, p1 = min(npos, p0 + split);
-  if (p0 >= npos) return;  // a split past this token's context (graphs size the grid for a capacity)
-  const float* q = a.q + t * a.q_stride + int64_t(h) * hd;
-  float qv[kMaxPer], acc[kMaxPer];
-#pragma unroll
-  for (int i = 0; i < kMaxPer; ++i) {
-    const int d = lane + 32 * i;
-    qv[i] = (i < per && d < hd) ? q[d] * a.scale : 0.f;
-    acc[i] = 0.f;
-  }
-  float m = -INFINITY, l = 0.f;
-  for (int32_t p = p0 + warp; p < p1; p += kWarps) {
-    const float* k = a.k_cache + p * kvs + int64_t(kvh) * hd;
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < kMaxPer; ++i) {
-      const int d = lane + 32 * i;
-      if (i < per && d < hd) s += qv[i] * k[d];
-    }
-    s = warp_sum(s);
-    const float mn = fmaxf(m, s), corr = expf(m - mn), e = expf(s - mn);
-    l = l * corr + e;
-    const float* v = a.v_cache + p * kvs + int64_t(kvh) * hd;
-#pragma unroll
-    for (int i = 0; i < kMaxPer; ++i) {
-      const int d = lane + 32 * i;
-      if (i < per && d < hd) acc[i] = acc[i] * corr + e * v[d];
-    }
-    m = mn;
-  }
-  // merge the warps of this block
-  __shared__ float sm[kWarps], sl[kWarps];
-  __shared__ float so[kWarps][32 * kMaxPer];
-  if (lane == 0) sm[warp] = m, sl[warp] = l;
-#pragma unroll
-  for (int i = 0; i < kMaxPer; ++i) so[warp][lane + 32 * i] = acc[i];
-  __syncthreads();
-  if (warp != 0) return;
-  float M = -INFINITY;
-  for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sm[w]);
-  float L = 0.f;
-  float out[kMaxPer] = {};
-  for (int w = 0; w < kWarps; ++w) {
-    const float f = sm[w] == -INFINITY ? 0.f : expf(sm[w] - M);
-    L += sl[w] * f;
-#pragma unroll
-    for (int i = 0; i < kMaxPer; ++i) out[i] += so[w][lane + 32 * i] * f;
-  }
-  float* dst = part + (int64_t(th) * nsplit + sp) * (2 + hd);
-  if (lane == 0) dst[0] = M, dst[1] = L;
-#pragma unroll
-  for (int i = 0; i < kMaxPer; ++i) {
-    const int d = lane + 32 * i;
-    if (i < per && d < hd) dst[2 + d] = out[i];
-  }
-}
-
-__global__ void k_attn_merge(splash_attn_args a, int32_t nsplit, int32_t split, const float* part) {
-  pdl_trigger();
-  const int32_t th = blockIdx.x, t = th / a.n_heads, h = th % a.n_heads, hd = a.head_dim;
-  const int32_t used = ((a.start_dev ? *a.start_dev : a.start) + t + 1 + split - 1) / split;
-  const float* src = part + int64_t(th) * nsplit * (2 + hd);
-  float M = -INFINITY;
-  for (int s = 0; s < used; ++s) M = fmaxf(M, src[s * (2 + hd)]);
-  float L = 0.f;
-  for (int s = 0; s < used; ++s) {
-    const float mm = src[s * (2 + hd)];
-    if (mm != -INFINITY) L += src[s * (2 + hd) + 1] * expf(mm - M);
-  }
-  float* o = a.out + int64_t(t) * a.n_heads * hd + int64_t(h) * hd;
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float v = 0.f;
-    for (int s = 0; s < used; ++s) {
-      const float mm = src[s * (2 + hd)];
-      if (mm != -INFINITY) v += src[s * (2 + hd) + 2 + d] * expf(mm - M);
-    }
-    o[d] = v / L;
-  }
-}
-
 // ---- the tensor-core form (FlashAttention-2 style) ----
 // Block = 8 warps, 128 query rows: G heads of one K/V head (G = 2 where the GQA group is even, else 1) × 128/G
 // tokens; warp w takes 16 rows of head h0 + w / (8/G). K and V tiles of kFaBk positions are read from the fp32
@@ -120,7 +33,7 @@ __global__ void k_attn_merge(splash_attn_args a, int32_t nsplit, int32_t split, 
 // computes S = Q·Kᵀ (mma.m16n8k16, Q and K fragments by ldmatrix), the online softmax on the accumulators (fp32,
 // base 2: log2 e is folded into Q's scale), turns S into P's A fragments in registers and adds P·V (V fragments by
 // ldmatrix.trans) into O, which stays in registers with the rows' running max and sum.
-// kTcMin: more tokens than a verify block (≤ 16) — verify rows keep the fp32 form that decodes use
+// kTcMin: more tokens than a verify block (≤ 16), which takes the packed form instead
 constexpr int kTcMin = 17, kFaWarps = 8, kFaThreads = 32 * kFaWarps, kFaRows = 16 * kFaWarps, kFaBk = 64,
               kTcMinSplit = 512;
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
@@ -153,11 +66,13 @@ __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
 }
 
 // part == nullptr: the block walks its tile's whole context and writes the output. Otherwise block z of the
-// grid walks positions [z·split, (z+1)·split) and writes each row's partial result to part (k_attn_part's layout:
-// per (token, head) and split, max, sum and the unnormalised output) for k_attn_merge.
-template <int HD>
+// grid walks positions [z·split, (z+1)·split) and writes each row's partial result to part (the few-token form's
+// layout: per (token, head) and split, max, sum and the unnormalised output) for its merge.
+// pack = G > 0 (a verify block, G·T ≤ 128 rows): block x holds every query head of K/V head x for every token,
+// row R = token R / G, head x·G + R % G, so the cache is read once per K/V head; `heads` is unused then.
+template <int HD, bool PACK>
 __global__ void __launch_bounds__(kFaThreads, HD <= 64 ? 2 : 1)
-    k_attn_fa(splash_attn_args a, int32_t heads, int32_t nsplit, int32_t split, float* part) {
+    k_attn_fa(splash_attn_args a, int32_t heads, int32_t pack, int32_t nsplit, int32_t split, float* part) {
   using L = FaSmem<HD>;
   constexpr int kKc = HD / 64, kNc = 2 * kKc;  // chunks of 4 float4 per thread: K's, then V's
   constexpr int kRowStep = kFaThreads / (HD / 4);  // tile rows between one thread's float4s
@@ -167,8 +82,10 @@ __global__ void __launch_bounds__(kFaThreads, HD <= 64 ? 2 : 1)
   const int rw = kFaWarps / heads, bq = 16 * rw;  // warps per head, tokens per block
   // heads vary fastest, so the heads of one K/V head read the same tiles close together (L2); the last query
   // tiles (the longest contexts) go first
-  const int h0 = blockIdx.x * heads, kvh = h0 / (a.n_heads / a.n_kv_heads);
-  const int t0 = (gridDim.y - 1 - blockIdx.y) * bq, nt = min(bq, a.n_tokens - t0);
+  const int h0 = PACK ? blockIdx.x * pack : blockIdx.x * heads, kvh = h0 / (a.n_heads / a.n_kv_heads);
+  const int t0 = PACK ? 0 : (gridDim.y - 1 - blockIdx.y) * bq, nt = PACK ? a.n_tokens : min(bq, a.n_tokens - t0);
+  auto token_of = [&](int R) { return PACK ? R / pack : t0 + R % bq; };  // block row R → token, head
+  auto head_of = [&](int R) { return PACK ? h0 + R % pack : h0 + R / bq; };
   const int64_t kvs = int64_t(a.n_kv_heads) * HD;
   int last = a.start + t0 + nt;  // positions [0, last) are seen by some row of the block
   int first = 0;
@@ -177,14 +94,14 @@ __global__ void __launch_bounds__(kFaThreads, HD <= 64 ? 2 : 1)
     if (first >= last) return;  // no row of the block reaches this slice (the merge does not read it)
     last = min(last, first + split);
   }
-  {  // Q, scaled (log2 e folded in), as fp16: smem row r = head h0 + r / bq, token t0 + r % bq
+  {  // Q, scaled (log2 e folded in), as fp16: smem row r = (token_of(r), head_of(r))
     const float qs = a.scale * kLog2e;
 #pragma unroll 4
     for (int i = tid; i < kFaRows * HD / 4; i += kFaThreads) {
-      const int r = i / (HD / 4), d = (i % (HD / 4)) * 4, t = t0 + r % bq;
+      const int r = i / (HD / 4), d = (i % (HD / 4)) * 4, t = token_of(r);
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
       if (t < a.n_tokens)
-        v = *reinterpret_cast<const float4*>(a.q + int64_t(t) * a.q_stride + int64_t(h0 + r / bq) * HD + d);
+        v = *reinterpret_cast<const float4*>(a.q + int64_t(t) * a.q_stride + int64_t(head_of(r)) * HD + d);
       *reinterpret_cast<uint2*>(smem + r * L::ld + d) = make_uint2(half2_bits(v.x * qs, v.y * qs), half2_bits(v.z * qs, v.w * qs));
     }
   }
@@ -215,9 +132,9 @@ __global__ void __launch_bounds__(kFaThreads, HD <= 64 ? 2 : 1)
   for (int ch = 0; ch < kNc; ++ch) fetch(ch, first), put(ch, kv0);
   __syncthreads();
 
-  // this warp's rows: head h0 + warp / rw, tokens tw .. tw + 15 at positions qpos .. qpos + 15
-  const int tw = t0 + 16 * (warp % rw), qpos = a.start + tw;
-  const bool live = tw < a.n_tokens;
+  // this warp's rows 16·warp .. + 15 (unpacked: one head, consecutive tokens); block row R is at position qpos(R)
+  auto qpos = [&](int R) { return a.start + token_of(R); };
+  const bool live = token_of(16 * warp) < a.n_tokens;
   // ldmatrix lane addresses (bytes): Q rows 16·warp + (lane & 15) at column 8·(lane / 16) (A: the four 8×8
   // blocks in a0..a3 order); K rows (lane & 7) + 8·(lane / 16) at column 8·((lane / 8) & 1) (B of two
   // 8-position n-tiles); V rows (lane & 15) at column 8·(lane / 16), transposed (B of two 8-wide d-tiles)
@@ -234,7 +151,7 @@ __global__ void __launch_bounds__(kFaThreads, HD <= 64 ? 2 : 1)
     const bool next = p0 + kFaBk < last;
     const uint32_t kt = sbase + 2 * (L::kv + 2 * b * L::tile), vt = kt + 2 * L::tile;
     half* const nb = kv0 + 2 * (b ^ 1) * L::tile;
-    const bool active = live && p0 <= qpos + 15;  // some row of the warp sees some position of the tile
+    const bool active = live && p0 <= qpos(16 * warp + 15);  // some row of the warp sees some position of the tile
     float s[kFaBk / 8][4];
 #pragma unroll
     for (int n = 0; n < kFaBk / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
@@ -259,12 +176,12 @@ __global__ void __launch_bounds__(kFaThreads, HD <= 64 ? 2 : 1)
     if (next) put(kKc - 1, nb);
     uint32_t pa[kFaBk / 16][4];
     if (active) {
-      if (p0 + kFaBk - 1 > qpos) {  // the diagonal: position p0 + 8n + 2c + e is seen by rows at or past it
+      if (p0 + kFaBk - 1 > qpos(16 * warp)) {  // the diagonal: rows see positions up to their own
 #pragma unroll
         for (int n = 0; n < kFaBk / 8; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e)
-            if (p0 + 8 * n + 2 * c + (e & 1) > qpos + g + 8 * (e >> 1)) s[n][e] = -INFINITY;
+            if (p0 + 8 * n + 2 * c + (e & 1) > qpos(16 * warp + g + 8 * (e >> 1))) s[n][e] = -INFINITY;
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
@@ -320,10 +237,9 @@ __global__ void __launch_bounds__(kFaThreads, HD <= 64 ? 2 : 1)
     lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 1);
     lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 2);
   }
-  const int h = h0 + warp / rw;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int t = tw + g + 8 * r;
+    const int t = token_of(16 * warp + g + 8 * r), h = head_of(16 * warp + g + 8 * r);
     if (t >= a.n_tokens) continue;
     if (part) {  // natural-log max (−∞ and sum 0 when no position of the slice is seen), unnormalised output
       float* dst = part + ((int64_t(t) * a.n_heads + h) * nsplit + blockIdx.z) * (2 + HD);
@@ -341,16 +257,20 @@ __global__ void __launch_bounds__(kFaThreads, HD <= 64 ? 2 : 1)
   }
 }
 
-template <int HD>
-bool launch_fa(Ctx* c, const splash_attn_args& a, int heads, unsigned qtiles, int32_t nsplit, int32_t split, float* part) {
+template <int HD, bool PACK>
+bool launch_fa(Ctx* c, const splash_attn_args& a, int heads, int pack, unsigned qtiles, int32_t nsplit, int32_t split,
+               float* part) {
   constexpr size_t bytes = FaSmem<HD>::bytes;
   static bool opted = false;  // dynamic shared memory past 48 KiB needs an opt-in, once per kernel
   if (!opted) {
-    if (!check(c, cudaFuncSetAttribute(k_attn_fa<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), "attention_tc smem"))
+    if (!check(c, cudaFuncSetAttribute(k_attn_fa<HD, PACK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+               "attention_tc smem"))
       return false;
     opted = true;
   }
-  k_attn_fa<HD><<<dim3(unsigned(a.n_heads / heads), qtiles, unsigned(nsplit)), kFaThreads, bytes, strm(c)>>>(a, heads, nsplit, split, part);
+  const unsigned bx = unsigned(PACK ? a.n_kv_heads : a.n_heads / heads);
+  k_attn_fa<HD, PACK><<<dim3(bx, qtiles, unsigned(nsplit)), kFaThreads, bytes, strm(c)>>>(a, heads, pack, nsplit, split,
+                                                                                            part);
   return SPLASH_LAUNCHED(c, "attention_tc");
 }
 
@@ -359,22 +279,25 @@ bool launch_fa(Ctx* c, const splash_attn_args& a, int heads, unsigned qtiles, in
 void attention(void* ctx, const splash_attn_args* a) {
   Ctx* c = static_cast<Ctx*>(ctx);
   if (a->n_tokens <= 0) return;
-  if (a->head_dim > 32 * kMaxPer) {
+  if (a->head_dim > 256) {
     if (c->error.empty()) c->error = "attention: head_dim > 256 is not supported by the CUDA backend";
     return;
   }
   // the tensor-core form: not in precise mode (parity checks keep fp32), not in graphs (start on the device),
-  // head_dim 64, 128 or 256, 16-byte aligned rows
+  // head_dim 64, 128 or 256, 16-byte aligned rows; from kTcMin tokens, or packed (every query head of a K/V head in
+  // one block) for a verify block of 2 .. kTcMin − 1 tokens whose rows fit one block. One-token steps stay fp32.
   const char* force = std::getenv("SPLASH_ATTN_TC");
   const int hd = a->head_dim, group = a->n_kv_heads > 0 ? a->n_heads / a->n_kv_heads : 0;
   const bool aligned = (reinterpret_cast<uintptr_t>(a->q) | reinterpret_cast<uintptr_t>(a->k_cache) |
                         reinterpret_cast<uintptr_t>(a->v_cache) | reinterpret_cast<uintptr_t>(a->out)) % 16 == 0 &&
                        a->q_stride % 4 == 0;
-  const bool tc_shapes = !c->precise && !a->start_dev && a->n_tokens >= kTcMin && (hd == 64 || hd == 128 || hd == 256) &&
-                         group > 0 && a->n_heads % a->n_kv_heads == 0 && aligned;
-  const int heads = group % 2 == 0 ? 2 : 1, bq = kFaRows / heads;  // heads of one K/V head per block
-  const unsigned qtiles = unsigned((a->n_tokens + bq - 1) / bq);
-  const int64_t tc_blocks = int64_t(a->n_heads / heads) * qtiles;
+  const bool tc_ok = !c->precise && !a->start_dev && (hd == 64 || hd == 128 || hd == 256) && group > 0 &&
+                     a->n_heads % a->n_kv_heads == 0 && aligned && !(force && force[0] == '0');
+  const int pack = a->n_tokens >= 2 && a->n_tokens < kTcMin && group * a->n_tokens <= kFaRows ? group : 0;
+  const bool tc_shapes = tc_ok && (a->n_tokens >= kTcMin || pack);
+  const int heads = group % 2 == 0 ? 2 : 1, bq = kFaRows / heads;  // heads of one K/V head per block (unpacked)
+  const unsigned qtiles = pack ? 1u : unsigned((a->n_tokens + bq - 1) / bq);
+  const int64_t tc_blocks = pack ? int64_t(a->n_kv_heads) : int64_t(a->n_heads / heads) * qtiles;
   // context splits: enough for two waves of blocks, each walking at least kTcMinSplit positions
   const int64_t waves2 = 2 * int64_t(std::max(c->sms, 1));
   const int32_t span_tc = a->start + a->n_tokens;
@@ -383,12 +306,17 @@ void attention(void* ctx, const splash_attn_args* a) {
     const int64_t want = (waves2 + tc_blocks - 1) / tc_blocks, most = std::max<int64_t>(1, span_tc / kTcMinSplit);
     tsplit = int32_t(std::min(want, most));
   }
-  const bool tc_wanted = force ? force[0] == '1' : tc_blocks * tsplit >= int64_t(c->sms);
+  // packed: always where it applies; unpacked: when the blocks fill the machine, or forced (SPLASH_ATTN_TC=1)
+  const bool tc_wanted = pack || (force ? force[0] == '1' : tc_blocks * tsplit >= int64_t(c->sms));
   if (tc_shapes && tc_wanted) {
     auto launch = [&](int32_t nsplit, int32_t split, float* part) {
-      return hd == 64    ? launch_fa<64>(c, *a, heads, qtiles, nsplit, split, part)
-             : hd == 128 ? launch_fa<128>(c, *a, heads, qtiles, nsplit, split, part)
-                         : launch_fa<256>(c, *a, heads, qtiles, nsplit, split, part);
+      if (pack)
+        return hd == 64    ? launch_fa<64, true>(c, *a, heads, pack, qtiles, nsplit, split, part)
+               : hd == 128 ? launch_fa<128, true>(c, *a, heads, pack, qtiles, nsplit, split, part)
+                           : launch_fa<256, true>(c, *a, heads, pack, qtiles, nsplit, split, part);
+      return hd == 64    ? launch_fa<64, false>(c, *a, heads, pack, qtiles, nsplit, split, part)
+             : hd == 128 ? launch_fa<128, false>(c, *a, heads, pack, qtiles, nsplit, split, part)
+                         : launch_fa<256, false>(c, *a, heads, pack, qtiles, nsplit, split, part);
     };
     if (tsplit == 1) {
       launch(1, 0, nullptr);
@@ -400,20 +328,10 @@ void attention(void* ctx, const splash_attn_args* a) {
     const int64_t th = int64_t(a->n_tokens) * a->n_heads;
     auto* part = static_cast<float*>(scratch(c, kAttn, size_t(th) * nsplit * (2 + hd) * 4));
     if (!part || !launch(nsplit, split, part)) return;
-    k_attn_merge<<<unsigned(th), 128, 0, strm(c)>>>(*a, nsplit, split, part);
-    SPLASH_LAUNCHED(c, "attention_tc_merge");
+    attention_merge(c, *a, nsplit, split, part);
     return;
   }
-  const int32_t span = a->start_dev ? a->cap : a->start + a->n_tokens;
-  const int32_t split = a->n_tokens <= 8 ? kSplitFew : kSplit;
-  const int32_t nsplit = (span + split - 1) / split;
-  const int64_t th = int64_t(a->n_tokens) * a->n_heads;
-  auto* part = static_cast<float*>(scratch(c, kAttn, size_t(th) * nsplit * (2 + a->head_dim) * 4));
-  if (!part) return;
-  k_attn_part<<<dim3(unsigned(th), unsigned(nsplit)), kWarps * 32, 0, strm(c)>>>(*a, nsplit, split, part);
-  SPLASH_LAUNCHED(c, "attention");
-  k_attn_merge<<<unsigned(th), 128, 0, strm(c)>>>(*a, nsplit, split, part);
-  SPLASH_LAUNCHED(c, "attention_merge");
+  attention_few(c, *a);
 }
 
 }  // namespace splash::cuda

@@ -207,6 +207,10 @@ void matmul(void* ctx, const splash_weight* w, const float* x, int32_t n, float*
 bool matmul_experts(Ctx* c, int n, const splash_weight* const* base, const float* x, int32_t nx, const int32_t* eidx,
                     int32_t pairs, int32_t xdiv, float* const* y, int64_t ys);
 void attention(void* ctx, const splash_attn_args* a);
+// cuda_attention_few.cu: few tokens in fp32, split over the context (any head_dim ≤ 256); the merge of split
+// partial results (per (token, head) and split: max, sum, unnormalised output), which the tensor-core form uses too
+void attention_few(Ctx* c, const splash_attn_args& a);
+void attention_merge(Ctx* c, const splash_attn_args& a, int32_t nsplit, int32_t split, const float* part);
 void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state, float* y);
 void gdn_recurrent(void* ctx, const splash_gdn_args* a);
 void gdn_chunked(void* ctx, const splash_gdn_args* a);  // prefill: the chunked form past a few tokens
