@@ -82,6 +82,62 @@ __global__ void k_route(const float* logits, int32_t E, int32_t K, int32_t renor
   if (threadIdx.x < K && renorm) wts[blockIdx.x * K + threadIdx.x] /= sum;
 }
 
+// The same routing by one warp per token for E ≤ 32·PER experts (decode: 256 experts, 8 per lane in registers),
+// with no block barriers: K rounds of a warp arg-max (ties to the lower index).
+template <int PER>
+__global__ void k_route_warp(const float* logits, int32_t N, int32_t E, int32_t K, int32_t renorm, int32_t* ids, float* wts) {
+  const int lane = threadIdx.x & 31;
+  const int64_t t = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (t >= N) return;
+  const float* row = logits + t * E;
+  float p[PER];
+  float m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int e = lane + 32 * i;  // lane-strided: expert e = lane + 32·i
+    p[i] = e < E ? row[e] : -INFINITY;
+    m = fmaxf(m, p[i]);
+  }
+  m = warp_max(m);
+  float part = 0.f;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) part += (p[i] = lane + 32 * i < E ? expf(p[i] - m) : 0.f);
+  const float den = warp_sum(part);
+#pragma unroll
+  for (int i = 0; i < PER; ++i) p[i] = lane + 32 * i < E ? p[i] / den : -1.f;
+  float sum = 0.f, mine = 0.f;
+  for (int j = 0; j < K; ++j) {
+    float bv = -1.f;
+    int bi = E;
+#pragma unroll
+    for (int i = 0; i < PER; ++i)
+      if (p[i] > bv) bv = p[i], bi = lane + 32 * i;  // ascending e within the lane: the first of equals stays
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+    }
+#pragma unroll
+    for (int i = 0; i < PER; ++i)
+      if (lane + 32 * i == bi) p[i] = -2.f;  // taken
+    if (lane == j) mine = bv;
+    if (lane == 0) ids[t * K + j] = bi;
+    sum += bv;
+  }
+  if (lane < K) wts[t * K + lane] = renorm ? mine / sum : mine;
+}
+
+void route(Ctx* c, const float* logits, int32_t N, int32_t E, int32_t K, int32_t renorm, int32_t* ids, float* wts) {
+  if (K <= 32 && E <= 32 * 8)
+    k_route_warp<8><<<blocks_for(N, 4), 128, 0, strm(c)>>>(logits, N, E, K, renorm, ids, wts);
+  else if (K <= 32 && E <= 32 * 16)
+    k_route_warp<16><<<blocks_for(N, 4), 128, 0, strm(c)>>>(logits, N, E, K, renorm, ids, wts);
+  else
+    k_route<<<N, 256, size_t(E) * 4, strm(c)>>>(logits, E, K, renorm, ids, wts);
+  SPLASH_LAUNCHED(c, "moe_route");
+}
+
 // out[t] = Σ_j w[t, j] · ye[row of pair t·K + j], j in routing order; the row is the pair itself, or its slot
 // (pos) when the pairs were sorted by expert
 __global__ void k_combine(const float* ye, const float* wts, const int32_t* pos, int32_t K, int64_t H, int32_t N,
@@ -187,8 +243,7 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
   auto* wts = reinterpret_cast<float*>(ids + P);
   int32_t *counts = ix, *off = counts + E, *tile_e = off + E + 1, *tile_r = tile_e + tmax, *perm = tile_r + tmax,
           *pos = perm + P;
-  k_route<<<N, 256, size_t(E) * 4, strm(c)>>>(a->logits, E, K, a->renorm, ids, wts);
-  SPLASH_LAUNCHED(c, "moe_route");
+  route(c, a->logits, N, E, K, a->renorm, ids, wts);
   k_expert_count<<<E, 256, 0, strm(c)>>>(ids, P, counts);
   SPLASH_LAUNCHED(c, "moe_count");
   k_expert_tiles<<<1, 1024, size_t(E) * 8, strm(c)>>>(counts, E, gm, tmax, off, tile_e, tile_r);
@@ -230,8 +285,7 @@ bool moe_device(Ctx* c, const splash_moe_args* a) {
   auto* ye = static_cast<float*>(scratch(c, kMoeY, size_t(P) * H * 4));
   if (!ids || !gb || !ub || !ye) return true;
   auto* wts = reinterpret_cast<float*>(ids + P);
-  k_route<<<N, 256, size_t(E) * 4, strm(c)>>>(a->logits, E, K, a->renorm, ids, wts);
-  SPLASH_LAUNCHED(c, "moe_route");
+  route(c, a->logits, N, E, K, a->renorm, ids, wts);
   const splash_weight* gu[2] = {a->gate, a->up};
   float* const gu_out[2] = {gb, ub};
   matmul_experts(c, 2, gu, a->x, N, ids, P, K, gu_out, I);  // gate and up in one launch

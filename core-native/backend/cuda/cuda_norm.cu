@@ -4,6 +4,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_common.cuh"
 
@@ -120,7 +121,11 @@ void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n,
   if (n <= 0) return;
   Ctx* c = static_cast<Ctx*>(ctx);
   const QuantOut qo = dim % 32 == 0 ? quant_out(c, int64_t(n) * dim) : QuantOut{};  // for the matmuls that follow
-  if (n <= 8 && dim <= kNormCluster * kNormClusterThreads * kNormClusterPer) {
+  static const bool cluster = [] {  // SPLASH_NORM_CLUSTER=0: one block per row (for measuring)
+    const char* e = std::getenv("SPLASH_NORM_CLUSTER");
+    return !(e && e[0] == '0');
+  }();
+  if (cluster && n <= 8 && dim <= kNormCluster * kNormClusterThreads * kNormClusterPer) {
     k_add_rmsnorm_cluster<<<unsigned(n) * kNormCluster, kNormClusterThreads, 0, strm(c)>>>(h, y, w, dim, eps, x, qo);
     if (SPLASH_LAUNCHED(c, "add_rmsnorm") && qo.q4) produced(c, x, qo.total);
     return;
