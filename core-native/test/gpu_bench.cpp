@@ -163,7 +163,7 @@ void bench_spec_gemv(Be& g, const std::string& dir) {
 void bench(const std::string& dir, int prompt, int n) {
   auto m = Model::open(dir, 0, nullptr, 0, false, "cuda");
   const ModelConfig& c = m->config();
-  int32_t id = m->create_sequence(prompt + 2 * n + 16);
+  int32_t id = m->create_sequence(prompt + 2 * n + 256);
   std::vector<StepItem> items(1);
   items[0].seq = seq_of(*m, id);
   std::vector<std::vector<float>> out;
@@ -197,6 +197,21 @@ void bench(const std::string& dir, int prompt, int n) {
   setenv("SPLASH_CUDA_GRAPHS", "0", 1);  // the same steps queued slot by slot
   const double dc_direct = n > 1 ? decode(n / 2) : 0;
   unsetenv("SPLASH_CUDA_GRAPHS");
+  // steps of 4 and 8 tokens (the matmuls of a verify block or of batched decodes), 8 steps each after a warm-up
+  double multi[2] = {0, 0};
+  for (int k : {4, 8}) {
+    auto run = [&](int steps) {
+      const double t = now();
+      for (int i = 0; i < steps; ++i) {
+        items[0].tokens.resize(k);
+        for (int j = 0; j < k; ++j) items[0].tokens[j] = int32_t((i * 31 + j * 7 + 1) % c.V);
+        m->step(items, out);
+      }
+      return (now() - t) / steps;
+    };
+    run(2);
+    multi[k == 8] = run(8);
+  }
   // Weight elements one token multiplies (routed experts: top-k of E), from the config.
   double elems = double(c.V) * c.H;  // lm_head
   for (int l = 0; l < c.L; ++l) {
@@ -222,10 +237,11 @@ void bench(const std::string& dir, int prompt, int n) {
   const double head = double(c.V) * c.H;
   const double tflops = 2.0 * ((elems - head) * prompt + head) / pf / 1e12;
   std::printf("%s [%s kernels]: %d layers, weights %.2f GB; prefill %d tokens %.3f s = %.0f tok/s, %.0f TFLOP/s of matmul;"
-              " decode %.3f ms/token = %.1f tok/s, %.0f GB/s (%.2f GB per step); without graphs %.3f ms/token\n",
+              " decode %.3f ms/token = %.1f tok/s, %.0f GB/s (%.2f GB per step); without graphs %.3f ms/token;"
+              " steps of 4 / 8 tokens %.3f / %.3f ms\n",
               dir.c_str(), m->specialised_kernels().empty() ? "generic" : m->specialised_kernels().c_str(), c.L,
               m->weight_bytes() / 1e9, prompt, pf, prompt / pf, tflops, dc * 1e3, 1 / dc,
-              step_bytes / dc / 1e9, step_bytes / 1e9, dc_direct * 1e3);
+              step_bytes / dc / 1e9, step_bytes / 1e9, dc_direct * 1e3, multi[0] * 1e3, multi[1] * 1e3);
 }
 
 // The GDN op alone at the prefill shapes (27B: 48 v-heads; 35B-A3B: 32; 16 key heads, dk = dv = 128): the recurrent

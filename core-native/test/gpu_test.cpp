@@ -68,8 +68,10 @@ void test_ops(Be& cpu, Be& g) {
   // matmul: GEMV (int8x2 activations for q4/q8 up to 32 tokens, in launches of ≤ 8; others ≤ 8 tokens), GEMM
   // (bf16 tensor cores)
   for (int dt : {SPLASH_F32, SPLASH_BF16, SPLASH_Q8, SPLASH_Q4})
-    for (int nt : {1, 3, 8, 9, 20, 32, 77}) {
-      const int64_t R = 384, C = 1024;
+    for (int nt : {1, 2, 3, 8, 9, 20, 32, 77}) {
+      // 200 rows: a partial 16-row tile; 1536 / 1088 columns: uneven rounds of 128 weight bytes per row (the
+      // tensor-core GEMV), a partial round
+      const int64_t R = nt == 3 ? 200 : 384, C = nt == 2 ? 1536 : nt == 8 ? 1088 : 1024;
       W w = make_weight(g, dt, R, C);
       auto x = randv(size_t(nt) * C);
       std::vector<float> yr(size_t(nt) * R);
@@ -84,12 +86,14 @@ void test_ops(Be& cpu, Be& g) {
       std::vector<float> got = g.down(dy, yr.size());
       report(what, yr, got, tensor ? 1e-2 : 1e-4);
       if (quant && nt > 8 && nt <= 32) {
-        // each row is the one-token GEMV's bits (a verify row equals a decode)
+        // each row is the one-token GEMV's result (a verify row equals a decode): the same integer dot products
+        // and scaling per chunk; the bits too where one kernel serves every token count (SPLASH_GEMV_MMA=0 or 1)
         const int t = nt - 2;
         g.i->matmul(g.c, &w.d, dx + int64_t(t) * C, 1, dy, R);
         std::vector<float> one = g.down(dy, size_t(R)), row(got.begin() + int64_t(t) * R, got.begin() + int64_t(t + 1) * R);
         std::snprintf(what, sizeof what, "  row %d of %d = the one-token GEMV", t, nt);
-        report(what, one, row, 0);
+        const char* mma = std::getenv("SPLASH_GEMV_MMA");
+        report(what, one, row, mma && (std::atoi(mma) == 0 || std::atoi(mma) == 1) ? 0 : 2e-6);
       }
     }
   {  // EXACT weights stay on fp32 activations
@@ -136,8 +140,10 @@ void test_ops(Be& cpu, Be& g) {
     auto check = [&](const char* what) {
       cpu.i->matmul(cpu.c, &w4.h, n.data(), nt, r4.data(), 320);
       cpu.i->matmul(cpu.c, &w8.h, n.data(), nt, r8.data(), 192);
-      report((std::string(what) + " → q4 matmul, tokens=" + std::to_string(nt)).c_str(), r4, g.down(o4, r4.size()), 1e-4);
-      report((std::string(what) + " → q8 matmul, tokens=" + std::to_string(nt)).c_str(), r8, g.down(o8, r8.size()), 1e-4);
+      // after a q4 matmul on both sides (two int8x2 quantisations in a row) the error reaches ~1.4e-4
+      const double tol = std::string(what).find("matmul over it") != std::string::npos ? 3e-4 : 1e-4;
+      report((std::string(what) + " → q4 matmul, tokens=" + std::to_string(nt)).c_str(), r4, g.down(o4, r4.size()), tol);
+      report((std::string(what) + " → q8 matmul, tokens=" + std::to_string(nt)).c_str(), r8, g.down(o8, r8.size()), tol);
     };
     cpu.i->rmsnorm(cpu.c, x.data(), nw.data(), nt, int(C), 1e-6f, n.data());
     g.i->rmsnorm(g.c, dx, dw, nt, int(C), 1e-6f, dn);

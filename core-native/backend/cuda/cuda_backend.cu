@@ -509,6 +509,7 @@ extern "C" __attribute__((visibility("default"))) splash_backend* splash_backend
   cublas_open(&cb->ctx);
   if (const char* r = getenv("SPLASH_GEMV_ROWS")) cb->ctx.gemv_rows = atoi(r);
   if (const char* r = getenv("SPLASH_PDL")) cb->ctx.pdl = r[0] != '0';
+  if (const char* r = getenv("SPLASH_GEMV_MMA")) cb->ctx.gemv_mma = atoi(r);
   if (const char* u = getenv("SPLASH_GEMV_UNROLL")) cb->ctx.gemv_unroll = atoi(u);
   cb->b.iface = &cb->iface;
   cb->b.ctx = &cb->ctx;

@@ -33,6 +33,9 @@ struct Ctx {
                  void*, int, int, int, int) = nullptr;
   bool use_cublas = true;
   bool pdl = true;       // decode GEMVs launched with programmatic dependent launch ($SPLASH_PDL=0: off)
+  // q4/q8 GEMV launches of this many tokens up to 8 run on the integer tensor cores, fewer on dp4a (0: never;
+  // $SPLASH_GEMV_MMA). 8: measured faster at 8 tokens, slower at 4 and 1 (DEVELOPMENT.md)
+  int gemv_mma = 8;
   bool precise = false;  // fp32 activations in every matmul (no int8 levels, no bf16 GEMM): parity checks
   int gemv_rows = 4;    // rows per warp of the int8x2 GEMV ($SPLASH_GEMV_ROWS)
   int gemv_unroll = 2;  // column-loop unroll of the one-token GEMV ($SPLASH_GEMV_UNROLL)

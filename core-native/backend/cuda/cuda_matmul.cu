@@ -1,6 +1,7 @@
 // Linear layers on the GPU. Decode (≤ 8 tokens; q4/q8 up to 32): memory-bound GEMVs; q4/q8 weights meet activations
 // quantised to two int8 levels per 32 values (level 2 holds the residual at 1/256 of the step, so the
-// product is within ~1e-5 of fp32) through dp4a; bf16/f32 and the EXACT matrices use fp32 activations.
+// product is within ~1e-5 of fp32) through dp4a, or through the integer tensor cores for launches of 8 tokens
+// (cuda_gemv_mma.cu); bf16/f32 and the EXACT matrices use fp32 activations.
 // Matmuls on the same activations wait (`matmul` defers, `flush` launches) and go out as one grid. Prefill
 // (more tokens): cuda_gemm.cu.
 #include <algorithm>
@@ -14,7 +15,7 @@ constexpr int kMaxGemvTokens = 8;
 // q4/q8 matmuls of up to this many tokens stay GEMVs, in launches of ≤ 8 tokens: each reads the weights once,
 // where the GEMM path (> 8 tokens otherwise) dequantises every weight to bf16 first — on the 27B shape a 9-token
 // step took 74 ms that way against ~9 ms for a one-token step (H200, SPLASH_TRACE_STEPS). The rows are the
-// single-token GEMV's bits whatever the chunking.
+// single-token GEMV's result whatever the chunking (its bits too when one kernel serves every launch size).
 constexpr int kGemvSplitMax = 32;
 constexpr int kG = kGemvGroup;
 
@@ -206,6 +207,7 @@ void launch_q(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const f
     for (int g = 0; g < grp.n; ++g) part.y[g] = grp.y[g] + int64_t(t0) * grp.ys[g];
     const int8_t* q = xq + int64_t(t0) * C;
     const float *s = xs + int64_t(t0) * (C / 32), *sum = xsum + int64_t(t0) * (C / 32);
+    if (gemv_q_mma(c, BITS, part, q, s, sum, lvl2, n)) continue;
     switch (n) {
       case 1: launch_gemv_q<BITS, 1>(c, part, q, s, sum, lvl2, n); break;
       case 2: launch_gemv_q<BITS, 2>(c, part, q, s, sum, lvl2, n); break;

@@ -166,6 +166,11 @@ __device__ __forceinline__ void gemv_q_body(const GemvGroup& grp, const int8_t* 
     }
 }
 
+// A launch of up to 8 tokens on the integer tensor cores (cuda_gemv_mma.cu); false when it does not take it
+// (fewer tokens than Ctx::gemv_mma: the caller runs the dp4a kernel)
+bool gemv_q_mma(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2,
+                int32_t nt);
+
 }  // namespace splash::cuda
 
 // ---- the specialised image (a generated .cu: `#include "backend/cuda/gemv_q.cuh"`, then
