@@ -336,84 +336,88 @@ void bench_moe(Be& g, const std::vector<int>& tokens) {
   for (float* p : {dx, dl, dout}) g.i->buffer_free(g.c, p);
 }
 
+// One attention call's random fp32 q and cache on the device (head_dim 256), and its timing: the median of 15
+// calls by CUDA events after 3 warm-up calls.
+struct AttnCase {
+  Be& g;
+  float *dq, *dk, *dv, *dout;
+  size_t on;
+  splash_attn_args a;
+  AttnCase(Be& g_, int nh, int nkv, int T, int start, int hd) : g(g_) {
+    const size_t len = size_t(start) + T;
+    on = size_t(T) * nh * hd;
+    dq = g.up(randv(on));
+    dk = g.up(randv(len * nkv * hd));
+    dv = g.up(randv(len * nkv * hd));
+    dout = static_cast<float*>(g.alloc(on * 4));
+    a = splash_attn_args{T, nh, nkv, hd, start, dq, int64_t(nh) * hd, dk, dv, dout, 1.f / std::sqrt(float(hd))};
+  }
+  ~AttnCase() {
+    for (float* p : {dq, dk, dv, dout}) g.i->buffer_free(g.c, p);
+  }
+  double median_ms(float (*event_ms)(void*, int)) {
+    for (int i = 0; i < 3; ++i) g.i->attention(g.c, &a);
+    std::vector<float> ms;
+    for (int i = 0; i < 15; ++i) {
+      event_ms(g.c, 0);
+      g.i->attention(g.c, &a);
+      ms.push_back(event_ms(g.c, 1));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  }
+  std::vector<float> out() { return g.down(dout, on); }
+};
+
 // The attention op alone at the prefill shapes (head_dim 256; 27B: 24 q / 4 kv heads, 35B-A3B: 16 / 2), random fp32
-// q and cache: the tensor-core form (SPLASH_ATTN_TC=1) and the split fp32 form (=0), each the median of 15 calls
-// timed by CUDA events after 3 warm-up calls, and their outputs compared. FLOPs: 4·T·ctx·hd·heads, ctx the mean
-// number of positions a row sees.
+// q and cache: the tensor-core form (SPLASH_ATTN_TC=1) and the split fp32 form (=0), and their outputs compared.
+// FLOPs: 4·T·ctx·hd·heads, ctx the mean number of positions a row sees. Then few tokens (decode, verify blocks):
+// the default (verify blocks packed on the tensor cores, one token in fp32 with the K/V head's query heads
+// together), fp32 only (SPLASH_ATTN_TC=0), and fp32 with a block per query head (also SPLASH_ATTN_GQA=0); GB/s
+// counts the K/V rows read once.
 void bench_attn(Be& g) {
   auto event_ms = reinterpret_cast<float (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_event_ms"));
   if (!event_ms) throw std::runtime_error("the CUDA module has no event timer");
   struct Shape {
     int nh, nkv, T, start;
   };
-  const Shape shapes[] = {{24, 4, 4096, 0}, {24, 4, 512, 31744}, {24, 4, 139, 31800}, {16, 2, 4096, 0}};
   const int hd = 256;
+  const Shape shapes[] = {{24, 4, 4096, 0}, {24, 4, 512, 31744}, {24, 4, 139, 31800}, {16, 2, 4096, 0}};
   for (const Shape& s : shapes) {
-    const size_t len = size_t(s.start) + s.T, on = size_t(s.T) * s.nh * hd;
-    float* dq = g.up(randv(on));
-    float* dk = g.up(randv(len * s.nkv * hd));
-    float* dv = g.up(randv(len * s.nkv * hd));
-    float* dout = static_cast<float*>(g.alloc(on * 4));
-    splash_attn_args a{s.T, s.nh, s.nkv, hd, s.start, dq, int64_t(s.nh) * hd, dk, dv, dout, 1.f / std::sqrt(float(hd))};
+    AttnCase ac(g, s.nh, s.nkv, s.T, s.start, hd);
     const double flops = 4.0 * s.T * (s.start + (s.T + 1) / 2.0) * hd * s.nh;
     std::printf("attention hd=%d heads=%d/%d T=%4d start=%5d:", hd, s.nh, s.nkv, s.T, s.start);
     std::vector<float> out[2];
     for (int tc : {1, 0}) {
       setenv("SPLASH_ATTN_TC", tc ? "1" : "0", 1);
-      for (int i = 0; i < 3; ++i) g.i->attention(g.c, &a);
-      std::vector<float> ms;
-      for (int i = 0; i < 15; ++i) {
-        event_ms(g.c, 0);
-        g.i->attention(g.c, &a);
-        ms.push_back(event_ms(g.c, 1));
-      }
-      std::sort(ms.begin(), ms.end());
-      const double t = ms[ms.size() / 2];
+      const double t = ac.median_ms(event_ms);
       std::printf("  %s %8.3f ms %6.1f TFLOP/s", tc ? "tensor cores" : "split fp32", t, flops / (t * 1e-3) / 1e12);
-      out[tc] = g.down(dout, on);
+      out[tc] = ac.out();
     }
     unsetenv("SPLASH_ATTN_TC");
     std::printf("\n");
     report("  tensor cores vs split fp32", out[0], out[1], 5e-3);
-    for (float* p : {dq, dk, dv, dout}) g.i->buffer_free(g.c, p);
   }
-  // few tokens (decode, verify blocks): the default (verify blocks packed on the tensor cores, one token in fp32
-  // with the K/V head's query heads together), fp32 only (SPLASH_ATTN_TC=0), and fp32 with a block per query head
-  // (also SPLASH_ATTN_GQA=0); GB/s counts the K/V rows read once
   const Shape few[] = {{24, 4, 1, 2048}, {24, 4, 1, 31800}, {24, 4, 8, 31800}, {24, 4, 16, 31800}, {16, 2, 1, 31800},
                        {16, 2, 16, 31800}, {24, 4, 16, 2048}};
   for (const Shape& s : few) {
-    const size_t len = size_t(s.start) + s.T, on = size_t(s.T) * s.nh * hd;
-    float* dq = g.up(randv(on));
-    float* dk = g.up(randv(len * s.nkv * hd));
-    float* dv = g.up(randv(len * s.nkv * hd));
-    float* dout = static_cast<float*>(g.alloc(on * 4));
-    splash_attn_args a{s.T, s.nh, s.nkv, hd, s.start, dq, int64_t(s.nh) * hd, dk, dv, dout, 1.f / std::sqrt(float(hd))};
-    const double bytes = 2.0 * len * s.nkv * hd * 4;
+    AttnCase ac(g, s.nh, s.nkv, s.T, s.start, hd);
+    const double bytes = 2.0 * (double(s.start) + s.T) * s.nkv * hd * 4;
     std::printf("attention hd=%d heads=%d/%d T=%4d start=%5d:", hd, s.nh, s.nkv, s.T, s.start);
     std::vector<float> out[3];
     const char* names[] = {"default", "fp32", "fp32 per head"};
     for (int v = 0; v < 3; ++v) {
       if (v > 0) setenv("SPLASH_ATTN_TC", "0", 1);
       if (v > 1) setenv("SPLASH_ATTN_GQA", "0", 1);
-      for (int i = 0; i < 3; ++i) g.i->attention(g.c, &a);
-      std::vector<float> ms;
-      for (int i = 0; i < 15; ++i) {
-        event_ms(g.c, 0);
-        g.i->attention(g.c, &a);
-        ms.push_back(event_ms(g.c, 1));
-      }
-      std::sort(ms.begin(), ms.end());
-      const double t = ms[ms.size() / 2];
+      const double t = ac.median_ms(event_ms);
       std::printf("  %s %7.3f ms %5.0f GB/s", names[v], t, bytes / (t * 1e-3) / 1e9);
-      out[v] = g.down(dout, on);
+      out[v] = ac.out();
     }
     unsetenv("SPLASH_ATTN_TC");
     unsetenv("SPLASH_ATTN_GQA");
     std::printf("\n");
     report("  default vs fp32", out[1], out[0], s.T > 1 ? 5e-3 : 1e-5);
     report("  fp32: shared vs per head", out[2], out[1], 1e-5);
-    for (float* p : {dq, dk, dv, dout}) g.i->buffer_free(g.c, p);
   }
 }
 

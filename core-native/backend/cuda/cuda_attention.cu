@@ -261,13 +261,7 @@ template <int HD, bool PACK>
 bool launch_fa(Ctx* c, const splash_attn_args& a, int heads, int pack, unsigned qtiles, int32_t nsplit, int32_t split,
                float* part) {
   constexpr size_t bytes = FaSmem<HD>::bytes;
-  static bool opted = false;  // dynamic shared memory past 48 KiB needs an opt-in, once per kernel
-  if (!opted) {
-    if (!check(c, cudaFuncSetAttribute(k_attn_fa<HD, PACK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-               "attention_tc smem"))
-      return false;
-    opted = true;
-  }
+  if (!smem_opt_in<k_attn_fa<HD, PACK>>(c, bytes, "attention_tc smem")) return false;
   const unsigned bx = unsigned(PACK ? a.n_kv_heads : a.n_heads / heads);
   k_attn_fa<HD, PACK><<<dim3(bx, qtiles, unsigned(nsplit)), kFaThreads, bytes, strm(c)>>>(a, heads, pack, nsplit, split,
                                                                                             part);

@@ -238,13 +238,7 @@ __global__ void __launch_bounds__(kGqaThreads) k_attn_gqa(splash_attn_args a, in
 template <int HD, int RMAX>
 bool launch_gqa(Ctx* c, const splash_attn_args& a, int32_t nsplit, int32_t split, float* part) {
   constexpr size_t bytes = GqaSmem<HD, RMAX>::bytes;
-  static bool opted = false;  // dynamic shared memory past 48 KiB needs an opt-in, once per kernel
-  if (!opted) {
-    if (!check(c, cudaFuncSetAttribute(k_attn_gqa<HD, RMAX>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-               "attention_gqa smem"))
-      return false;
-    opted = true;
-  }
+  if (!smem_opt_in<k_attn_gqa<HD, RMAX>>(c, bytes, "attention_gqa smem")) return false;
   const int rows = a.n_heads / a.n_kv_heads * a.n_tokens;
   k_attn_gqa<HD, RMAX><<<dim3(unsigned((rows + RMAX - 1) / RMAX), unsigned(nsplit), unsigned(a.n_kv_heads)), kGqaThreads,
                          bytes, strm(c)>>>(a, nsplit, split, part);

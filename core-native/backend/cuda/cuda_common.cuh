@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "splash/backend.h"
@@ -114,6 +115,31 @@ inline bool spoils_capture(Ctx* c) {
 // be scheduled from then on (otherwise when its blocks exit). Both are no-ops for kernels launched without it.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+// Dynamic shared memory past 48 KiB needs an opt-in per kernel: once per Kernel (the instance keeps the flag),
+// false (and the context's error set) when the device refuses.
+template <auto Kernel>
+bool smem_opt_in(Ctx* c, size_t bytes, const char* what) {
+  static bool done = false;
+  if (!done)
+    done = check(c, cudaFuncSetAttribute(reinterpret_cast<const void*>(Kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         int(bytes)), what);
+  return done;
+}
+// Launches `kernel` on the call's stream, with the PDL attribute when c->pdl ($SPLASH_PDL=0: plain launches).
+template <typename... Params, typename... Args>
+bool launch_pdl(Ctx* c, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = strm(c);
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = c->pdl ? 1 : 0;
+  return check(c, cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "launch");
+}
 
 __device__ __forceinline__ float bf16f(uint16_t v) { return __uint_as_float(uint32_t(v) << 16); }
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }

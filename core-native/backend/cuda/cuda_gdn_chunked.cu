@@ -350,16 +350,10 @@ __global__ void __launch_bounds__(kChThreads, 1) k_gdn_chunk_scan(splash_gdn_arg
 
 template <int DK>
 void gdn_chunked_run(Ctx* c, const splash_gdn_args* a) {
-  static bool opted = false;  // dynamic shared memory past 48 KiB needs an opt-in, once per kernel
   constexpr size_t local_bytes = size_t(kLocalFloats<DK>) * 4, scan_bytes = size_t(kScanFloats<DK>) * 4;
-  if (!opted) {
-    if (!check(c, cudaFuncSetAttribute(k_gdn_chunk_local<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(local_bytes)),
-               "gdn_chunk_local smem") ||
-        !check(c, cudaFuncSetAttribute(k_gdn_chunk_scan<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(scan_bytes)),
-               "gdn_chunk_scan smem"))
-      return;
-    opted = true;
-  }
+  if (!smem_opt_in<k_gdn_chunk_local<DK>>(c, local_bytes, "gdn_chunk_local smem") ||
+      !smem_opt_in<k_gdn_chunk_scan<DK>>(c, scan_bytes, "gdn_chunk_scan smem"))
+    return;
   const int32_t T = a->n_tokens, nv = a->nv, dv = a->dv;
   const int32_t seg_tokens = kSegChunks * kCh, seg = std::min(T, seg_tokens);
   const int64_t nch_max = (seg + kCh - 1) / kCh, per = int64_t(nv) * nch_max * kCh;

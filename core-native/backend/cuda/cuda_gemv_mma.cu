@@ -173,19 +173,10 @@ __global__ void __launch_bounds__(32 * kMmaWarps) k_gemv_q_mma(GemvGroup grp, co
 }
 
 template <int BITS>
-bool launch_mma(Ctx* c, const cudaLaunchConfig_t& base, GemvGroup& grp, const int8_t* xq, const float* xs,
-                const float* xsum, int64_t lvl2, int32_t nt) {
-  static bool opted = false;  // dynamic shared memory past 48 KiB needs an opt-in, once per kernel
-  if (!opted) {
-    if (!check(c, cudaFuncSetAttribute(k_gemv_q_mma<BITS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(MmaRound<BITS>::kBytes)), "gemv_mma smem"))
-      return false;
-    opted = true;
-  }
-  cudaLaunchConfig_t cfg = base;
-  cfg.dynamicSmemBytes = MmaRound<BITS>::kBytes;
-  SPLASH_CK(c, cudaLaunchKernelEx(&cfg, k_gemv_q_mma<BITS>, grp, xq, xs, xsum, lvl2, nt));
-  return true;
+void launch_mma(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2, int32_t nt) {
+  if (!smem_opt_in<k_gemv_q_mma<BITS>>(c, MmaRound<BITS>::kBytes, "gemv_mma smem")) return;
+  launch_pdl(c, k_gemv_q_mma<BITS>, dim3(unsigned(grp.first[grp.n])), dim3(32 * kMmaWarps), MmaRound<BITS>::kBytes, grp,
+             xq, xs, xsum, lvl2, nt);
 }
 
 }  // namespace
@@ -195,17 +186,8 @@ bool gemv_q_mma(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const float*
   if (c->gemv_mma <= 0 || nt < c->gemv_mma || nt > 8) return false;
   grp.first[0] = 0;
   for (int g = 0; g < grp.n; ++g) grp.first[g + 1] = grp.first[g] + int32_t(blocks_for(grp.w[g].rows, kMmaRows));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(grp.first[grp.n]));
-  cfg.blockDim = dim3(32 * kMmaWarps);
-  cfg.stream = strm(c);
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = c->pdl ? 1 : 0;
-  if (bits == 4) launch_mma<4>(c, cfg, grp, xq, xs, xsum, lvl2, nt);
-  else launch_mma<8>(c, cfg, grp, xq, xs, xsum, lvl2, nt);
+  if (bits == 4) launch_mma<4>(c, grp, xq, xs, xsum, lvl2, nt);
+  else launch_mma<8>(c, grp, xq, xs, xsum, lvl2, nt);
   return true;
 }
 

@@ -134,19 +134,10 @@ void launch_rows(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, cons
     }
   // programmatic dependent launch: the GEMV's blocks start (and prefetch their weights) while the kernel that
   // produces the activations finishes
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(128);
-  cfg.stream = strm(c);
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = c->pdl ? 1 : 0;
   if (NT == 1 && c->gemv_unroll == 4)  // deeper unroll (more loads in flight), single token only: measured variant
-    SPLASH_CK(c, cudaLaunchKernelEx(&cfg, k_gemv_q<BITS, NT, ROWS, 4>, grp, xq, xs, xsum, lvl2, nt, eidx, xdiv));
+    launch_pdl(c, k_gemv_q<BITS, NT, ROWS, 4>, grid, dim3(128), 0, grp, xq, xs, xsum, lvl2, nt, eidx, xdiv);
   else
-    SPLASH_CK(c, cudaLaunchKernelEx(&cfg, k_gemv_q<BITS, NT, ROWS>, grp, xq, xs, xsum, lvl2, nt, eidx, xdiv));
+    launch_pdl(c, k_gemv_q<BITS, NT, ROWS>, grid, dim3(128), 0, grp, xq, xs, xsum, lvl2, nt, eidx, xdiv);
 }
 
 template <int BITS, int NT>
