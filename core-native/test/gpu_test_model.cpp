@@ -28,10 +28,10 @@ void test_model(const std::string& dir, bool precise) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < 23; ++i) prompt.push_back((i * 37 + 11) % V);
   auto run = [&](Model& m, std::vector<std::vector<float>>& all) {
-    int32_t id = m.create_sequence(64);
-    std::vector<StepItem> items(1);
-    items[0].seq = seq_of(m, id);
-    std::vector<std::vector<float>> out;
+    OneSeq one(m, 64);
+    const int32_t id = one.id;
+    auto& items = one.items;
+    auto& out = one.out;
     items[0].tokens = prompt;
     items[0].logits = 2;
     m.step(items, out);
@@ -53,14 +53,13 @@ void test_model(const std::string& dir, bool precise) {
     items[0].verify = false;
     m.step(items, out);
     all.push_back(out[0]);
-    m.free_sequence(id);
   };
   // with a draft: capture the context, draft a block, one more captured step, draft again
   auto run_draft = [&](Model& m, std::vector<std::vector<float>>& all) {
-    int32_t id = m.create_sequence(64);
-    std::vector<StepItem> items(1);
-    items[0].seq = seq_of(m, id);
-    std::vector<std::vector<float>> out;
+    OneSeq one(m, 64);
+    const int32_t id = one.id;
+    auto& items = one.items;
+    auto& out = one.out;
     items[0].tokens = prompt;
     items[0].logits = 0;
     items[0].capture = true;
@@ -77,7 +76,6 @@ void test_model(const std::string& dir, bool precise) {
     d[0].n = 3;
     m.draft(d, out);
     all.push_back(out[0]);
-    m.free_sequence(id);
   };
   if (precise) {  // device memory: reported from cudaMemGetInfo and this backend's own count; --max-memory caps it
     Model::DeviceMemory dm;
@@ -171,10 +169,10 @@ void test_spec(const std::string& dir) {
   g_fail += !loaded;
   const int V = spec->config().V;
   auto run = [&](Model& m, std::vector<std::vector<float>>& all) {
-    int32_t id = m.create_sequence(128);
-    std::vector<StepItem> items(1);
-    items[0].seq = seq_of(m, id);
-    std::vector<std::vector<float>> out;
+    OneSeq one(m, 128);
+    const int32_t id = one.id;
+    auto& items = one.items;
+    auto& out = one.out;
     auto step = [&](std::vector<int32_t> toks, int logits, bool verify) {
       items[0].tokens = std::move(toks);
       items[0].logits = logits;
@@ -191,7 +189,6 @@ void test_spec(const std::string& dir) {
     m.truncate_sequence(id, m.find(id)->len - 2);
     step({5 % V, 6 % V, 1 % V, 2 % V, 4 % V, 10 % V}, 2, false);
     step({11 % V}, 1, false);
-    m.free_sequence(id);
   };
   std::vector<std::vector<float>> a, b;
   run(*spec, a);

@@ -1,5 +1,6 @@
-// Shared pieces of splash_gpu_test (gpu_test.cpp, gpu_bench.cpp, gpu_test_vision.cpp): random inputs, a backend's buffers, the
-// relative-error report that counts failures, host + device copies of a weight, a clock.
+// Shared pieces of splash_gpu_test (gpu_test.cpp, gpu_test_model.cpp, gpu_bench.cpp, gpu_test_vision.cpp): random inputs, a
+// one-sequence step harness, a backend's buffers, the relative-error report that counts failures, host + device copies
+// of a weight, a clock.
 #pragma once
 #include <chrono>
 #include <cmath>
@@ -19,6 +20,19 @@ inline Sequence* seq_of(Model& m, int32_t id) {
   std::lock_guard<std::mutex> l(m.seq_mutex());
   return m.find(id);
 }
+
+// One sequence of `cap` positions with a step item on it, freed at the end of the scope (the whole-model checks'
+// harness): `items` holds the one item, `out` the step's logits rows.
+struct OneSeq {
+  Model& m;
+  const int32_t id;
+  std::vector<StepItem> items;
+  std::vector<std::vector<float>> out;
+  OneSeq(Model& model, int cap) : m(model), id(model.create_sequence(cap)), items(1) { items[0].seq = seq_of(model, id); }
+  ~OneSeq() { m.free_sequence(id); }
+  OneSeq(const OneSeq&) = delete;
+  OneSeq& operator=(const OneSeq&) = delete;
+};
 
 inline int g_fail = 0;
 inline std::mt19937 rng(20261202);

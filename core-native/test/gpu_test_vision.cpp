@@ -107,10 +107,10 @@ void test_image(Model& cpu, Model& gpu, const std::string& name, bool precise) {
   if (G != mh * mw) throw std::runtime_error("unexpected merged grid");
   const int delta = cur - int(toks.size());
   auto run = [&](Model& m, const std::vector<float>& emb, std::vector<std::vector<float>>& all) {
-    int32_t id = m.create_sequence(64);
-    std::vector<StepItem> items(1);
-    items[0].seq = seq_of(m, id);
-    std::vector<std::vector<float>> out;
+    OneSeq one(m, 64);
+    const int32_t id = one.id;
+    auto& items = one.items;
+    auto& out = one.out;
     items[0].tokens = toks;
     items[0].logits = 2;
     items[0].embed_at = at;
@@ -144,7 +144,6 @@ void test_image(Model& cpu, Model& gpu, const std::string& name, bool precise) {
     items[0].verify = false;
     m.step(items, out);
     all.push_back(out[0]);
-    m.free_sequence(id);
   };
   std::vector<std::vector<float>> a, b;
   run(cpu, ea[0], a);
