@@ -130,7 +130,8 @@ t.test('anthropic: image (base64) and document (PDF) blocks; count_tokens agrees
     {type: 'document', source: {type: 'base64', media_type: 'application/pdf', data: pdf.toString('base64')}},
   ]}]
   // greedy: at the default temperature the random draw can end the turn inside 3 tokens
-  const m = await anthropic.messages.create({model: modelId, max_tokens: 3, temperature: 0, messages})
+  // (the SDK's types leave `temperature` out; the Messages API takes it)
+  const m = await anthropic.messages.create({model: modelId, max_tokens: 3, temperature: 0, messages} as Anthropic.MessageCreateParamsNonStreaming)
   t.equal(m.stop_reason, 'max_tokens')
   const count = await anthropic.messages.countTokens({model: modelId, messages})
   // input_tokens leaves out what the prefix cache restored
