@@ -95,6 +95,50 @@ void bench_gemv(Be& g) {
   }
 }
 
+// q4 matmuls of 1 to 512 tokens at the 27B and 35B-A3B shapes, the fused GEMM (cuda_qgemm.cu) against the paths it
+// replaces (GEMV launches of ≤ 8 tokens up to 32 tokens, the dequantise + bf16 GEMM beyond): µs per matmul over
+// weight copies that do not fit the L2 (host clock around 20 calls after a warm-up), the weights' read rate and the
+// matmul rate, and the two results compared.
+void bench_qgemm(Be& g, const std::vector<int>& tokens) {
+  auto set = reinterpret_cast<void (*)(void*, int, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_qgemm"));
+  const int64_t shapes[][2] = {{10240, 5120}, {17408, 5120}, {5120, 17408}, {5120, 6144}, {8192, 2048}, {2048, 4096}};
+  for (auto& sh : shapes) {
+    const double bytes = double(sh[0]) * sh[1] / 2 * 1.125;
+    std::vector<W> ws;
+    for (int k = 0; k < std::max(1, int(240e6 / bytes)); ++k) ws.push_back(make_weight(g, SPLASH_Q4, sh[0], sh[1]));
+    for (int nt : tokens) {
+      auto x = randv(size_t(nt) * sh[1]);
+      float* dx = g.up(x);
+      float* dy = static_cast<float*>(g.alloc(size_t(nt) * sh[0] * 4));
+      double t[2];
+      std::vector<float> out[2];
+      for (int fused : {0, 1}) {
+        set(g.c, fused ? 1 : 0, fused ? 1 << 30 : 0);
+        for (int i = 0; i < 3; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, nt, dy, sh[0]);
+        g.i->synchronize(g.c);
+        const double t0 = now();
+        for (int i = 0; i < 20; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, nt, dy, sh[0]);
+        g.i->synchronize(g.c);
+        t[fused] = (now() - t0) / 20;
+        g.i->matmul(g.c, &ws[0].d, dx, nt, dy, sh[0]);
+        out[fused] = g.down(dy, size_t(nt) * sh[0]);
+      }
+      double err = 0, mx = 0;
+      for (size_t k = 0; k < out[0].size(); ++k)
+        err = std::max(err, double(std::fabs(out[1][k] - out[0][k]))), mx = std::max(mx, double(std::fabs(out[0][k])));
+      const double flop = 2.0 * nt * sh[0] * sh[1];
+      std::printf("q4 matmul %6lldx%-6lld tokens=%-4d before %8.1f us | fused %8.1f us = %5.0f GB/s, %5.0f TFLOP/s | %.2fx%s\n",
+                  (long long)sh[0], (long long)sh[1], nt, t[0] * 1e6, t[1] * 1e6, bytes / t[1] / 1e9, flop / t[1] / 1e12,
+                  t[0] / t[1], err > 2e-2 * mx ? " DIFFERS: FAIL" : "");
+      if (err > 2e-2 * mx) ++g_fail;
+      g.i->buffer_free(g.c, dx);
+      g.i->buffer_free(g.c, dy);
+    }
+    for (auto& w : ws) free_weight(g, w);
+  }
+  set(g.c, 8, 64);  // the defaults (kQgemmMin / kQgemmMax)
+}
+
 // The decode GEMV alone at the 27B shapes, the generic kernel against the specialised one from a kernel image
 // (a 27B-shape package's kernels/cuda-sm90.fatbin): both outputs compared (the same bits expected), each timed as
 // a recorded graph of 20 matmuls over weight copies that do not fit the L2, for 1 and 4 tokens.
@@ -163,7 +207,7 @@ void bench_spec_gemv(Be& g, const std::string& dir) {
 void bench(const std::string& dir, int prompt, int n) {
   auto m = Model::open(dir, 0, nullptr, 0, false, "cuda");
   const ModelConfig& c = m->config();
-  int32_t id = m->create_sequence(prompt + 2 * n + 256);
+  int32_t id = m->create_sequence(prompt + 2 * n + 1536);  // + the 1,240 tokens of the multi-token steps
   std::vector<StepItem> items(1);
   items[0].seq = seq_of(*m, id);
   std::vector<std::vector<float>> out;
@@ -197,9 +241,11 @@ void bench(const std::string& dir, int prompt, int n) {
   setenv("SPLASH_CUDA_GRAPHS", "0", 1);  // the same steps queued slot by slot
   const double dc_direct = n > 1 ? decode(n / 2) : 0;
   unsetenv("SPLASH_CUDA_GRAPHS");
-  // steps of 4 and 8 tokens (the matmuls of a verify block or of batched decodes), 8 steps each after a warm-up
-  double multi[2] = {0, 0};
-  for (int k : {4, 8}) {
+  // steps of 4 to 64 tokens (the matmuls of a verify block or of batched decodes), 8 steps each after a warm-up
+  const int kMulti[] = {4, 8, 16, 32, 64};
+  double multi[5] = {0, 0, 0, 0, 0};
+  for (int mi = 0; mi < 5; ++mi) {
+    const int k = kMulti[mi];
     auto run = [&](int steps) {
       const double t = now();
       for (int i = 0; i < steps; ++i) {
@@ -210,7 +256,7 @@ void bench(const std::string& dir, int prompt, int n) {
       return (now() - t) / steps;
     };
     run(2);
-    multi[k == 8] = run(8);
+    multi[mi] = run(8);
   }
   // Weight elements one token multiplies (routed experts: top-k of E), from the config.
   double elems = double(c.V) * c.H;  // lm_head
@@ -238,10 +284,11 @@ void bench(const std::string& dir, int prompt, int n) {
   const double tflops = 2.0 * ((elems - head) * prompt + head) / pf / 1e12;
   std::printf("%s [%s kernels]: %d layers, weights %.2f GB; prefill %d tokens %.3f s = %.0f tok/s, %.0f TFLOP/s of matmul;"
               " decode %.3f ms/token = %.1f tok/s, %.0f GB/s (%.2f GB per step); without graphs %.3f ms/token;"
-              " steps of 4 / 8 tokens %.3f / %.3f ms\n",
+              " steps of 4 / 8 / 16 / 32 / 64 tokens %.3f / %.3f / %.3f / %.3f / %.3f ms\n",
               dir.c_str(), m->specialised_kernels().empty() ? "generic" : m->specialised_kernels().c_str(), c.L,
               m->weight_bytes() / 1e9, prompt, pf, prompt / pf, tflops, dc * 1e3, 1 / dc,
-              step_bytes / dc / 1e9, step_bytes / 1e9, dc_direct * 1e3, multi[0] * 1e3, multi[1] * 1e3);
+              step_bytes / dc / 1e9, step_bytes / 1e9, dc_direct * 1e3, multi[0] * 1e3, multi[1] * 1e3, multi[2] * 1e3,
+              multi[3] * 1e3, multi[4] * 1e3);
 }
 
 // The GDN op alone at the prefill shapes (27B: 48 v-heads; 35B-A3B: 32; 16 key heads, dk = dv = 128): the recurrent

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -33,6 +34,14 @@ struct OneSeq {
   OneSeq(const OneSeq&) = delete;
   OneSeq& operator=(const OneSeq&) = delete;
 };
+
+// Whether the CUDA backend's q4 matmuls of nt tokens take the fused GEMM: the backend's defaults (kQgemmMin /
+// kQgemmMax in backend/cuda/cuda_common.cuh) unless $SPLASH_QGEMM_MIN / _MAX say otherwise.
+inline bool qgemm_takes(int nt) {
+  const char* lo = std::getenv("SPLASH_QGEMM_MIN");
+  const char* hi = std::getenv("SPLASH_QGEMM_MAX");
+  return nt >= (lo ? std::atoi(lo) : 8) && nt <= (hi ? std::atoi(hi) : 64);
+}
 
 inline int g_fail = 0;
 inline std::mt19937 rng(20261202);
@@ -123,11 +132,20 @@ inline W make_weight(Be& g, int dtype, int64_t rows, int64_t cols, int64_t E = 1
   return w;
 }
 
+// Frees a weight's device copy.
+inline void free_weight(Be& g, W& w) {
+  for (const void* p : {w.d.data, static_cast<const void*>(w.d.scales), static_cast<const void*>(w.d.biases)})
+    if (p) g.i->buffer_free(g.c, const_cast<void*>(p));
+  w.d = splash_weight{};
+}
+
 inline double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // gpu_bench.cpp
 void bench_base(Be& g);
 void bench_gemv(Be& g);
+// q4 matmuls of `tokens` tokens at the 27B / 35B-A3B shapes: the fused GEMM against the paths it replaces
+void bench_qgemm(Be& g, const std::vector<int>& tokens);
 // the decode GEMV at the 27B shapes, generic vs the package DIR's specialised kernels
 void bench_spec_gemv(Be& g, const std::string& dir);
 void bench_gdn(Be& g, const std::vector<int>& tokens);

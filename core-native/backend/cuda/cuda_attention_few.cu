@@ -14,6 +14,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cp_async.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -88,12 +89,6 @@ __global__ void __launch_bounds__(kWarps * 32) k_attn_part(splash_attn_args a, i
 // ---- the GQA form ----
 constexpr int kGqaThreads = 128, kGqaP = 32;
 
-__device__ __forceinline__ void cp16(float* dst, const float* src, bool ok) {  // !ok: zeros, nothing read
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
 template <int HD, int RMAX>
 struct GqaSmem {
@@ -149,7 +144,7 @@ __global__ void __launch_bounds__(kGqaThreads) k_attn_gqa(splash_attn_args a, in
   const int ntiles = (p1 - p0 + kGqaP - 1) / kGqaP;
   for (int it = 0; it < ntiles; ++it) {
     const int pt = p0 + it * kGqaP;
-    cp_wait1();  // this tile's K (its V may still be on the way)
+    cp_wait<1>();  // this tile's K (its V may still be on the way)
     __syncthreads();
     float s[RW];
 #pragma unroll
@@ -182,7 +177,7 @@ __global__ void __launch_bounds__(kGqaThreads) k_attn_gqa(splash_attn_args a, in
       Ps[r * kGqaP + lane] = e;
       if (lane == 0) Cs[r] = corr;
     }
-    cp_wait1();  // this tile's V
+    cp_wait<1>();  // this tile's V
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < RPT; ++k) {

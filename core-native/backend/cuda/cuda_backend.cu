@@ -319,6 +319,7 @@ void set_cublas(void* ctx, int on) { C(ctx)->use_cublas = on != 0; }
 void set_precise(void* ctx, int on) { C(ctx)->precise = on != 0; }
 void set_gemv_rows(void* ctx, int rows) { C(ctx)->gemv_rows = rows; }
 void set_gemv_unroll(void* ctx, int u) { C(ctx)->gemv_unroll = u; }
+void set_qgemm(void* ctx, int lo, int hi) { C(ctx)->qgemm_min = lo, C(ctx)->qgemm_max = hi; }
 
 // ---- decode graphs
 
@@ -405,6 +406,7 @@ void* get_proc_address(void*, const char* name) {
   if (std::strcmp(name, "splash_device_memory") == 0) return reinterpret_cast<void*>(&device_memory);
   if (std::strcmp(name, "splash_set_memory_limit") == 0) return reinterpret_cast<void*>(&set_memory_limit);
   if (std::strcmp(name, "splash_cuda_graph_launches") == 0) return reinterpret_cast<void*>(&graph_launches);
+  if (std::strcmp(name, "splash_cuda_set_qgemm") == 0) return reinterpret_cast<void*>(fl<set_qgemm>);
   if (std::strcmp(name, "splash_cuda_set_gemv_unroll") == 0) return reinterpret_cast<void*>(fl<set_gemv_unroll>);
   if (std::strcmp(name, "splash_cuda_load_kernels") == 0) return reinterpret_cast<void*>(fl<spec_load>);
   if (std::strcmp(name, "splash_cuda_kernel_shapes") == 0) return reinterpret_cast<void*>(&spec_shapes);
@@ -510,6 +512,9 @@ extern "C" __attribute__((visibility("default"))) splash_backend* splash_backend
   if (const char* r = getenv("SPLASH_GEMV_ROWS")) cb->ctx.gemv_rows = atoi(r);
   if (const char* r = getenv("SPLASH_PDL")) cb->ctx.pdl = r[0] != '0';
   if (const char* r = getenv("SPLASH_GEMV_MMA")) cb->ctx.gemv_mma = atoi(r);
+  if (const char* r = getenv("SPLASH_QGEMM_MIN")) cb->ctx.qgemm_min = atoi(r);
+  if (const char* r = getenv("SPLASH_QGEMM_MAX")) cb->ctx.qgemm_max = atoi(r);
+  if (const char* r = getenv("SPLASH_QGEMM_KS")) cb->ctx.qgemm_ks = atoi(r);
   if (const char* u = getenv("SPLASH_GEMV_UNROLL")) cb->ctx.gemv_unroll = atoi(u);
   cb->b.iface = &cb->iface;
   cb->b.ctx = &cb->ctx;

@@ -17,7 +17,11 @@
 namespace splash::cuda {
 
 enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, kMoeY, kMoeR, kWf, kGdn, kGdnChunk, kPq4, kPq8, kPs,
+               kQgX, kQgPart,
                kNumScratch };
+
+// The token counts the fused q4 GEMM takes by default (measured: DEVELOPMENT.md, CUDA backend).
+constexpr int kQgemmMin = 8, kQgemmMax = 64;
 
 struct Ctx {
   int device = 0;
@@ -37,6 +41,10 @@ struct Ctx {
   // q4/q8 GEMV launches of this many tokens up to 8 run on the integer tensor cores, fewer on dp4a (0: never;
   // $SPLASH_GEMV_MMA). 8: measured faster at 8 tokens, slower at 4 and 1 (DEVELOPMENT.md)
   int gemv_mma = 8;
+  // q4 matmuls of qgemm_min..qgemm_max tokens take the fused bf16 GEMM (cuda_qgemm.cu; $SPLASH_QGEMM_MIN / _MAX,
+  // a max of 0 turns it off)
+  int qgemm_min = kQgemmMin, qgemm_max = kQgemmMax;
+  int qgemm_ks = 128;  // columns a stage ($SPLASH_QGEMM_KS: 128 / 256 / 512)
   bool precise = false;  // fp32 activations in every matmul (no int8 levels, no bf16 GEMM): parity checks
   int gemv_rows = 4;    // rows per warp of the int8x2 GEMV ($SPLASH_GEMV_ROWS)
   int gemv_unroll = 2;  // column-loop unroll of the one-token GEMV ($SPLASH_GEMV_UNROLL)
@@ -263,6 +271,11 @@ struct ExpertGemm {
   const int32_t* tile_r = nullptr;
 };
 bool expert_gemm_fits(const splash_weight& w);
+// The fused q4 GEMM (cuda_qgemm.cu): whether weight w at nt tokens takes it, and one launch for a group of such
+// weights (same columns) on activations x [nt, cols].
+struct GemvGroup;
+bool qgemm_fits(const Ctx* c, const splash_weight& w, int32_t nt);
+void qgemm(Ctx* c, GemvGroup& grp, const float* x, int32_t nt);
 int expert_gemm_rows();
 void expert_gemm(Ctx* c, const ExpertGemm& a, int32_t row_tiles);
 void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cp_async.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -27,16 +28,6 @@ constexpr int kLocalFloats = 2 * kCh * (DK + 4) + kCh * (kCh + 4) + 3 * kCh;
 template <int DK>
 constexpr int kScanFloats = DK * 32 + 3 * kCh * 32 + 3 * kCh * DK + kCh * kCh + kGateStride;
 
-// 16-byte copies global → shared that complete in the background (cp.async); !ok fills zeros and reads nothing.
-__device__ __forceinline__ void cp16(float* dst, const float* src, bool ok) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 // A 16-byte shared load kept whole: the compiler splits float4 loads at constant addresses (the unrolled forward
 // substitution's) into four scalar ones, four times the load instructions.
 __device__ __forceinline__ float4 lds4(const float* p) {

@@ -21,6 +21,7 @@
 // 5, 7), which are activation bytes 8c..8c+3 and 8c+4..8c+7 in the interleaved q4 activation layout; q8, natural
 // order (bytes 4c.. and 16 + 4c.. of the chunk on both sides).
 #include "backend/cuda/gemv_q.cuh"
+#include "backend/cuda/cp_async.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -33,17 +34,6 @@ __device__ __forceinline__ void mma_u8s8(int (&d)[4], uint32_t a0, uint32_t a1, 
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-// global → shared copies that complete in the background; !ok fills zeros and reads nothing
-__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp4(void* dst, const void* src, bool ok) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
 // A round: 128 bytes of each of the 16 rows (q4: 256 columns = 8 chunks = 4 groups; q8: 128 = 4 chunks = 2 groups),
 // the activations of those columns (both levels, the step's tokens) and their chunks' scales and sums, copied into
@@ -106,7 +96,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps) k_gemv_q_mma(GemvGroup grp, co
     const int st = (rd - rd0) & 1;
     if (rd + 1 < rd1) issue(rd + 1, st ^ 1);
     else cp_commit();  // an empty group keeps one group behind the current one
-    cp_wait1();
+    cp_wait<1>();
     __syncwarp();
     const uint32_t* const W = stage0 + st * L::kWords + L::kW;
     const uint32_t* const X = stage0 + st * L::kWords + L::kX;

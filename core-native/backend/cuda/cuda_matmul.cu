@@ -175,11 +175,12 @@ bool quantize_x(Ctx* c, int bits, const float* x, int64_t C, int32_t n, int8_t*&
   return SPLASH_LAUNCHED(c, "quant_x");
 }
 
-// How a matmul of nt ≤ 8 tokens runs, and whether it can share a launch with others on the same activations:
-// 4 / 8 = the int8x2 GEMV of q4 / q8 weights, 3 = fp32 activations with a block per row (few rows),
-// 0 = other (launched at once).
-enum GemvKind { kOther = 0, kRowF = 3, kQ4 = 4, kQ8 = 8 };
+// How a matmul runs, and whether it can share a launch with others on the same activations: 4 / 8 = the int8x2
+// GEMV of q4 / q8 weights, 5 = the fused q4 GEMM (cuda_qgemm.cu), 3 = fp32 activations with a block per row (few
+// rows, ≤ 8 tokens), 0 = other (launched at once).
+enum GemvKind { kOther = 0, kRowF = 3, kQ4 = 4, kQg = 5, kQ8 = 8 };
 int gemv_kind(const Ctx* c, const splash_weight* w, int32_t nt) {
+  if (qgemm_fits(c, *w, nt)) return kQg;
   if (nt > kGemvSplitMax) return kOther;
   const bool quant = w->dtype == SPLASH_Q4 || w->dtype == SPLASH_Q8;
   if (quant && !(w->flags & SPLASH_WEIGHT_EXACT) && w->cols % 64 == 0 && !c->precise)
@@ -210,6 +211,10 @@ void launch_q(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const f
 
 // One launch for a group of weights of one kind on activations x [nt, cols].
 void gemv_group(Ctx* c, int kind, GemvGroup& grp, const float* x, int32_t nt) {
+  if (kind == kQg) {
+    qgemm(c, grp, x, nt);
+    return;
+  }
   if (kind == kQ4 || kind == kQ8) {
     int8_t* xq;
     float *xs, *xsum;
