@@ -44,7 +44,7 @@ struct Ctx {
   // q4 matmuls of qgemm_min..qgemm_max tokens take the fused bf16 GEMM (cuda_qgemm.cu; $SPLASH_QGEMM_MIN / _MAX,
   // a max of 0 turns it off)
   int qgemm_min = kQgemmMin, qgemm_max = kQgemmMax;
-  int qgemm_ks = 128;  // columns a stage ($SPLASH_QGEMM_KS: 128 / 256 / 512)
+  int qgemm_ks = 128;  // columns a stage ($SPLASH_QGEMM_KS: 128 / 256)
   bool precise = false;  // fp32 activations in every matmul (no int8 levels, no bf16 GEMM): parity checks
   int gemv_rows = 4;    // rows per warp of the int8x2 GEMV ($SPLASH_GEMV_ROWS)
   int gemv_unroll = 2;  // column-loop unroll of the one-token GEMV ($SPLASH_GEMV_UNROLL)

@@ -65,6 +65,13 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+// Nibbles 0 and 4 of w as the bf16 pair 128 + q (0x4300 | q: exact): (w & 0x000F000F) | 0x43004300 in one lop3
+// (written out, the compiler made two of it)
+__device__ __forceinline__ uint32_t nib2(uint32_t w) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(w), "n"(0x000F000F), "r"(0x43004300u));
+  return d;
+}
 // A bf16 pair 128 + q (0x4300 | q: exact) → s·q + b: minus 128 is exact, and the last fma rounds once.
 __device__ __forceinline__ uint32_t deq2(uint32_t v, uint32_t s2, uint32_t b2) {
   uint32_t q;
@@ -107,30 +114,50 @@ __global__ void __launch_bounds__(QgTile<WN, NTW, KS, ST>::kThreads, QgTile<WN, 
   const uint8_t* const wq = static_cast<const uint8_t*>(w.data);
 
   auto stage = [&](int kt) { return qg_smem + ((kt - kb) % ST) * L::kStage; };
+  // Each thread's copies, the same every stage: fixed counts and the addresses of stage 0 worked out once (a
+  // generic strided loop here cost more instructions than the multiplications).
   constexpr int kPw = L::kWRow / 16, kPx = KS / 8, kPs = L::kGroups / 2;  // 16-byte / 4-byte pieces a row
-  auto issue_w = [&](int kt) {  // 128 rows × kPw pieces of 16 bytes, placed by segment (QgTile::seg)
+  constexpr int kNw = kQgRows * kPw / L::kThreads, kNs = 2 * kQgRows * kPs / L::kThreads, kNx = L::kTok * kPx / L::kThreads;
+  static_assert(kNw * L::kThreads == kQgRows * kPw && kNs * L::kThreads == 2 * kQgRows * kPs &&
+                    kNx * L::kThreads == L::kTok * kPx,
+                "every thread makes the same number of copies");
+  const uint8_t* wsrc[kNw];
+  uint32_t wdst[kNw];
+#pragma unroll
+  for (int n = 0; n < kNw; ++n) {  // 128 rows × kPw pieces of 16 bytes, placed by segment (QgTile::seg)
+    const int i = tid + n * L::kThreads, r = i / kPw, q = i % kPw;
+    wsrc[n] = wq + min(r0 + r, R - 1) * row_bytes + q * 16;
+    wdst[n] = r * L::kWRow + L::seg(r, q >> 1) * 32 + (q & 1) * 16;
+  }
+  const uint16_t* ssrc[kNs];
+  uint32_t sdst[kNs];
+#pragma unroll
+  for (int n = 0; n < kNs; ++n) {  // per row the groups' scales, then their biases, 4 bytes a copy
+    const int i = tid + n * L::kThreads, which = i / (kQgRows * kPs), r = (i / kPs) % kQgRows, q = i % kPs;
+    ssrc[n] = (which ? w.biases : w.scales) + min(r0 + r, R - 1) * G + 2 * q;
+    sdst[n] = L::kW + L::kX + ((which * kQgRows + r) * L::kGroups + 2 * q) * 2;
+  }
+  const uint16_t* xsrc[kNx];
+  uint32_t xdst[kNx];
+  bool xok[kNx];
+#pragma unroll
+  for (int n = 0; n < kNx; ++n) {  // kTok tokens × kPx pieces; piece u of token t at u ^ (t & 1)
+    const int i = tid + n * L::kThreads, t = i / kPx, u = i % kPx;
+    xok[n] = t0 + t < a.T;
+    xsrc[n] = a.x + int64_t(xok[n] ? t0 + t : 0) * K + u * 8;
+    xdst[n] = L::kW + t * (2 * KS) + ((u ^ (t & 1)) << 4);
+  }
+  auto issue_w = [&](int kt) {
     uint8_t* S = stage(kt);
-    for (int i = tid; i < kQgRows * kPw; i += L::kThreads) {
-      const int r = i / kPw, q = i % kPw;
-      const int64_t gr = min(r0 + r, R - 1);
-      cp16(S + r * L::kWRow + L::seg(r, q >> 1) * 32 + (q & 1) * 16, wq + gr * row_bytes + int64_t(kt) * L::kWRow + q * 16,
-           true);
-    }
-    uint16_t* SB = reinterpret_cast<uint16_t*>(S + L::kW + L::kX);
-    for (int i = tid; i < 2 * kQgRows * kPs; i += L::kThreads) {
-      const int which = i / (kQgRows * kPs), r = (i / kPs) % kQgRows, q = i % kPs;
-      const int64_t gr = min(r0 + r, R - 1);
-      cp4(SB + (which * kQgRows + r) * L::kGroups + 2 * q, (which ? w.biases : w.scales) + gr * G + int64_t(kt) * L::kGroups + 2 * q,
-          true);
-    }
+#pragma unroll
+    for (int n = 0; n < kNw; ++n) cp16(S + wdst[n], wsrc[n] + int64_t(kt) * L::kWRow, true);
+#pragma unroll
+    for (int n = 0; n < kNs; ++n) cp4(S + sdst[n], ssrc[n] + int64_t(kt) * L::kGroups, true);
   };
-  auto issue_x = [&](int kt) {  // kTok tokens × kPx pieces; piece u of token t at u ^ (t & 1)
-    uint8_t* X = stage(kt) + L::kW;
-    for (int i = tid; i < L::kTok * kPx; i += L::kThreads) {
-      const int t = i / kPx, u = i % kPx;
-      const bool ok = t0 + t < a.T;
-      cp16(X + t * (2 * KS) + ((u ^ (t & 1)) << 4), a.x + int64_t(ok ? t0 + t : 0) * K + int64_t(kt) * KS + u * 8, ok);
-    }
+  auto issue_x = [&](int kt) {
+    uint8_t* S = stage(kt);
+#pragma unroll
+    for (int n = 0; n < kNx; ++n) cp16(S + xdst[n], xsrc[n] + int64_t(kt) * KS, xok[n]);
   };
   // the first stages' weights go out before the activations' producer has finished (PDL)
   for (int s = 0; s < ST - 1; ++s)
@@ -196,8 +223,7 @@ __global__ void __launch_bounds__(QgTile<WN, NTW, KS, ST>::kThreads, QgTile<WN, 
 #pragma unroll
           for (int p = 0; p < 2; ++p) {  // k16 steps: nibble pairs 2p and 2p + 1 of the word
             const int sh = 8 * p;
-            uint32_t a0 = ((wa >> sh) & 0x000F000Fu) | 0x43004300u, a1 = ((wb >> sh) & 0x000F000Fu) | 0x43004300u;
-            uint32_t a2 = ((wa >> (sh + 4)) & 0x000F000Fu) | 0x43004300u, a3 = ((wb >> (sh + 4)) & 0x000F000Fu) | 0x43004300u;
+            uint32_t a0 = nib2(wa >> sh), a1 = nib2(wb >> sh), a2 = nib2(wa >> (sh + 4)), a3 = nib2(wb >> (sh + 4));
             if constexpr (L::kLate) {
 #pragma unroll
               for (int j = 0; j < NTW; ++j) mma_bf16(part[i][j], a0, a1, a2, a3, b[j][2 * p], b[j][2 * p + 1]);
@@ -222,10 +248,10 @@ __global__ void __launch_bounds__(QgTile<WN, NTW, KS, ST>::kThreads, QgTile<WN, 
           for (int i = 0; i < 2; ++i) {
             const float sa = bf16f(sb[i][0]), sr = bf16f(sb[i][2]);
             const float ba = fmaf(-128.f, sa, bf16f(sb[i][1])), br = fmaf(-128.f, sr, bf16f(sb[i][3]));
-            acc[i][j][0] += fmaf(sa, part[i][j][0], ba * xa);
-            acc[i][j][1] += fmaf(sa, part[i][j][1], ba * xb);
-            acc[i][j][2] += fmaf(sr, part[i][j][2], br * xa);
-            acc[i][j][3] += fmaf(sr, part[i][j][3], br * xb);
+            acc[i][j][0] = fmaf(ba, xa, fmaf(sa, part[i][j][0], acc[i][j][0]));
+            acc[i][j][1] = fmaf(ba, xb, fmaf(sa, part[i][j][1], acc[i][j][1]));
+            acc[i][j][2] = fmaf(br, xa, fmaf(sr, part[i][j][2], acc[i][j][2]));
+            acc[i][j][3] = fmaf(br, xb, fmaf(sr, part[i][j][3], acc[i][j][3]));
           }
         }
       }
@@ -337,22 +363,20 @@ void qgemm(Ctx* c, GemvGroup& grp, const float* x, int32_t nt) {
     a.rofs[g] = a.rtot;
     a.rtot += int32_t(grp.w[g].rows);
   }
-  // stage width ($SPLASH_QGEMM_KS, for measurement): 128 / 256 / 512 columns
+  // stage width ($SPLASH_QGEMM_KS, for measurement): 128 / 256 columns
   int ks = c->qgemm_ks;
-  while (ks > 128 && K % ks) ks /= 2;
+  if (K % ks) ks = 128;
   if (nt <= 8) {
-    if (ks == 512) launch<1, 1, 512, 3>(c, a, K);
-    else if (ks == 256) launch<1, 1, 256, 3>(c, a, K);
+    if (ks == 256) launch<1, 1, 256, 3>(c, a, K);
     else launch<1, 1, 128, 3>(c, a, K);
   } else if (nt <= 16) {
-    if (ks == 512) launch<2, 1, 512, 3>(c, a, K);
-    else if (ks == 256) launch<2, 1, 256, 3>(c, a, K);
+    if (ks == 256) launch<2, 1, 256, 3>(c, a, K);
     else launch<2, 1, 128, 4>(c, a, K);
   } else if (nt <= 32) {
-    if (ks >= 256) launch<2, 2, 256, 3>(c, a, K);
+    if (ks == 256) launch<2, 2, 256, 3>(c, a, K);
     else launch<2, 2, 128, 4>(c, a, K);
   } else {
-    if (ks >= 256) launch<2, 4, 256, 3>(c, a, K);
+    if (ks == 256) launch<2, 4, 256, 3>(c, a, K);
     else launch<2, 4, 128, 4>(c, a, K);
   }
   SPLASH_LAUNCHED(c, "qgemm");
