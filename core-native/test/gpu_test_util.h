@@ -139,6 +139,22 @@ inline void free_weight(Be& g, W& w) {
   w.d = splash_weight{};
 }
 
+// One matmul of a random weight (dtype, R × C) on nt random tokens, CUDA against the CPU, reported as `what`
+// within `tol`.
+inline void matmul_case(Be& cpu, Be& g, int dtype, int64_t R, int64_t C, int nt, const char* what, double tol) {
+  W w = make_weight(g, dtype, R, C);
+  auto x = randv(size_t(nt) * C);
+  std::vector<float> yr(size_t(nt) * R);
+  cpu.i->matmul(cpu.c, &w.h, x.data(), nt, yr.data(), R);
+  float* dx = g.up(x);
+  float* dy = static_cast<float*>(g.alloc(yr.size() * 4));
+  g.i->matmul(g.c, &w.d, dx, nt, dy, R);
+  report(what, yr, g.down(dy, yr.size()), tol);
+  g.i->buffer_free(g.c, dx);
+  g.i->buffer_free(g.c, dy);
+  free_weight(g, w);
+}
+
 inline double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // gpu_bench.cpp

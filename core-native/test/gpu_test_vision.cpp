@@ -67,15 +67,9 @@ void test_vision_ops(Be& cpu, Be& g) {
   }
   // the encoder's matmul shapes: patch embedding (1536 inputs), a merger fc2-like 4304-input bf16 weight
   for (auto [R, Cc, nt] : {std::array{1152, 1536, 64}, {64, 4304, 24}, {128, 1536, 6}}) {
-    W w = make_weight(g, SPLASH_BF16, R, Cc);
-    auto x = randv(size_t(nt) * Cc);
-    std::vector<float> yr(size_t(nt) * R);
-    cpu.i->matmul(cpu.c, &w.h, x.data(), nt, yr.data(), R);
-    float* dy = static_cast<float*>(g.alloc(yr.size() * 4));
-    g.i->matmul(g.c, &w.d, g.up(x), nt, dy, R);
     char what[80];
     std::snprintf(what, sizeof what, "matmul bf16 %dx%d tokens=%d (vision)", R, Cc, nt);
-    report(what, yr, g.down(dy, yr.size()), nt > 8 ? 1e-2 : 1e-4);
+    matmul_case(cpu, g, SPLASH_BF16, R, Cc, nt, what, nt > 8 ? 1e-2 : 1e-4);
   }
 }
 
