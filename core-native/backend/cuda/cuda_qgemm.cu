@@ -1,14 +1,16 @@
-// q4 weights × a few to a few hundred tokens on the bf16 tensor cores, the weights dequantised in registers as
-// they are multiplied: verify blocks, batched decodes and cached-prefix replays, where the GEMM path of
-// cuda_gemm.cu writes and reads a bf16 copy of every weight per step (nine times the bytes of the q4 weights) and
-// launches of the GEMV re-read the weights per 8 tokens.
+// q4 weights × 8 to 64 tokens (cuda_matmul.cu decides; Ctx::qgemm_min / qgemm_max) on the bf16 tensor cores, the
+// weights dequantised in registers as they are multiplied: verify blocks, batched decodes and cached-prefix replays,
+// where the GEMM path of cuda_gemm.cu writes and reads a bf16 copy of every weight per step (nine times the bytes of
+// the q4 weights) and launches of the GEMV re-read the weights per 8 tokens.
 //
-// y[t, r] = Σ_k x[t, k]·W[r, k]. The activations are first rounded to bf16 in a permuted order (below); the
-// weights stream through shared memory 128 columns per stage (4 stages in flight, cp.async); each warp takes 32
-// rows (two m16 tiles) × 8·NTW tokens, turns its rows' nibbles into bf16 (s·q + b rounded once: the values the
-// GEMM path's dequantisation produces, up to a rare double rounding there) and multiplies with mma.m16n8k16
-// (fp32 accumulation). A block is 4 × WN warps: 128 rows × 8·NTW·WN tokens. When those blocks do not fill the GPU
-// the columns are split (grid z), each split writing its partial sums, and a second kernel adds them in a fixed
+// y[t, r] = Σ_k x[t, k]·W[r, k]. The activations are first rounded to bf16 in a permuted order (below), with their
+// sums per 64 values; the weights, their scales and biases and the activations stream through shared memory 128
+// columns per stage (256 with $SPLASH_QGEMM_KS=256; 3 or 4 stages in flight, cp.async); each warp takes 32 rows (two
+// m16 tiles) × 8·NTW tokens and multiplies with mma.m16n8k16 (fp32 accumulation). Up to 2 n8 tiles a warp (kLate)
+// it multiplies the raw values 128 + q and scales each 64-column group's sums once; with more it dequantises the
+// nibbles in registers (s·q + b rounded once: the values the GEMM path's dequantisation produces, up to a rare
+// double rounding there). A block is 4 × WN warps: 128 rows × 8·NTW·WN tokens. When those blocks do not fill the
+// GPU the columns are split (grid z), each split writing its partial sums, and a second kernel adds them in a fixed
 // order, so the result does not depend on timing.
 //
 // Operand layout. In PTX's m16n8k16 a thread (g = lane / 4, c = lane % 4) holds A rows g and g + 8 at k = 2c, 2c+1
