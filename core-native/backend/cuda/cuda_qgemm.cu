@@ -67,13 +67,6 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-// Nibbles 0 and 4 of w as the bf16 pair 128 + q (0x4300 | q: exact): (w & 0x000F000F) | 0x43004300 in one lop3
-// (written out, the compiler made two of it)
-__device__ __forceinline__ uint32_t nib2(uint32_t w) {
-  uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(w), "n"(0x000F000F), "r"(0x43004300u));
-  return d;
-}
 // A bf16 pair 128 + q (0x4300 | q: exact) → s·q + b: minus 128 is exact, and the last fma rounds once.
 __device__ __forceinline__ uint32_t deq2(uint32_t v, uint32_t s2, uint32_t b2) {
   uint32_t q;
@@ -225,7 +218,8 @@ __global__ void __launch_bounds__(QgTile<WN, NTW, KS, ST>::kThreads, QgTile<WN, 
 #pragma unroll
           for (int p = 0; p < 2; ++p) {  // k16 steps: nibble pairs 2p and 2p + 1 of the word
             const int sh = 8 * p;
-            uint32_t a0 = nib2(wa >> sh), a1 = nib2(wb >> sh), a2 = nib2(wa >> (sh + 4)), a3 = nib2(wb >> (sh + 4));
+            uint32_t a0 = ((wa >> sh) & 0x000F000Fu) | 0x43004300u, a1 = ((wb >> sh) & 0x000F000Fu) | 0x43004300u;
+            uint32_t a2 = ((wa >> (sh + 4)) & 0x000F000Fu) | 0x43004300u, a3 = ((wb >> (sh + 4)) & 0x000F000Fu) | 0x43004300u;
             if constexpr (L::kLate) {
 #pragma unroll
               for (int j = 0; j < NTW; ++j) mma_bf16(part[i][j], a0, a1, a2, a3, b[j][2 * p], b[j][2 * p + 1]);
