@@ -287,13 +287,19 @@ __global__ void k_qgemm_sum(QgArgs a, int32_t splits) {
 }
 
 // fp32 activations → bf16, each 8 columns in the order 0 4 1 5 2 6 3 7, and the sum of each 64 rounded values
-// (8 threads: n8 is a multiple of 8 and blocks are whole warps)
-__global__ void k_qgemm_x(const float* x, int64_t n8, uint16_t* out, float* sums) {
+// (8 threads: n8 is a multiple of 8 and blocks are whole warps); `vec`: x is 16-byte aligned (else 4-byte loads)
+__global__ void k_qgemm_x(const float* x, int64_t n8, uint16_t* out, float* sums, bool vec) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   pdl_wait();
   const bool live = i < n8;
   float4 p = make_float4(0.f, 0.f, 0.f, 0.f), q = p;
-  if (live) p = __ldg(reinterpret_cast<const float4*>(x) + 2 * i), q = __ldg(reinterpret_cast<const float4*>(x) + 2 * i + 1);
+  if (live && vec) {
+    p = __ldg(reinterpret_cast<const float4*>(x) + 2 * i), q = __ldg(reinterpret_cast<const float4*>(x) + 2 * i + 1);
+  } else if (live) {
+    const float* v = x + 8 * i;
+    p = make_float4(__ldg(v), __ldg(v + 1), __ldg(v + 2), __ldg(v + 3));
+    q = make_float4(__ldg(v + 4), __ldg(v + 5), __ldg(v + 6), __ldg(v + 7));
+  }
   const __nv_bfloat162 o[4] = {__floats2bfloat162_rn(p.x, q.x), __floats2bfloat162_rn(p.y, q.y),
                                __floats2bfloat162_rn(p.z, q.z), __floats2bfloat162_rn(p.w, q.w)};
   float s = 0.f;
@@ -332,7 +338,8 @@ bool launch(Ctx* c, QgArgs& a, int64_t K) {
 }  // namespace
 
 bool qgemm_fits(const Ctx* c, const splash_weight& w, int32_t nt) {
-  if (nt < c->qgemm_min || nt > c->qgemm_max || c->precise || w.dtype != SPLASH_Q4 || (w.flags & SPLASH_WEIGHT_EXACT) || w.cols % 128 != 0 || w.rows <= 0)
+  if (nt < c->qgemm_min || nt > c->qgemm_max || c->precise || w.dtype != SPLASH_Q4 ||
+      (w.flags & SPLASH_WEIGHT_EXACT) || w.cols % 128 != 0 || w.rows <= 0)
     return false;
   if (reinterpret_cast<uintptr_t>(w.data) % 16 || reinterpret_cast<uintptr_t>(w.scales) % 4 ||
       reinterpret_cast<uintptr_t>(w.biases) % 4)
@@ -347,7 +354,8 @@ void qgemm(Ctx* c, GemvGroup& grp, const float* x, int32_t nt) {
   if (!xb) return;
   const int64_t n8 = int64_t(nt) * K / 8;
   float* xsum = reinterpret_cast<float*>(xb + int64_t(nt) * K);
-  launch_pdl(c, k_qgemm_x, dim3(blocks_for(n8, 256)), dim3(256), 0, x, n8, xb, xsum);
+  launch_pdl(c, k_qgemm_x, dim3(blocks_for(n8, 256)), dim3(256), 0, x, n8, xb, xsum,
+             reinterpret_cast<uintptr_t>(x) % 16 == 0);
   QgArgs a{};
   a.grp = grp;
   a.x = xb;
