@@ -82,6 +82,7 @@ if [[ $bench == 1 ]]; then
   $T bench-base 2>&1 | tee "$out/bench.txt"
   $T bench-attn 2>&1 | tee -a "$out/bench.txt" || fail=1
   $T bench-moe 16 64 512 2048 4096 2>&1 | tee -a "$out/bench.txt" || fail=1
+  $T bench-qgemm 1 2 4 8 16 32 64 128 2>&1 | tee -a "$out/bench.txt" || fail=1
   for shape in qwen3.8-27b qwen3.6-35b-a3b; do
     python3 tools/bench/make_shape_package.py "/tmp/pkg-$shape" "$shape" "$layers" || fail=1
     $T bench "/tmp/pkg-$shape" 2048 64 2>&1 | tee -a "$out/bench.txt" || fail=1
