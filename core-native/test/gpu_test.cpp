@@ -73,30 +73,26 @@ void test_ops(Be& cpu, Be& g) {
       // 200 rows: a partial 16-row tile; 1536 / 1088 columns: uneven rounds of 128 weight bytes per row (the
       // tensor-core GEMV), a partial round
       const int64_t R = nt == 3 ? 200 : 384, C = nt == 2 ? 1536 : nt == 8 ? 1088 : 1024;
-      W w = make_weight(g, dt, R, C);
-      auto x = randv(size_t(nt) * C);
-      std::vector<float> yr(size_t(nt) * R);
-      cpu.i->matmul(cpu.c, &w.h, x.data(), nt, yr.data(), R);
-      float* dx = g.up(x);
-      float* dy = static_cast<float*>(g.alloc(yr.size() * 4));
-      g.i->matmul(g.c, &w.d, dx, nt, dy, R);
       char what[96];
       std::snprintf(what, sizeof what, "matmul %s %lldx%lld tokens=%d", names[dt], (long long)R, (long long)C, nt);
       const bool quant = dt == SPLASH_Q4 || dt == SPLASH_Q8;
       const bool fused = dt == SPLASH_Q4 && C % 128 == 0 && qgemm_takes(nt);
       const bool tensor = (nt > (quant ? 32 : 8) && dt != SPLASH_F32) || fused;
-      std::vector<float> got = g.down(dy, yr.size());
-      report(what, yr, got, tensor ? 1e-2 : 1e-4);
-      if (quant && nt > 8 && nt <= 32 && !fused) {
-        // each row is the one-token GEMV's result (a verify row equals a decode): the same integer dot products
-        // and scaling per chunk; the bits too where one kernel serves every token count (SPLASH_GEMV_MMA=0 or 1)
-        const int t = nt - 2;
-        g.i->matmul(g.c, &w.d, dx + int64_t(t) * C, 1, dy, R);
-        std::vector<float> one = g.down(dy, size_t(R)), row(got.begin() + int64_t(t) * R, got.begin() + int64_t(t + 1) * R);
-        std::snprintf(what, sizeof what, "  row %d of %d = the one-token GEMV", t, nt);
-        const char* mma = std::getenv("SPLASH_GEMV_MMA");
-        report(what, one, row, mma && (std::atoi(mma) == 0 || std::atoi(mma) == 1) ? 0 : 2e-6);
-      }
+      matmul_case(cpu, g, dt, R, C, nt, what, tensor ? 1e-2 : 1e-4,
+                  [&](W& w, float* dx, float* dy, const std::vector<float>& got) {
+                    if (!quant || nt <= 8 || nt > 32 || fused) return;
+                    // each row is the one-token GEMV's result (a verify row equals a decode): the same integer dot
+                    // products and scaling per chunk; the bits too where one kernel serves every token count
+                    // (SPLASH_GEMV_MMA=0 or 1)
+                    const int t = nt - 2;
+                    g.i->matmul(g.c, &w.d, dx + int64_t(t) * C, 1, dy, R);
+                    std::vector<float> one = g.down(dy, size_t(R));
+                    std::vector<float> row(got.begin() + int64_t(t) * R, got.begin() + int64_t(t + 1) * R);
+                    char line[96];
+                    std::snprintf(line, sizeof line, "  row %d of %d = the one-token GEMV", t, nt);
+                    const char* mma = std::getenv("SPLASH_GEMV_MMA");
+                    report(line, one, row, mma && (std::atoi(mma) == 0 || std::atoi(mma) == 1) ? 0 : 2e-6);
+                  });
     }
   // the fused q4 GEMM (bf16 tensor cores, weights dequantised in registers) at the token counts it takes:
   // one or several token tiles, partial tiles of rows (200) and tokens, the columns split over blocks or not (256:

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "model/model.h"
@@ -140,8 +141,10 @@ inline void free_weight(Be& g, W& w) {
 }
 
 // One matmul of a random weight (dtype, R × C) on nt random tokens, CUDA against the CPU, reported as `what`
-// within `tol`.
-inline void matmul_case(Be& cpu, Be& g, int dtype, int64_t R, int64_t C, int nt, const char* what, double tol) {
+// within `tol`; `after(w, dx, dy, got)` may check more on the same weight and device buffers before they are freed.
+template <class After = std::nullptr_t>
+inline void matmul_case(Be& cpu, Be& g, int dtype, int64_t R, int64_t C, int nt, const char* what, double tol,
+                        After after = nullptr) {
   W w = make_weight(g, dtype, R, C);
   auto x = randv(size_t(nt) * C);
   std::vector<float> yr(size_t(nt) * R);
@@ -149,7 +152,9 @@ inline void matmul_case(Be& cpu, Be& g, int dtype, int64_t R, int64_t C, int nt,
   float* dx = g.up(x);
   float* dy = static_cast<float*>(g.alloc(yr.size() * 4));
   g.i->matmul(g.c, &w.d, dx, nt, dy, R);
-  report(what, yr, g.down(dy, yr.size()), tol);
+  const std::vector<float> got = g.down(dy, yr.size());
+  report(what, yr, got, tol);
+  if constexpr (!std::is_same_v<After, std::nullptr_t>) after(w, dx, dy, got);
   g.i->buffer_free(g.c, dx);
   g.i->buffer_free(g.c, dy);
   free_weight(g, w);

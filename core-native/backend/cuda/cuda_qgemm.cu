@@ -163,13 +163,7 @@ __global__ void __launch_bounds__(QgTile<WN, NTW, KS, ST>::kThreads, QgTile<WN, 
     cp_commit();
   }
 
-  float acc[2][NTW][4];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < NTW; ++j)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+  float acc[2][NTW][4] = {};
 
   for (int kt = kb; kt < ke; ++kt) {
     cp_wait<ST - 2>();
@@ -194,15 +188,7 @@ __global__ void __launch_bounds__(QgTile<WN, NTW, KS, ST>::kThreads, QgTile<WN, 
         wv[i][1] = *reinterpret_cast<const uint2*>(S + rb * L::kWRow + L::seg(rb, h) * 32 + 8 * c);
       }
       // kLate: the group's products of the raw values 128 + q go to fresh sums, scaled once per group below
-      float part[2][NTW][4];
-      if constexpr (L::kLate) {
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-          for (int j = 0; j < NTW; ++j)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) part[i][j][k] = 0.f;
-      }
+      float part[2][NTW][4] = {};  // (unused by the other form)
 #pragma unroll
       for (int wi = 0; wi < 2; ++wi) {  // the thread's two words of the group (columns 16c + 8wi ..)
         uint32_t b[NTW][4];
