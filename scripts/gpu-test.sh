@@ -68,7 +68,7 @@ fi
 $T ops 2>&1 | tee "$out/ops.txt" || fail=1
 # the tensor-core GEMV at every token count (by default it takes launches of 8 tokens only)
 SPLASH_GEMV_MMA=1 $T ops > "$out/ops-mma.txt" 2>&1 || { fail=1; grep FAIL "$out/ops-mma.txt"; }
-# the fused q4 GEMM at every token count (by default it takes q4 matmuls of 8 to 64 tokens)
+# the fused q4 GEMM at every token count (by default it takes q4 matmuls of 5 to 64 tokens)
 SPLASH_QGEMM_MIN=1 $T ops > "$out/ops-qgemm.txt" 2>&1 || { fail=1; grep FAIL "$out/ops-qgemm.txt"; }
 # the fixtures, and the repository's default package (q4, with a DFlash draft) when it is next to this folder
 models=()

@@ -176,15 +176,28 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   splash_weight head = lm_head_;  // the target's head, with the draft's activations
   head.flags |= SPLASH_WEIGHT_FAST;
   be->matmul(bc, &head, sel, R, logits, c.V);
-  float* lh = host_logits(size_t(R) * c.V);
-  be->copy_to_host(bc, lh, logits, size_t(R) * c.V * 4);
+  const bool selector = d.sel_k > 0, transform = d.out_mul != 1.f || d.softcap > 0.f;
+  // greedy-only items (no selector, no transform of the rows) get their ids from the backend; the others' rows
+  // come back whole
+  std::vector<char> pick(items.size(), 0);
+  bool any_pick = false, any_rows = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const DraftItem& it = items[i];
+    pick[i] = pick_on_backend_ && !selector && !transform && it.sample && !it.logits && greedy_only(*it.sample);
+    (pick[i] ? any_pick : any_rows) = true;
+  }
+  const int32_t* ids = any_pick && R > 0 ? argmax_ids(logits, R) : nullptr;
+  float* lh = any_rows ? host_logits(size_t(R) * c.V) : nullptr;
+  for (size_t i = 0; any_rows && i < items.size(); ++i)
+    if (!pick[i] && items[i].n > 0)
+      be->copy_to_host(bc, lh + roff[i] * c.V, logits + roff[i] * c.V, size_t(items[i].n) * c.V * 4);
+  if (!ids && !any_rows) be->synchronize(bc);
   check_backend();
   out.assign(items.size(), {});
   {
     std::lock_guard<std::mutex> l2(seq_mu_);
     for (DraftItem& it : items) draft_done(it.seq, it.seq->len + Bb);
   }
-  const bool selector = d.sel_k > 0, transform = d.out_mul != 1.f || d.softcap > 0.f;
   bool any_sample = false;
   for (DraftItem& it : items) {
     it.seq->draft_tokens.clear();
@@ -209,6 +222,13 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
     Sequence* s = it.seq;
+    if (pick[i]) {  // what sample_draft gives at T = 0: each row's argmax
+      take_ids(ids + roff[i], it.sample->rows.size(), it.sampled);
+      for (const auto& x : it.sampled) s->draft_tokens.push_back(x.token);
+      s->draft_at = s->len;
+      s->draft_V = c.V;
+      continue;
+    }
     const float* rows = lh + roff[i] * c.V;
     if (it.sample) {
       // sampled drafts keep their distributions for the verify pass (sampler/speculative.cpp)

@@ -32,6 +32,14 @@ float* Model::buf(Buf b, size_t floats) {
   return p;
 }
 
+const int32_t* Model::argmax_ids(const float* logits, int rows) {
+  auto* d = reinterpret_cast<int32_t*>(buf(kPick, size_t(rows)));
+  be_->iface->argmax_rows(be_->ctx, logits, rows, cfg_.V, d);
+  pick_host_.resize(size_t(rows));
+  be_->iface->copy_to_host(be_->ctx, pick_host_.data(), d, size_t(rows) * 4);
+  return pick_host_.data();
+}
+
 float* Model::host_logits(size_t floats) {
   auto* gpa = be_->iface->get_proc_address;
   auto halloc = gpa ? reinterpret_cast<void* (*)(void*, size_t)>(gpa(be_->ctx, "splash_host_alloc")) : nullptr;
@@ -330,11 +338,26 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   }
   if (!graph_step(items, N, b)) queue_step(items, N, b);
   out.assign(items.size(), {});
+  // greedy-only items get their ids from the backend; the others' rows come back whole
+  std::vector<char> pick(items.size(), 0);
+  bool any_pick = false, any_rows = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& it = items[i];
+    if (it.head_rows() == 0) continue;
+    pick[i] = pick_on_backend_ && it.sample && it.logit_rows() == 0 && greedy_only(*it.sample);
+    (pick[i] ? any_pick : any_rows) = true;
+  }
   float* lh = nullptr;
-  if (R > 0) {
+  const int32_t* ids = any_pick ? argmax_ids(b.logits, R) : nullptr;
+  if (any_rows) {
     lh = host_logits(size_t(R) * c.V);
-    be->copy_to_host(bc, lh, b.logits, size_t(R) * c.V * 4);
-  } else {
+    size_t r = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const size_t n = size_t(items[i].head_rows());
+      if (n && !pick[i]) be->copy_to_host(bc, lh + r * c.V, b.logits + r * c.V, n * c.V * 4);
+      r += n;
+    }
+  } else if (!any_pick) {
     be->synchronize(bc);
   }
   check_backend();
@@ -366,6 +389,11 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
     const int n = it.head_rows();
+    if (pick[i]) {  // greedy: every row is its argmax (a verify pass at T = 0 rejects nothing)
+      take_ids(ids + r + size_t(n) - it.sample->rows.size(), it.sample->rows.size(), it.sampled);
+      r += size_t(n);
+      continue;
+    }
     const float* rows = lh + r * c.V;
     if (it.verify && it.sample) {
       // row r follows the drafts before it (penalties) and may verify its draft against the kept q

@@ -170,6 +170,12 @@ struct DraftItem {
 // sampled rows (model/item_rows.cpp).
 void take_rows(const float* rows, int nrows, int V, int keep, const sampler::Request* sample, std::vector<float>& logits,
                std::vector<sampler::Sampled>& sampled);
+// Rows that need nothing but their argmax: temperature 0, no penalties, masks, forced tokens or log-probabilities.
+// The backend chooses them where the logits are (argmax_rows), and only their ids come back.
+bool greedy_only(const sampler::Request& req);
+// What the sampler gives such a request (sample_rows, sample_draft) from the rows' argmax ids; −1 (no token above
+// −inf) throws as the sampler does.
+void take_ids(const int32_t* ids, size_t n, std::vector<sampler::Sampled>& sampled);
 
 class Model {
  public:
@@ -240,6 +246,8 @@ class Model {
   // Draft (null config when the package has none or it was not loaded).
   bool has_draft() const { return dcfg_.B > 0; }
   const DraftConfig& draft_config() const { return dcfg_; }
+  // greedy rows chosen on the backend when it can (the default) or on the host (benchmarks)
+  void set_pick_on_backend(bool on) { pick_on_backend_ = on && be_->iface->argmax_rows; }
   uint64_t draft_bytes(int64_t max_len) const;
   // One draft layer's K and V planes in a sequence's dkv; ring = M (positions p at rows p mod M and p mod M + M)
   // for a sliding layer kept as a ring, else 0 (position p at row p).
@@ -300,7 +308,7 @@ class Model {
   // Step activations: one growable backend buffer per use, kept across steps.
   enum Buf { kH, kX, kY, kQKV, kZ, kB, kA, kConv, kO, kQG, kK, kV, kQ, kG, kU, kSh, kGate, kRouter, kTaps, kSel,
              kLogits, kDFeat, kDCtx, kDH, kDX, kDY, kDCk, kDCv, kDQ, kDBk, kDBv, kDO, kDI1, kDI2, kDQp, kDOp, kDDyn,
-             kDSelH, kDSelP, kDSelCb, kNumBufs };
+             kDSelH, kDSelP, kDSelCb, kPick, kNumBufs };
   float* buf(Buf b, size_t floats);
   void* alloc_state(size_t bytes, bool zero);  // sequence state (KV is not zeroed on host memory)
   void free_state(void* p);
@@ -342,6 +350,10 @@ class Model {
   // The logits rows copied back each step: page-locked memory from a device backend that offers it (the
   // copy then runs at full bus speed), else logits_host_.
   float* host_logits(size_t floats);
+  // The argmax of each of `rows` logits rows [rows × V] on the backend, back on the host (pick_host_).
+  const int32_t* argmax_ids(const float* logits, int rows);
+  bool pick_on_backend_ = false;  // the backend has argmax_rows ($SPLASH_DEVICE_ARGMAX=0: choose on the host)
+  std::vector<int32_t> pick_host_;
   std::vector<float> logits_host_;
   float* logits_pinned_ = nullptr;
   size_t logits_pinned_cap_ = 0;

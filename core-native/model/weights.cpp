@@ -354,6 +354,10 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
   m->act_levels_ = act_levels;
   m->threads_ = threads > 0 ? threads : 0;
   m->host_memory_ = m->be_->iface->host_memory != 0;
+  {
+    const char* e = std::getenv("SPLASH_DEVICE_ARGMAX");  // 0: greedy rows chosen on the host (for measurement)
+    m->pick_on_backend_ = m->be_->iface->argmax_rows && !(e && std::strcmp(e, "0") == 0);
+  }
   if (!m->host_memory_ && max_memory > 0) backend_set_memory_limit(*m->be_, max_memory);
   if (!m->host_memory_) m->upload_weights();
   m->load_spec_kernels(dir);

@@ -136,7 +136,7 @@ void bench_qgemm(Be& g, const std::vector<int>& tokens) {
     }
     for (auto& w : ws) free_weight(g, w);
   }
-  set(g.c, 8, 64);  // the defaults (kQgemmMin / kQgemmMax)
+  set(g.c, 5, 64);  // the defaults (kQgemmMin / kQgemmMax)
 }
 
 // The decode GEMV alone at the 27B shapes, the generic kernel against the specialised one from a kernel image
@@ -207,7 +207,7 @@ void bench_spec_gemv(Be& g, const std::string& dir) {
 void bench(const std::string& dir, int prompt, int n) {
   auto m = Model::open(dir, 0, nullptr, 0, false, "cuda");
   const ModelConfig& c = m->config();
-  int32_t id = m->create_sequence(prompt + 2 * n + 1536);  // + the 1,240 tokens of the multi-token steps
+  int32_t id = m->create_sequence(prompt + 2 * n + 1800);  // + the 1,580 tokens of the multi-token and greedy-row steps
   std::vector<StepItem> items(1);
   items[0].seq = seq_of(*m, id);
   std::vector<std::vector<float>> out;
@@ -241,10 +241,10 @@ void bench(const std::string& dir, int prompt, int n) {
   setenv("SPLASH_CUDA_GRAPHS", "0", 1);  // the same steps queued slot by slot
   const double dc_direct = n > 1 ? decode(n / 2) : 0;
   unsetenv("SPLASH_CUDA_GRAPHS");
-  // steps of 4 to 64 tokens (the matmuls of a verify block or of batched decodes), 8 steps each after a warm-up
-  const int kMulti[] = {4, 8, 16, 32, 64};
-  double multi[5] = {0, 0, 0, 0, 0};
-  for (int mi = 0; mi < 5; ++mi) {
+  // steps of 2 to 64 tokens (the matmuls of a verify block or of batched decodes), 8 steps each after a warm-up
+  const int kMulti[] = {2, 4, 6, 8, 16, 32, 64};
+  double multi[7] = {};
+  for (int mi = 0; mi < 7; ++mi) {
     const int k = kMulti[mi];
     auto run = [&](int steps) {
       const double t = now();
@@ -258,6 +258,60 @@ void bench(const std::string& dir, int prompt, int n) {
     run(2);
     multi[mi] = run(8);
   }
+  // greedy rows (a verify block's or a batch's shape): steps of k tokens sampling all k rows at T = 0, and draft
+  // passes of B − 1 rows, each with the argmax on the backend (only ids come back) and on the host (whole rows)
+  auto greedy = [](int k) {
+    auto r = std::make_shared<sampler::Request>();
+    r->rows.resize(size_t(k));
+    return r;
+  };
+  double rows_t[3][2] = {}, draft_t[2] = {};
+  const int kRows[] = {1, 4, 8};
+  for (int backend : {1, 0}) {
+    m->set_pick_on_backend(backend);
+    for (int mi = 0; mi < 3; ++mi) {
+      const int k = kRows[mi];
+      items[0].sample = greedy(k);
+      auto run = [&](int steps) {
+        const double t = now();
+        for (int i = 0; i < steps; ++i) {
+          items[0].tokens.resize(k);
+          for (int j = 0; j < k; ++j) items[0].tokens[j] = int32_t((i * 31 + j * 7 + 1) % c.V);
+          items[0].logits = 0;
+          m->step(items, out);
+        }
+        return (now() - t) / steps;
+      };
+      run(2);
+      rows_t[mi][backend] = run(8);
+    }
+    items[0].sample.reset();
+    items[0].logits = 1;
+    if (m->has_draft()) {
+      int32_t ds = m->create_sequence(256);
+      std::vector<StepItem> di(1);
+      di[0].seq = seq_of(*m, ds);
+      di[0].capture = true;
+      for (int i = 0; i < 64; ++i) di[0].tokens.push_back(int32_t((i * 7919 + 3) % c.V));
+      m->step(di, out);
+      std::vector<DraftItem> dr(1);
+      dr[0].seq = di[0].seq;
+      dr[0].anchor = 1;
+      dr[0].n = m->draft_config().B - 1;
+      dr[0].logits = false;
+      dr[0].sample = greedy(dr[0].n);
+      for (int i = 0; i < 2; ++i) m->draft(dr, out);
+      const double t = now();
+      for (int i = 0; i < 8; ++i) m->draft(dr, out);
+      draft_t[backend] = (now() - t) / 8;
+      m->free_sequence(ds);
+    }
+  }
+  m->set_pick_on_backend(true);
+  std::printf("greedy rows, argmax on the backend / on the host: steps of 1 / 4 / 8 tokens sampling every row %.3f / %.3f"
+              " / %.3f ms against %.3f / %.3f / %.3f ms; draft passes of %d rows %.3f against %.3f ms\n",
+              rows_t[0][1] * 1e3, rows_t[1][1] * 1e3, rows_t[2][1] * 1e3, rows_t[0][0] * 1e3, rows_t[1][0] * 1e3,
+              rows_t[2][0] * 1e3, m->has_draft() ? m->draft_config().B - 1 : 0, draft_t[1] * 1e3, draft_t[0] * 1e3);
   // Weight elements one token multiplies (routed experts: top-k of E), from the config.
   double elems = double(c.V) * c.H;  // lm_head
   for (int l = 0; l < c.L; ++l) {
@@ -284,11 +338,11 @@ void bench(const std::string& dir, int prompt, int n) {
   const double tflops = 2.0 * ((elems - head) * prompt + head) / pf / 1e12;
   std::printf("%s [%s kernels]: %d layers, weights %.2f GB; prefill %d tokens %.3f s = %.0f tok/s, %.0f TFLOP/s of matmul;"
               " decode %.3f ms/token = %.1f tok/s, %.0f GB/s (%.2f GB per step); without graphs %.3f ms/token;"
-              " steps of 4 / 8 / 16 / 32 / 64 tokens %.3f / %.3f / %.3f / %.3f / %.3f ms\n",
+              " steps of 2 / 4 / 6 / 8 / 16 / 32 / 64 tokens %.3f / %.3f / %.3f / %.3f / %.3f / %.3f / %.3f ms\n",
               dir.c_str(), m->specialised_kernels().empty() ? "generic" : m->specialised_kernels().c_str(), c.L,
               m->weight_bytes() / 1e9, prompt, pf, prompt / pf, tflops, dc * 1e3, 1 / dc,
               step_bytes / dc / 1e9, step_bytes / 1e9, dc_direct * 1e3, multi[0] * 1e3, multi[1] * 1e3, multi[2] * 1e3,
-              multi[3] * 1e3, multi[4] * 1e3);
+              multi[3] * 1e3, multi[4] * 1e3, multi[5] * 1e3, multi[6] * 1e3);
 }
 
 // The GDN op alone at the prefill shapes (27B: 48 v-heads; 35B-A3B: 32; 16 key heads, dk = dv = 128): the recurrent

@@ -420,6 +420,41 @@ void test_ops(Be& cpu, Be& g) {
 
 }  // namespace
 
+// argmax_rows against the CPU backend's: random rows with planted ties, NaN, +inf and rows with nothing above −inf,
+// aligned (float4 loads) and not, widths under, at and past a block's span
+void test_argmax(Be& cpu, Be& g) {
+  for (int64_t V : {int64_t(1001), int64_t(16384), int64_t(248320), int64_t(2 * 16384 + 5)})
+    for (int rows : {1, 7, 16})
+      for (int off : {0, 1}) {
+        auto x = randv(size_t(rows) * V + off, -10.f, 10.f);
+        float* v = x.data() + off;
+        for (int r = 0; r < rows; ++r) {
+          float* row = v + r * V;
+          const int64_t a = (r * 7919) % V, b = std::min(V - 1, a + 1 + (r * 104729) % V);
+          switch (r % 7) {
+            case 0: row[a] = row[b] = 50.f; break;          // a tie: the lower index
+            case 1: row[a] = NAN, row[b] = 40.f; break;     // NaN never counts
+            case 2: row[b] = INFINITY, row[a] = INFINITY; break;
+            case 3: for (int64_t i = 0; i < V; ++i) row[i] = -INFINITY; break;
+            case 4: for (int64_t i = 0; i < V; ++i) row[i] = (i % 3) ? -INFINITY : NAN; break;
+            case 5: row[V - 1] = 60.f; break;               // the last value
+            default: for (int64_t i = 0; i < V; ++i) row[i] = -1e30f - float(i % 5); break;
+          }
+        }
+        std::vector<int32_t> want(rows), got(rows);
+        cpu.i->argmax_rows(cpu.c, v, rows, V, want.data());
+        float* dx = g.up(x);
+        auto* dout = static_cast<int32_t*>(g.alloc(size_t(rows) * 4));
+        g.i->argmax_rows(g.c, dx + off, rows, V, dout);
+        g.i->copy_to_host(g.c, got.data(), dout, size_t(rows) * 4);
+        const bool ok = want == got && want[0] >= 0 && (rows < 4 || want[3] == -1);
+        std::printf("%s argmax_rows V=%lld rows=%d offset=%d\n", ok ? "ok  " : "FAIL", (long long)V, rows, off);
+        g_fail += !ok;
+        g.i->buffer_free(g.c, dx);
+        g.i->buffer_free(g.c, dout);
+      }
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | spec DIR... | bench-base | bench-gdn [T...] | bench-attn | bench-moe [T...] | bench-qgemm [T...] | bench DIR [prompt] [n] | bench-spec DIR [prompt] [n] | bench-spec-gemv DIR | bench-vision DIR cpu|cuda [size...]\n");
@@ -455,6 +490,7 @@ int main(int argc, char** argv) {
         splash_backend* cb = splash_backend_cpu_create(0, nullptr, 0);
         Be cpu(cb);
         test_ops(cpu, g);
+        test_argmax(cpu, g);
         splash_backend_cpu_free(cb);
       } else if (cmd == "bench-spec-gemv" && argc >= 3) {
         bench_spec_gemv(g, argv[2]);

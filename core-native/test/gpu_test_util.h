@@ -41,7 +41,7 @@ struct OneSeq {
 inline bool qgemm_takes(int nt) {
   const char* lo = std::getenv("SPLASH_QGEMM_MIN");
   const char* hi = std::getenv("SPLASH_QGEMM_MAX");
-  return nt >= (lo ? std::atoi(lo) : 8) && nt <= (hi ? std::atoi(hi) : 64);
+  return nt >= (lo ? std::atoi(lo) : 5) && nt <= (hi ? std::atoi(hi) : 64);
 }
 
 inline int g_fail = 0;

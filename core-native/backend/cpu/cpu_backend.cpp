@@ -304,6 +304,7 @@ const splash_backend_i kIface = {
     /* .rope_seq_dev     = */ nullptr,
     /* .rows_at          = */ nullptr,
     /* .add_rmsnorm      = */ nullptr,
+    /* .argmax_rows      = */ argmax_rows,
 };
 
 struct CpuBackend {

@@ -458,6 +458,7 @@ const splash_backend_i kIface = {
     /* .rope_seq_dev     = */ fl<rope_seq_dev>,
     /* .rows_at          = */ fl<rows_at>,
     /* .add_rmsnorm      = */ fl<add_rmsnorm>,
+    /* .argmax_rows      = */ fl_keep<argmax_rows>,
 };
 
 struct CudaBackend {

@@ -17,11 +17,11 @@
 namespace splash::cuda {
 
 enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, kMoeY, kMoeR, kWf, kGdn, kGdnChunk, kPq4, kPq8, kPs,
-               kQgX, kQgPart,
+               kQgX, kQgPart, kArgmax,
                kNumScratch };
 
 // The token counts the fused q4 GEMM takes by default (measured: DEVELOPMENT.md, CUDA backend).
-constexpr int kQgemmMin = 8, kQgemmMax = 64;
+constexpr int kQgemmMin = 5, kQgemmMax = 64;
 
 struct Ctx {
   int device = 0;
@@ -287,6 +287,8 @@ void rope_table(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64_t
                 const float* sin);
 void seg_attention(void* ctx, const splash_seg_attn_args* a);
 void add(void* ctx, float* y, const float* x, int64_t n);
+// cuda_argmax.cu
+void argmax_rows(void* ctx, const float* x, int32_t rows, int64_t width, int32_t* out);
 // cuda_norm.cu
 void rmsnorm(void* ctx, const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y);
 void gated_rmsnorm(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y);

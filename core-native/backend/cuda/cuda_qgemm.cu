@@ -1,4 +1,4 @@
-// q4 weights × 8 to 64 tokens (cuda_matmul.cu decides; Ctx::qgemm_min / qgemm_max) on the bf16 tensor cores, the
+// q4 weights × 5 to 64 tokens (cuda_matmul.cu decides; Ctx::qgemm_min / qgemm_max) on the bf16 tensor cores, the
 // weights dequantised in registers as they are multiplied: verify blocks, batched decodes and cached-prefix replays,
 // where the GEMM path of cuda_gemm.cu writes and reads a bf16 copy of every weight per step (nine times the bytes of
 // the q4 weights) and launches of the GEMV re-read the weights per 8 tokens.

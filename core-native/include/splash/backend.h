@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define SPLASH_BACKEND_ABI 4
+#define SPLASH_BACKEND_ABI 5
 
 typedef enum splash_dtype {
   SPLASH_F32 = 0,
@@ -209,6 +209,11 @@ typedef struct splash_backend_i {
   void (*rows_at)(void* ctx, float* dst, const float* src, int32_t n, int64_t width, const int32_t* start);
   // (optional) h += y, then x = rmsnorm(h)·w (the residual add and the next norm in one pass)
   void (*add_rmsnorm)(void* ctx, float* h, const float* y, const float* w, int32_t n, int32_t dim, float eps, float* x);
+
+  // ---- (ABI 5) the token choice on the backend (optional)
+  // out[r] = the first index of the largest value of row r of x [rows × width] (NaN never counts; a row with
+  // nothing above −inf gives −1): greedy rows are chosen where their logits are, and only the ids come back.
+  void (*argmax_rows)(void* ctx, const float* x, int32_t rows, int64_t width, int32_t* out);
 } splash_backend_i;
 
 typedef struct splash_backend {
