@@ -96,11 +96,12 @@ void bench_gemv(Be& g) {
 }
 
 // q4 matmuls of 1 to 512 tokens at the 27B and 35B-A3B shapes, the fused GEMM (cuda_qgemm.cu) against the paths it
-// replaces (GEMV launches of ≤ 8 tokens up to 32 tokens, the dequantise + bf16 GEMM beyond): µs per matmul over
-// weight copies that do not fit the L2 (host clock around 20 calls after a warm-up), the weights' read rate and the
-// matmul rate, and the two results compared.
+// replaces (GEMV launches of ≤ 8 tokens up to 32 tokens, the dequantise + bf16 GEMM beyond), and for 1 to 4 tokens the
+// streaming GEMV (cuda_gemv_stream.cu) against the dp4a one, whose bits it must give: µs per matmul over weight copies
+// that do not fit the L2 (host clock around 20 calls after a warm-up), the weights' read rate and the matmul rate.
 void bench_qgemm(Be& g, const std::vector<int>& tokens) {
   auto set = reinterpret_cast<void (*)(void*, int, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_qgemm"));
+  auto stream = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_stream"));
   const int64_t shapes[][2] = {{10240, 5120}, {17408, 5120}, {5120, 17408}, {5120, 6144}, {8192, 2048}, {2048, 4096}};
   for (auto& sh : shapes) {
     const double bytes = double(sh[0]) * sh[1] / 2 * 1.125;
@@ -110,33 +111,40 @@ void bench_qgemm(Be& g, const std::vector<int>& tokens) {
       auto x = randv(size_t(nt) * sh[1]);
       float* dx = g.up(x);
       float* dy = static_cast<float*>(g.alloc(size_t(nt) * sh[0] * 4));
-      double t[2];
-      std::vector<float> out[2];
-      for (int fused : {0, 1}) {
-        set(g.c, fused ? 1 : 0, fused ? 1 << 30 : 0);
+      double t[3] = {0, 0, 0};
+      std::vector<float> out[3];
+      for (int mode : {0, 1, 2}) {  // the dp4a GEMV or dequantise + GEMM, the fused GEMM, the streaming GEMV
+        if (mode == 2 && nt > 4) break;
+        set(g.c, mode == 1 ? 1 : 0, mode == 1 ? 1 << 30 : 0);
+        stream(g.c, mode == 2 ? 4 : 0);
         for (int i = 0; i < 3; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, nt, dy, sh[0]);
         g.i->synchronize(g.c);
         const double t0 = now();
         for (int i = 0; i < 20; ++i) g.i->matmul(g.c, &ws[i % ws.size()].d, dx, nt, dy, sh[0]);
         g.i->synchronize(g.c);
-        t[fused] = (now() - t0) / 20;
+        t[mode] = (now() - t0) / 20;
         g.i->matmul(g.c, &ws[0].d, dx, nt, dy, sh[0]);
-        out[fused] = g.down(dy, size_t(nt) * sh[0]);
+        out[mode] = g.down(dy, size_t(nt) * sh[0]);
       }
       double err = 0, mx = 0;
       for (size_t k = 0; k < out[0].size(); ++k)
         err = std::max(err, double(std::fabs(out[1][k] - out[0][k]))), mx = std::max(mx, double(std::fabs(out[0][k])));
+      const bool same = out[2].empty() || out[2] == out[0];
       const double flop = 2.0 * nt * sh[0] * sh[1];
-      std::printf("q4 matmul %6lldx%-6lld tokens=%-4d before %8.1f us | fused %8.1f us = %5.0f GB/s, %5.0f TFLOP/s | %.2fx%s\n",
+      std::printf("q4 matmul %6lldx%-6lld tokens=%-4d before %8.1f us | fused %8.1f us = %5.0f GB/s, %5.0f TFLOP/s | %.2fx%s",
                   (long long)sh[0], (long long)sh[1], nt, t[0] * 1e6, t[1] * 1e6, bytes / t[1] / 1e9, flop / t[1] / 1e12,
                   t[0] / t[1], err > 2e-2 * mx ? " DIFFERS: FAIL" : "");
-      if (err > 2e-2 * mx) ++g_fail;
+      if (t[2] > 0) std::printf(" | stream %6.1f us = %5.0f GB/s (dp4a %5.0f GB/s)%s", t[2] * 1e6, bytes / t[2] / 1e9,
+                                bytes / t[0] / 1e9, same ? ", same bits" : " NOT THE SAME BITS: FAIL");
+      std::printf("\n");
+      if (err > 2e-2 * mx || !same) ++g_fail;
       g.i->buffer_free(g.c, dx);
       g.i->buffer_free(g.c, dy);
     }
     for (auto& w : ws) free_weight(g, w);
   }
   set(g.c, 5, 64);  // the defaults (kQgemmMin / kQgemmMax)
+  stream(g.c, 2);  // the default
 }
 
 // The decode GEMV alone at the 27B shapes, the generic kernel against the specialised one from a kernel image

@@ -455,6 +455,36 @@ void test_argmax(Be& cpu, Be& g) {
       }
 }
 
+// The streaming GEMV (1 to 4 tokens, columns a multiple of 1024) gives the dp4a GEMV's bits: q4 and q8, partial row
+// tiles, grouped launches (two weights on the same activations); its parity with the CPU is test_ops' matmul cases.
+void test_stream(Be& g) {
+  auto stream = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_stream"));
+  for (int dtype : {SPLASH_Q4, SPLASH_Q8})
+    for (int64_t C : {int64_t(1024), int64_t(3072)})
+      for (int nt : {1, 2, 3, 4}) {
+        W a = make_weight(g, dtype, 200, C), b = make_weight(g, dtype, 1030, C);
+        float* dx = g.up(randv(size_t(nt) * C));
+        float* ya = static_cast<float*>(g.alloc(size_t(nt) * 200 * 4));
+        float* yb = static_cast<float*>(g.alloc(size_t(nt) * 1030 * 4));
+        std::vector<float> got[2][2];
+        for (int on : {0, 1}) {
+          stream(g.c, on ? 4 : 0);
+          g.i->matmul(g.c, &a.d, dx, nt, ya, 200);  // one launch for both
+          g.i->matmul(g.c, &b.d, dx, nt, yb, 1030);
+          got[on][0] = g.down(ya, size_t(nt) * 200);
+          got[on][1] = g.down(yb, size_t(nt) * 1030);
+        }
+        const bool ok = got[0][0] == got[1][0] && got[0][1] == got[1][1];
+        std::printf("%s streaming GEMV q%d cols=%lld tokens=%d: the dp4a kernel's bits\n", ok ? "ok  " : "FAIL",
+                    dtype == SPLASH_Q4 ? 4 : 8, (long long)C, nt);
+        g_fail += !ok;
+        for (float* p : {dx, ya, yb}) g.i->buffer_free(g.c, p);
+        free_weight(g, a);
+        free_weight(g, b);
+      }
+  stream(g.c, 2);  // the default
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | spec DIR... | bench-base | bench-gdn [T...] | bench-attn | bench-moe [T...] | bench-qgemm [T...] | bench DIR [prompt] [n] | bench-spec DIR [prompt] [n] | bench-spec-gemv DIR | bench-vision DIR cpu|cuda [size...]\n");
@@ -491,6 +521,7 @@ int main(int argc, char** argv) {
         Be cpu(cb);
         test_ops(cpu, g);
         test_argmax(cpu, g);
+        test_stream(g);
         splash_backend_cpu_free(cb);
       } else if (cmd == "bench-spec-gemv" && argc >= 3) {
         bench_spec_gemv(g, argv[2]);

@@ -48,6 +48,9 @@ struct Ctx {
   bool precise = false;  // fp32 activations in every matmul (no int8 levels, no bf16 GEMM): parity checks
   int gemv_rows = 4;    // rows per warp of the int8x2 GEMV ($SPLASH_GEMV_ROWS)
   int gemv_unroll = 2;  // column-loop unroll of the one-token GEMV ($SPLASH_GEMV_UNROLL)
+  // q4/q8 GEMV launches of up to this many tokens stream the weights through shared memory (cuda_gemv_stream.cu;
+  // $SPLASH_GEMV_STREAM, 0 = never, at most 4). 2: measured faster at 1 and 2 tokens, slower at 4 (DEVELOPMENT.md)
+  int gemv_stream = 2;
   // device memory this backend holds (buffers and scratch) and its cap (0: none; --max-memory)
   std::mutex mem_mu;
   std::unordered_map<void*, size_t> sizes;

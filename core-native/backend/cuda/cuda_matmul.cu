@@ -200,6 +200,7 @@ void launch_q(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const f
     const int8_t* q = xq + int64_t(t0) * C;
     const float *s = xs + int64_t(t0) * (C / 32), *sum = xsum + int64_t(t0) * (C / 32);
     if (gemv_q_mma(c, BITS, part, q, s, sum, lvl2, n)) continue;
+    if (gemv_q_stream(c, BITS, part, q, s, sum, lvl2, n)) continue;
     switch (n) {
       case 1: launch_gemv_q<BITS, 1>(c, part, q, s, sum, lvl2, n); break;
       case 2: launch_gemv_q<BITS, 2>(c, part, q, s, sum, lvl2, n); break;

@@ -44,23 +44,14 @@ __device__ __forceinline__ int gemv_dp4a_us(uint32_t a, int b, int c) {
   return d;
 }
 
-// One 32-column chunk `ch` of ROWS rows against NT tokens.
+// The products of one 32-column chunk `ch` (its ROWS rows' packed values wv, scales s and biases b, wherever they
+// were read from) with NT tokens' int8x2 activations, added to acc: the one arithmetic of every dp4a GEMV (this
+// kernel, the package-specialised ones and the streaming one of cuda_gemv_stream.cu), so they give the same bits.
 template <int BITS, int NT, int ROWS>
-__device__ __forceinline__ void gemv_q_chunk(float (&acc)[ROWS][NT], const uint8_t* base, const splash_weight& w,
-                                             int64_t r0, int64_t R, int64_t C, int64_t G, int64_t nch,
-                                             int64_t row_bytes, int64_t ch, const int8_t* xq, const float* xs,
-                                             const float* xsum, int64_t lvl2, int32_t nt) {
-  uint4 wv[ROWS][BITS / 4];
-  float s[ROWS], b[ROWS];
-#pragma unroll
-  for (int i = 0; i < ROWS; ++i) {
-    const int64_t r = min(r0 + i, R - 1);
-    const uint4* p = reinterpret_cast<const uint4*>(base + r * row_bytes + ch * (32 * BITS / 8));
-#pragma unroll
-    for (int k = 0; k < BITS / 4; ++k) wv[i][k] = __ldg(p + k);
-    s[i] = bf16f(w.scales[r * G + ch / 2]);
-    b[i] = bf16f(w.biases[r * G + ch / 2]);
-  }
+__device__ __forceinline__ void gemv_q_dot(float (&acc)[ROWS][NT], const uint4 (&wv)[ROWS][BITS / 4],
+                                           const float (&s)[ROWS], const float (&b)[ROWS], int64_t C, int64_t nch,
+                                           int64_t ch, const int8_t* xq, const float* xs, const float* xsum,
+                                           int64_t lvl2, int32_t nt) {
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     if (t >= nt) break;
@@ -94,6 +85,26 @@ __device__ __forceinline__ void gemv_q_chunk(float (&acc)[ROWS][NT], const uint8
       acc[i][t] += s[i] * sx * float(256 * d1 + d2) + b[i] * sumx;
     }
   }
+}
+
+// One 32-column chunk `ch` of ROWS rows against NT tokens, the weights read from global memory.
+template <int BITS, int NT, int ROWS>
+__device__ __forceinline__ void gemv_q_chunk(float (&acc)[ROWS][NT], const uint8_t* base, const splash_weight& w,
+                                             int64_t r0, int64_t R, int64_t C, int64_t G, int64_t nch,
+                                             int64_t row_bytes, int64_t ch, const int8_t* xq, const float* xs,
+                                             const float* xsum, int64_t lvl2, int32_t nt) {
+  uint4 wv[ROWS][BITS / 4];
+  float s[ROWS], b[ROWS];
+#pragma unroll
+  for (int i = 0; i < ROWS; ++i) {
+    const int64_t r = min(r0 + i, R - 1);
+    const uint4* p = reinterpret_cast<const uint4*>(base + r * row_bytes + ch * (32 * BITS / 8));
+#pragma unroll
+    for (int k = 0; k < BITS / 4; ++k) wv[i][k] = __ldg(p + k);
+    s[i] = bf16f(w.scales[r * G + ch / 2]);
+    b[i] = bf16f(w.biases[r * G + ch / 2]);
+  }
+  gemv_q_dot<BITS, NT, ROWS>(acc, wv, s, b, C, nch, ch, xq, xs, xsum, lvl2, nt);
 }
 
 // Warp per ROWS rows; a lane handles 32 columns (one activation group) per iteration. KCOLS = 0: the
@@ -170,6 +181,10 @@ __device__ __forceinline__ void gemv_q_body(const GemvGroup& grp, const int8_t* 
 // (fewer tokens than Ctx::gemv_mma: the caller runs the dp4a kernel)
 bool gemv_q_mma(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2,
                 int32_t nt);
+// A launch of up to Ctx::gemv_stream (≤ 4) tokens through shared memory (cuda_gemv_stream.cu); false when it does not
+// take it (more tokens, columns not a multiple of 1024, misaligned weights: the caller runs the dp4a kernel above)
+bool gemv_q_stream(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2,
+                   int32_t nt);
 
 }  // namespace splash::cuda
 
