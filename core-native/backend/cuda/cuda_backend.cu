@@ -514,6 +514,7 @@ extern "C" __attribute__((visibility("default"))) splash_backend* splash_backend
   cublas_open(&cb->ctx);
   if (const char* r = getenv("SPLASH_GEMV_ROWS")) cb->ctx.gemv_rows = atoi(r);
   if (const char* r = getenv("SPLASH_PDL")) cb->ctx.pdl = r[0] != '0';
+  if (const char* r = getenv("SPLASH_PDL_NORMS")) cb->ctx.pdl_norms = r[0] != '0';
   if (const char* r = getenv("SPLASH_GEMV_MMA")) cb->ctx.gemv_mma = atoi(r);
   if (const char* r = getenv("SPLASH_QGEMM_MIN")) cb->ctx.qgemm_min = atoi(r);
   if (const char* r = getenv("SPLASH_QGEMM_MAX")) cb->ctx.qgemm_max = atoi(r);

@@ -38,6 +38,7 @@ struct Ctx {
                  void*, int, int, int, int) = nullptr;
   bool use_cublas = true;
   bool pdl = true;       // decode GEMVs launched with programmatic dependent launch ($SPLASH_PDL=0: off)
+  bool pdl_norms = true;  // the norms too, waiting for the GEMV before them ($SPLASH_PDL_NORMS=0: plain launches)
   // q4/q8 GEMV launches of this many tokens up to 8 run on the integer tensor cores, fewer on dp4a (0: never;
   // $SPLASH_GEMV_MMA). 8: measured faster at 8 tokens, slower at 4 and 1 (DEVELOPMENT.md)
   int gemv_mma = 8;

@@ -30,6 +30,7 @@ struct StreamStage {
 template <int BITS, int NT>
 __global__ void __launch_bounds__(32 * kStreamWarps) k_gemv_stream(GemvGroup grp, const int8_t* xq, const float* xs,
                                                                    const float* xsum, int64_t lvl2, int32_t nt) {
+  pdl_trigger();  // the kernel after this one may be scheduled now; it waits for this one before it touches anything
   using L = StreamStage<BITS>;
   constexpr int ROWS = kStreamRows;
   extern __shared__ __align__(16) uint8_t stream_smem[];

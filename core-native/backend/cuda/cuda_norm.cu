@@ -13,6 +13,7 @@ namespace {
 
 __global__ void k_rmsnorm(const float* x, const float* w, int32_t dim, float eps, float* y, const float* z, QuantOut qo) {
   pdl_trigger();
+  pdl_wait();  // launched with PDL: nothing of the kernel before it is read or written until it is done
   __shared__ float sh[32];
   const float* xi = x + int64_t(blockIdx.x) * dim;
   float* yi = y + int64_t(blockIdx.x) * dim;
@@ -31,6 +32,7 @@ __global__ void k_rmsnorm(const float* x, const float* w, int32_t dim, float eps
 constexpr int kAddNormPer = 16;  // dim ≤ 16 · threads
 __global__ void k_add_rmsnorm(float* h, const float* y, const float* w, int32_t dim, float eps, float* x, QuantOut qo) {
   pdl_trigger();
+  pdl_wait();
   __shared__ float sh[32];
   float* hi = h + int64_t(blockIdx.x) * dim;
   const float* yi = y + int64_t(blockIdx.x) * dim;
@@ -75,7 +77,13 @@ __global__ void __cluster_dims__(kNormCluster, 1, 1) __launch_bounds__(kNormClus
   const int per = (dim + 32 * kNormCluster - 1) / (32 * kNormCluster) * 32, c0 = rank * per, c1 = min(dim, c0 + per);
   float* hi = h + row * dim;
   const float* yi = y + row * dim;
-  float v[kNormClusterPer];
+  float v[kNormClusterPer], wk[kNormClusterPer];
+#pragma unroll
+  for (int k = 0; k < kNormClusterPer; ++k) {  // the norm's weights (never written) while the kernel before finishes
+    const int c = c0 + threadIdx.x + k * kNormClusterThreads;
+    wk[k] = c < c1 ? w[c] : 0.f;
+  }
+  pdl_wait();
   float ss = 0.f;
 #pragma unroll
   for (int k = 0; k < kNormClusterPer; ++k) {
@@ -99,7 +107,7 @@ __global__ void __cluster_dims__(kNormCluster, 1, 1) __launch_bounds__(kNormClus
   for (int k = 0; k < kNormClusterPer; ++k) {
     const int c = c0 + threadIdx.x + k * kNormClusterThreads;
     if (c < c1) {
-      const float o = v[k] * inv * w[c];
+      const float o = v[k] * inv * wk[k];
       xi[c] = o;
       if (qo.q4) quant_group(o, row * dim + c, qo.q4, qo.q8, qo.xs, qo.total);
     }
@@ -108,13 +116,24 @@ __global__ void __cluster_dims__(kNormCluster, 1, 1) __launch_bounds__(kNormClus
 
 int norm_threads(int dim) { return dim >= 1024 ? 512 : dim >= 256 ? 256 : dim >= 128 ? 128 : 64; }
 
+// The norms are launched with programmatic dependent launch (each waits for the kernel before it at its start, the
+// cluster form after loading its weights), unless $SPLASH_PDL_NORMS=0.
+template <typename... Params, typename... Args>
+void launch_norm(Ctx* c, void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) {
+  if (c->pdl && c->pdl_norms) {
+    launch_pdl(c, kernel, grid, block, 0, std::forward<Args>(args)...);
+  } else {
+    kernel<<<grid, block, 0, strm(c)>>>(std::forward<Args>(args)...);
+  }
+}
+
 }  // namespace
 
 void rmsnorm(void* ctx, const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y) {
   Ctx* c = static_cast<Ctx*>(ctx);
   if (n <= 0) return;
   const QuantOut qo = dim % 32 == 0 ? quant_out(c, int64_t(n) * dim) : QuantOut{};  // for the matmuls that follow
-  k_rmsnorm<<<n, norm_threads(dim), 0, strm(c)>>>(x, w, dim, eps, y, nullptr, qo);
+  launch_norm(c, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), x, w, dim, eps, y, nullptr, qo);
   if (SPLASH_LAUNCHED(c, "rmsnorm") && qo.q4) produced(c, y, qo.total);
 }
 void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n, int32_t dim, float eps, float* x) {
@@ -126,7 +145,8 @@ void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n,
     return !(e && e[0] == '0');
   }();
   if (cluster && n <= 8 && dim <= kNormCluster * kNormClusterThreads * kNormClusterPer) {
-    k_add_rmsnorm_cluster<<<unsigned(n) * kNormCluster, kNormClusterThreads, 0, strm(c)>>>(h, y, w, dim, eps, x, qo);
+    launch_norm(c, k_add_rmsnorm_cluster, dim3(unsigned(n) * kNormCluster), dim3(kNormClusterThreads), h, y, w, dim, eps,
+                x, qo);
     if (SPLASH_LAUNCHED(c, "add_rmsnorm") && qo.q4) produced(c, x, qo.total);
     return;
   }
@@ -136,14 +156,14 @@ void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n,
     return;
   }
   const int threads = std::max(norm_threads(dim), std::min(1024, (dim + kAddNormPer - 1) / kAddNormPer + 31) / 32 * 32);
-  k_add_rmsnorm<<<n, threads, 0, strm(c)>>>(h, y, w, dim, eps, x, qo);
+  launch_norm(c, k_add_rmsnorm, dim3(unsigned(n)), dim3(threads), h, y, w, dim, eps, x, qo);
   if (SPLASH_LAUNCHED(c, "add_rmsnorm") && qo.q4) produced(c, x, qo.total);
 }
 void gated_rmsnorm(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y) {
   Ctx* c = static_cast<Ctx*>(ctx);
   if (n <= 0) return;
   const QuantOut qo = dim % 32 == 0 ? quant_out(c, int64_t(n) * dim) : QuantOut{};  // for the output projection
-  k_rmsnorm<<<n, norm_threads(dim), 0, strm(c)>>>(x, w, dim, eps, y, z, qo);
+  launch_norm(c, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), x, w, dim, eps, y, z, qo);
   if (SPLASH_LAUNCHED(c, "gated_rmsnorm") && qo.q4) produced(c, y, qo.total);
 }
 
