@@ -89,14 +89,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps) k_gemv_stream(GemvGroup grp
     gemv_q_dot<BITS, NT, ROWS>(acc, wv, s, b, C, nch, int64_t(k) * 32 + lane, xq, xs, xsum, lvl2, nt);
     __syncwarp();  // every lane is done with this stage before it is refilled
   }
-#pragma unroll
-  for (int i = 0; i < ROWS; ++i)
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t >= nt) break;
-      const float v = warp_sum(acc[i][t]);
-      if (lane == 0 && r0 + i < R) y[t * ys + r0 + i] = v;
-    }
+  gemv_q_store<NT, ROWS>(acc, y, ys, r0, R, nt, lane);
 }
 
 template <int BITS, int NT>

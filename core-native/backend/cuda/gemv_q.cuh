@@ -87,6 +87,20 @@ __device__ __forceinline__ void gemv_q_dot(float (&acc)[ROWS][NT], const uint4 (
   }
 }
 
+// A warp's sums for its ROWS rows → y (lane 0 writes; rows past R are dropped).
+template <int NT, int ROWS>
+__device__ __forceinline__ void gemv_q_store(float (&acc)[ROWS][NT], float* y, int64_t ys, int64_t r0, int64_t R,
+                                             int32_t nt, int lane) {
+#pragma unroll
+  for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t >= nt) break;
+      const float v = warp_sum(acc[i][t]);
+      if (lane == 0 && r0 + i < R) y[t * ys + r0 + i] = v;
+    }
+}
+
 // One 32-column chunk `ch` of ROWS rows against NT tokens, the weights read from global memory.
 template <int BITS, int NT, int ROWS>
 __device__ __forceinline__ void gemv_q_chunk(float (&acc)[ROWS][NT], const uint8_t* base, const splash_weight& w,
@@ -167,14 +181,7 @@ __device__ __forceinline__ void gemv_q_body(const GemvGroup& grp, const int8_t* 
     for (int64_t ch = lane; ch < nch; ch += 32)
       gemv_q_chunk<BITS, NT, ROWS>(acc, base, w, r0, R, C, G, nch, row_bytes, ch, xq, xs, xsum, lvl2, nt);
   }
-#pragma unroll
-  for (int i = 0; i < ROWS; ++i)
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t >= nt) break;
-      const float v = warp_sum(acc[i][t]);
-      if (lane == 0 && r0 + i < R) y[t * ys + r0 + i] = v;
-    }
+  gemv_q_store<NT, ROWS>(acc, y, ys, r0, R, nt, lane);
 }
 
 // A launch of up to 8 tokens on the integer tensor cores (cuda_gemv_mma.cu); false when it does not take it
