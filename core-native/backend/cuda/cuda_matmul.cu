@@ -68,6 +68,8 @@ __global__ void __launch_bounds__(128) k_gemv_f(splash_weight w, const float* x,
 // Few rows (GDN b/a, routers, gates): block per row, the columns split over the block.
 template <int NT>
 __global__ void __launch_bounds__(128) k_gemv_f_row(GemvGroup grp, const float* x, int32_t nt) {
+  pdl_trigger();
+  pdl_wait();  // launched with PDL: the activations come from a kernel before this one
   __shared__ float red[NT][4];
   splash_weight w;
   float* y;
@@ -77,6 +79,7 @@ __global__ void __launch_bounds__(128) k_gemv_f_row(GemvGroup grp, const float* 
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f;
+#pragma unroll 4  // the loads of several steps in flight (the sums keep their order)
   for (int64_t c = int64_t(threadIdx.x) * 8; c < C; c += 1024) {
     float v[8];
     load8(w, r, c, v);
@@ -229,10 +232,10 @@ void gemv_group(Ctx* c, int kind, GemvGroup& grp, const float* x, int32_t nt) {
   for (int g = 0; g < grp.n; ++g) grp.first[g + 1] = grp.first[g] + int32_t(grp.w[g].rows);
   const unsigned blocks = unsigned(grp.first[grp.n]);
   switch (nt) {
-    case 1: k_gemv_f_row<1><<<blocks, 128, 0, strm(c)>>>(grp, x, nt); break;
-    case 2: k_gemv_f_row<2><<<blocks, 128, 0, strm(c)>>>(grp, x, nt); break;
-    case 3: case 4: k_gemv_f_row<4><<<blocks, 128, 0, strm(c)>>>(grp, x, nt); break;
-    default: k_gemv_f_row<8><<<blocks, 128, 0, strm(c)>>>(grp, x, nt);
+    case 1: launch_pdl(c, k_gemv_f_row<1>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
+    case 2: launch_pdl(c, k_gemv_f_row<2>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
+    case 3: case 4: launch_pdl(c, k_gemv_f_row<4>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
+    default: launch_pdl(c, k_gemv_f_row<8>, dim3(blocks), dim3(128), 0, grp, x, nt);
   }
   SPLASH_LAUNCHED(c, "gemv_f_row");
 }
