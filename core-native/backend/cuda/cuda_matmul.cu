@@ -79,7 +79,6 @@ __global__ void __launch_bounds__(128) k_gemv_f_row(GemvGroup grp, const float* 
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f;
-#pragma unroll 4  // the loads of several steps in flight (the sums keep their order)
   for (int64_t c = int64_t(threadIdx.x) * 8; c < C; c += 1024) {
     float v[8];
     load8(w, r, c, v);

@@ -18,12 +18,10 @@ __global__ void k_rmsnorm(const float* x, const float* w, int32_t dim, float eps
   const float* xi = x + int64_t(blockIdx.x) * dim;
   float* yi = y + int64_t(blockIdx.x) * dim;
   float ss = 0.f;
-#pragma unroll 4  // several loads in flight (the sum keeps its order)
   for (int c = threadIdx.x; c < dim; c += blockDim.x) ss += xi[c] * xi[c];
   ss = block_sum(ss, sh);
   const float inv = 1.f / sqrtf(ss / float(dim) + eps);
   const float* zi = z ? z + int64_t(blockIdx.x) * dim : nullptr;
-#pragma unroll 4
   for (int c = threadIdx.x; c < dim; c += blockDim.x) {  // whole warps when qo is set (dim % 32 == 0)
     const float v = zi ? xi[c] * inv * w[c] * siluf_(zi[c]) : xi[c] * inv * w[c];
     yi[c] = v;
