@@ -101,6 +101,8 @@ struct GqaSmem {
 // / (HD/4)) keeps float4 column c4 of rows rg, rg + RG, … in registers.
 template <int HD, int RMAX>
 __global__ void __launch_bounds__(kGqaThreads) k_attn_gqa(splash_attn_args a, int32_t nsplit, int32_t split, float* part) {
+  pdl_trigger();
+  pdl_wait();  // launched with PDL (launch_dep): the kernel before it is done
   using L = GqaSmem<HD, RMAX>;
   constexpr int C4 = HD / 4, RG = kGqaThreads / C4, RPT = (RMAX + RG - 1) / RG, RW = RMAX / 4;
   extern __shared__ __align__(16) float gsm[];
@@ -235,8 +237,8 @@ bool launch_gqa(Ctx* c, const splash_attn_args& a, int32_t nsplit, int32_t split
   constexpr size_t bytes = GqaSmem<HD, RMAX>::bytes;
   if (!smem_opt_in<k_attn_gqa<HD, RMAX>>(c, bytes, "attention_gqa smem")) return false;
   const int rows = a.n_heads / a.n_kv_heads * a.n_tokens;
-  k_attn_gqa<HD, RMAX><<<dim3(unsigned((rows + RMAX - 1) / RMAX), unsigned(nsplit), unsigned(a.n_kv_heads)), kGqaThreads,
-                         bytes, strm(c)>>>(a, nsplit, split, part);
+  launch_dep(c, k_attn_gqa<HD, RMAX>, dim3(unsigned((rows + RMAX - 1) / RMAX), unsigned(nsplit), unsigned(a.n_kv_heads)),
+             dim3(kGqaThreads), bytes, a, nsplit, split, part);
   return SPLASH_LAUNCHED(c, "attention_gqa");
 }
 
@@ -253,6 +255,7 @@ constexpr int kMergeThreads = 256, kMergeCols = 64, kMergeSlices = kMergeThreads
 __global__ void __launch_bounds__(kMergeThreads) k_attn_merge(splash_attn_args a, int32_t nsplit, int32_t split,
                                                               const float* part) {
   pdl_trigger();
+  pdl_wait();  // launched with PDL (launch_dep): the kernel before it is done
   __shared__ float w[kMergeChunk];
   __shared__ float red[32];
   __shared__ float4 acc_s[kMergeSlices][kMergeCols / 4];
@@ -314,8 +317,8 @@ __global__ void __launch_bounds__(kMergeThreads) k_attn_merge(splash_attn_args a
 
 void attention_merge(Ctx* c, const splash_attn_args& a, int32_t nsplit, int32_t split, const float* part) {
   const unsigned th = unsigned(int64_t(a.n_tokens) * a.n_heads);
-  k_attn_merge<<<dim3(th, unsigned((a.head_dim + kMergeCols - 1) / kMergeCols)), kMergeThreads, 0, strm(c)>>>(a, nsplit,
-                                                                                                               split, part);
+  launch_dep(c, k_attn_merge, dim3(th, unsigned((a.head_dim + kMergeCols - 1) / kMergeCols)), dim3(kMergeThreads), 0, a,
+             nsplit, split, part);
   SPLASH_LAUNCHED(c, "attention_merge");
 }
 

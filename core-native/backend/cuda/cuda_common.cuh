@@ -38,7 +38,7 @@ struct Ctx {
                  void*, int, int, int, int) = nullptr;
   bool use_cublas = true;
   bool pdl = true;       // decode GEMVs launched with programmatic dependent launch ($SPLASH_PDL=0: off)
-  bool pdl_norms = true;  // the norms too, waiting for the GEMV before them ($SPLASH_PDL_NORMS=0: plain launches)
+  bool pdl_small = true;  // the norms and the decode step's small kernels too (launch_dep; $SPLASH_PDL_SMALL=0: off)
   // q4/q8 GEMV launches of this many tokens up to 8 run on the integer tensor cores, fewer on dp4a (0: never;
   // $SPLASH_GEMV_MMA). 8: measured faster at 8 tokens, slower at 4 and 1 (DEVELOPMENT.md)
   int gemv_mma = 8;
@@ -151,6 +151,16 @@ bool launch_pdl(Ctx* c, void (*kernel)(Params...), dim3 grid, dim3 block, size_t
   cfg.attrs = at;
   cfg.numAttrs = c->pdl ? 1 : 0;
   return check(c, cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "launch");
+}
+
+// A kernel that starts with pdl_wait() (it touches nothing before the kernel ahead of it is done), launched with PDL
+// when c->pdl and c->pdl_small ($SPLASH_PDL_SMALL=0: plain launches), so its launch overlaps the end of that kernel.
+template <typename... Params, typename... Args>
+void launch_dep(Ctx* c, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+  if (c->pdl && c->pdl_small)
+    launch_pdl(c, kernel, grid, block, smem, std::forward<Args>(args)...);
+  else
+    kernel<<<grid, block, smem, strm(c)>>>(std::forward<Args>(args)...);
 }
 
 __device__ __forceinline__ float bf16f(uint16_t v) { return __uint_as_float(uint32_t(v) << 16); }

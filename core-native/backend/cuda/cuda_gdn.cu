@@ -53,6 +53,8 @@ __global__ void k_conv_state(const float* x, int32_t nt, int32_t C, int32_t K, f
 constexpr int kConvFusedTokens = 8;
 __global__ void k_conv1d_silu_state(const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state,
                                     float* y) {
+  pdl_trigger();
+  pdl_wait();  // launched with PDL (launch_dep): the kernel before it is done
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float buf[kMaxConv - 1 + kConvFusedTokens], wc[kMaxConv];
@@ -95,6 +97,8 @@ __global__ void k_gdn_prep(splash_gdn_args a, float* prep) {
 
 template <int DK>
 __global__ void __launch_bounds__(32) k_gdn_warp(splash_gdn_args a, const float* prep) {
+  pdl_trigger();
+  pdl_wait();  // launched with PDL (launch_dep): the kernel before it is done
   const int lane = threadIdx.x;
   const int32_t h = blockIdx.x, col = blockIdx.y * 32 + lane, dv = a.dv, kh = h / (a.nv / a.nk);
   const bool colok = col < dv;
@@ -138,6 +142,8 @@ __global__ void __launch_bounds__(32) k_gdn_warp(splash_gdn_args a, const float*
 // serial loads, which decode is bound by; RW = 32 for head sizes the warp form does not take.
 template <int RW>
 __global__ void k_gdn(splash_gdn_args a) {
+  pdl_trigger();
+  pdl_wait();  // launched with PDL (launch_dep): the kernel before it is done
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int32_t h = blockIdx.x, col = blockIdx.y * 32 + lane;
   const int32_t dk = a.dk, dv = a.dv, kh = h / (a.nv / a.nk);
@@ -220,7 +226,7 @@ void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, co
   }
   if (nt <= 0) return;
   if (nt <= kConvFusedTokens) {
-    k_conv1d_silu_state<<<blocks_for(C, 128), 128, 0, strm(c)>>>(x, nt, C, K, w, state, y);
+    launch_dep(c, k_conv1d_silu_state, dim3(blocks_for(C, 128)), dim3(128), 0, x, nt, C, K, w, state, y);
     SPLASH_LAUNCHED(c, "conv1d_silu_state");
     return;
   }
@@ -239,7 +245,7 @@ void gdn_recurrent(void* ctx, const splash_gdn_args* a) {
   if (a->n_tokens <= 0) return;
   dim3 grid(unsigned(a->nv), unsigned((a->dv + 31) / 32));
   if (a->n_tokens <= kGdnFewTokens && a->dk % 16 == 0 && a->dk <= 16 * kMaxDkWarps) {
-    k_gdn<16><<<grid, (a->dk / 16) * 32, 0, strm(c)>>>(*a);
+    launch_dep(c, k_gdn<16>, dim3(grid), dim3((a->dk / 16) * 32), 0, *a);
     SPLASH_LAUNCHED(c, "gdn");
     return;
   }
@@ -247,14 +253,14 @@ void gdn_recurrent(void* ctx, const splash_gdn_args* a) {
     auto* prep = static_cast<float*>(scratch(c, kGdn, size_t(a->n_tokens) * a->nk * (2 * a->dk + 4) * 4));
     if (!prep) return;
     gdn_prep(c, *a, prep);
-    if (a->dk == 32) k_gdn_warp<32><<<grid, 32, 0, strm(c)>>>(*a, prep);
-    else if (a->dk == 64) k_gdn_warp<64><<<grid, 32, 0, strm(c)>>>(*a, prep);
-    else k_gdn_warp<128><<<grid, 32, 0, strm(c)>>>(*a, prep);
+    if (a->dk == 32) launch_dep(c, k_gdn_warp<32>, dim3(grid), dim3(32), 0, *a, prep);
+    else if (a->dk == 64) launch_dep(c, k_gdn_warp<64>, dim3(grid), dim3(32), 0, *a, prep);
+    else launch_dep(c, k_gdn_warp<128>, dim3(grid), dim3(32), 0, *a, prep);
     SPLASH_LAUNCHED(c, "gdn");
     return;
   }
   const int warps = (a->dk + 31) / 32;
-  k_gdn<32><<<grid, warps * 32, 0, strm(c)>>>(*a);
+  launch_dep(c, k_gdn<32>, dim3(grid), dim3(warps * 32), 0, *a);
   SPLASH_LAUNCHED(c, "gdn");
 }
 

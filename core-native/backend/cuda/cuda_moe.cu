@@ -86,6 +86,8 @@ __global__ void k_route(const float* logits, int32_t E, int32_t K, int32_t renor
 // with no block barriers: K rounds of a warp arg-max (ties to the lower index).
 template <int PER>
 __global__ void k_route_warp(const float* logits, int32_t N, int32_t E, int32_t K, int32_t renorm, int32_t* ids, float* wts) {
+  pdl_trigger();
+  pdl_wait();  // launched with PDL (launch_dep): the kernel before it is done
   const int lane = threadIdx.x & 31;
   const int64_t t = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (t >= N) return;
@@ -130,9 +132,9 @@ __global__ void k_route_warp(const float* logits, int32_t N, int32_t E, int32_t 
 
 void route(Ctx* c, const float* logits, int32_t N, int32_t E, int32_t K, int32_t renorm, int32_t* ids, float* wts) {
   if (K <= 32 && E <= 32 * 8)
-    k_route_warp<8><<<blocks_for(N, 4), 128, 0, strm(c)>>>(logits, N, E, K, renorm, ids, wts);
+    launch_dep(c, k_route_warp<8>, dim3(blocks_for(N, 4)), dim3(128), 0, logits, N, E, K, renorm, ids, wts);
   else if (K <= 32 && E <= 32 * 16)
-    k_route_warp<16><<<blocks_for(N, 4), 128, 0, strm(c)>>>(logits, N, E, K, renorm, ids, wts);
+    launch_dep(c, k_route_warp<16>, dim3(blocks_for(N, 4)), dim3(128), 0, logits, N, E, K, renorm, ids, wts);
   else
     k_route<<<N, 256, size_t(E) * 4, strm(c)>>>(logits, E, K, renorm, ids, wts);
   SPLASH_LAUNCHED(c, "moe_route");
@@ -142,6 +144,8 @@ void route(Ctx* c, const float* logits, int32_t N, int32_t E, int32_t K, int32_t
 // (pos) when the pairs were sorted by expert
 __global__ void k_combine(const float* ye, const float* wts, const int32_t* pos, int32_t K, int64_t H, int32_t N,
                           float* out) {
+  pdl_trigger();
+  pdl_wait();  // launched with PDL (launch_dep): the kernel before it is done
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= int64_t(N) * H) return;
   const int64_t t = i / H, d = i % H;
@@ -259,7 +263,7 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
   dn.w[0] = *a->down, dn.y[0] = ye, dn.nw = 1;
   dn.x = gb, dn.off = off, dn.tile_e = tile_e, dn.tile_r = tile_r;
   expert_gemm(c, dn, tmax);
-  k_combine<<<blocks_for(int64_t(N) * H, 256), 256, 0, strm(c)>>>(ye, wts, pos, K, H, N, a->out);
+  launch_dep(c, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, pos, K, H, N, a->out);
   SPLASH_LAUNCHED(c, "moe_combine");
   return true;
 }
@@ -291,7 +295,7 @@ bool moe_device(Ctx* c, const splash_moe_args* a) {
   matmul_experts(c, 2, gu, a->x, N, ids, P, K, gu_out, I);  // gate and up in one launch
   swiglu(c, gb, ub, int64_t(P) * I, gb);
   matmul_experts(c, 1, &a->down, gb, P, ids, P, 1, &ye, H);
-  k_combine<<<blocks_for(int64_t(N) * H, 256), 256, 0, strm(c)>>>(ye, wts, nullptr, K, H, N, a->out);
+  launch_dep(c, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, nullptr, K, H, N, a->out);
   SPLASH_LAUNCHED(c, "moe_combine");
   return true;
 }

@@ -116,24 +116,13 @@ __global__ void __cluster_dims__(kNormCluster, 1, 1) __launch_bounds__(kNormClus
 
 int norm_threads(int dim) { return dim >= 1024 ? 512 : dim >= 256 ? 256 : dim >= 128 ? 128 : 64; }
 
-// The norms are launched with programmatic dependent launch (each waits for the kernel before it at its start, the
-// cluster form after loading its weights), unless $SPLASH_PDL_NORMS=0.
-template <typename... Params, typename... Args>
-void launch_norm(Ctx* c, void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) {
-  if (c->pdl && c->pdl_norms) {
-    launch_pdl(c, kernel, grid, block, 0, std::forward<Args>(args)...);
-  } else {
-    kernel<<<grid, block, 0, strm(c)>>>(std::forward<Args>(args)...);
-  }
-}
-
 }  // namespace
 
 void rmsnorm(void* ctx, const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y) {
   Ctx* c = static_cast<Ctx*>(ctx);
   if (n <= 0) return;
   const QuantOut qo = dim % 32 == 0 ? quant_out(c, int64_t(n) * dim) : QuantOut{};  // for the matmuls that follow
-  launch_norm(c, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), x, w, dim, eps, y, nullptr, qo);
+  launch_dep(c, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), 0, x, w, dim, eps, y, nullptr, qo);
   if (SPLASH_LAUNCHED(c, "rmsnorm") && qo.q4) produced(c, y, qo.total);
 }
 void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n, int32_t dim, float eps, float* x) {
@@ -145,8 +134,8 @@ void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n,
     return !(e && e[0] == '0');
   }();
   if (cluster && n <= 8 && dim <= kNormCluster * kNormClusterThreads * kNormClusterPer) {
-    launch_norm(c, k_add_rmsnorm_cluster, dim3(unsigned(n) * kNormCluster), dim3(kNormClusterThreads), h, y, w, dim, eps,
-                x, qo);
+    launch_dep(c, k_add_rmsnorm_cluster, dim3(unsigned(n) * kNormCluster), dim3(kNormClusterThreads), 0, h, y, w, dim,
+               eps, x, qo);
     if (SPLASH_LAUNCHED(c, "add_rmsnorm") && qo.q4) produced(c, x, qo.total);
     return;
   }
@@ -156,14 +145,14 @@ void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n,
     return;
   }
   const int threads = std::max(norm_threads(dim), std::min(1024, (dim + kAddNormPer - 1) / kAddNormPer + 31) / 32 * 32);
-  launch_norm(c, k_add_rmsnorm, dim3(unsigned(n)), dim3(threads), h, y, w, dim, eps, x, qo);
+  launch_dep(c, k_add_rmsnorm, dim3(unsigned(n)), dim3(threads), 0, h, y, w, dim, eps, x, qo);
   if (SPLASH_LAUNCHED(c, "add_rmsnorm") && qo.q4) produced(c, x, qo.total);
 }
 void gated_rmsnorm(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y) {
   Ctx* c = static_cast<Ctx*>(ctx);
   if (n <= 0) return;
   const QuantOut qo = dim % 32 == 0 ? quant_out(c, int64_t(n) * dim) : QuantOut{};  // for the output projection
-  launch_norm(c, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), x, w, dim, eps, y, z, qo);
+  launch_dep(c, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), 0, x, w, dim, eps, y, z, qo);
   if (SPLASH_LAUNCHED(c, "gated_rmsnorm") && qo.q4) produced(c, y, qo.total);
 }
 
