@@ -237,8 +237,8 @@ bool launch_gqa(Ctx* c, const splash_attn_args& a, int32_t nsplit, int32_t split
   constexpr size_t bytes = GqaSmem<HD, RMAX>::bytes;
   if (!smem_opt_in<k_attn_gqa<HD, RMAX>>(c, bytes, "attention_gqa smem")) return false;
   const int rows = a.n_heads / a.n_kv_heads * a.n_tokens;
-  launch_dep(c, k_attn_gqa<HD, RMAX>, dim3(unsigned((rows + RMAX - 1) / RMAX), unsigned(nsplit), unsigned(a.n_kv_heads)),
-             dim3(kGqaThreads), bytes, a, nsplit, split, part);
+  const dim3 grid(unsigned((rows + RMAX - 1) / RMAX), unsigned(nsplit), unsigned(a.n_kv_heads));
+  launch_dep(c, c->pdl_small, k_attn_gqa<HD, RMAX>, grid, dim3(kGqaThreads), bytes, a, nsplit, split, part);
   return SPLASH_LAUNCHED(c, "attention_gqa");
 }
 
@@ -317,8 +317,8 @@ __global__ void __launch_bounds__(kMergeThreads) k_attn_merge(splash_attn_args a
 
 void attention_merge(Ctx* c, const splash_attn_args& a, int32_t nsplit, int32_t split, const float* part) {
   const unsigned th = unsigned(int64_t(a.n_tokens) * a.n_heads);
-  launch_dep(c, k_attn_merge, dim3(th, unsigned((a.head_dim + kMergeCols - 1) / kMergeCols)), dim3(kMergeThreads), 0, a,
-             nsplit, split, part);
+  launch_dep(c, c->pdl_small, k_attn_merge, dim3(th, unsigned((a.head_dim + kMergeCols - 1) / kMergeCols)),
+             dim3(kMergeThreads), 0, a, nsplit, split, part);
   SPLASH_LAUNCHED(c, "attention_merge");
 }
 

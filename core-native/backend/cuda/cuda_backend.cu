@@ -170,7 +170,7 @@ void rope_seq(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64_t h
   if (nt <= 0) return;
   RopeArgs a{nh, rd / 2, rd, start, sec ? sec[1] : 0, sec ? sec[2] : 0, sec ? 1 : 0, rs, hs, theta};
   const int64_t n = int64_t(nt) * nh * (rd / 2);
-  launch_dep(C(ctx), k_rope, dim3(blocks_for(n, 256)), dim3(256), 0, x, nt, a, nullptr);
+  launch_dep(C(ctx), C(ctx)->pdl_small, k_rope, dim3(blocks_for(n, 256)), dim3(256), 0, x, nt, a, nullptr);
   SPLASH_LAUNCHED(C(ctx), "rope");
 }
 void rope_seq_dev(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64_t hs, int32_t hd, int32_t rd,
@@ -178,7 +178,7 @@ void rope_seq_dev(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64
   if (nt <= 0) return;
   RopeArgs a{nh, rd / 2, rd, 0, sec ? sec[1] : 0, sec ? sec[2] : 0, sec ? 1 : 0, rs, hs, theta};
   const int64_t n = int64_t(nt) * nh * (rd / 2);
-  launch_dep(C(ctx), k_rope, dim3(blocks_for(n, 256)), dim3(256), 0, x, nt, a, start);
+  launch_dep(C(ctx), C(ctx)->pdl_small, k_rope, dim3(blocks_for(n, 256)), dim3(256), 0, x, nt, a, start);
   SPLASH_LAUNCHED(C(ctx), "rope");
 }
 
@@ -191,7 +191,7 @@ __global__ void k_rows_at(float* dst, const float* src, int64_t n, int64_t width
 void rows_at(void* ctx, float* dst, const float* src, int32_t n, int64_t width, const int32_t* start) {
   const int64_t m = int64_t(n) * width;
   if (m <= 0) return;
-  launch_dep(C(ctx), k_rows_at, dim3(blocks_for(m, 256)), dim3(256), 0, dst, src, m, width, start);
+  launch_dep(C(ctx), C(ctx)->pdl_small, k_rows_at, dim3(blocks_for(m, 256)), dim3(256), 0, dst, src, m, width, start);
   SPLASH_LAUNCHED(C(ctx), "rows_at");
 }
 
@@ -256,7 +256,8 @@ __global__ void k_gdn_gates(float* b, float* a, const float* A_log, const float*
 void gdn_gates(void* ctx, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv) {
   const int64_t m = int64_t(n) * nv;
   if (m <= 0) return;
-  launch_dep(C(ctx), k_gdn_gates, dim3(blocks_for(m, 256)), dim3(256), 0, b, a, A_log, dt_bias, m, nv);
+  launch_dep(C(ctx), C(ctx)->pdl_small, k_gdn_gates, dim3(blocks_for(m, 256)), dim3(256), 0, b, a, A_log, dt_bias, m,
+             nv);
   SPLASH_LAUNCHED(C(ctx), "gdn_gates");
 }
 
@@ -271,7 +272,8 @@ __global__ void k_sigmoid_gate(float* x, int64_t xp, const float* g, int64_t gp,
 void sigmoid_gate(void* ctx, float* x, int64_t xp, const float* g, int64_t gp, int32_t rows, int32_t width) {
   const int64_t n = int64_t(rows) * width;
   if (n <= 0) return;
-  launch_dep(C(ctx), k_sigmoid_gate, dim3(blocks_for(n, 256)), dim3(256), 0, x, xp, g, gp, rows, width);
+  launch_dep(C(ctx), C(ctx)->pdl_small, k_sigmoid_gate, dim3(blocks_for(n, 256)), dim3(256), 0, x, xp, g, gp, rows,
+             width);
   SPLASH_LAUNCHED(C(ctx), "sigmoid_gate");
 }
 
@@ -285,7 +287,7 @@ __global__ void k_gated_add(float* y, const float* x, const float* gate, int32_t
 void gated_add(void* ctx, float* y, const float* x, const float* gate, int32_t n, int32_t dim) {
   const int64_t m = int64_t(n) * dim;
   if (m <= 0) return;
-  launch_dep(C(ctx), k_gated_add, dim3(blocks_for(m, 256)), dim3(256), 0, y, x, gate, n, dim);
+  launch_dep(C(ctx), C(ctx)->pdl_small, k_gated_add, dim3(blocks_for(m, 256)), dim3(256), 0, y, x, gate, n, dim);
   SPLASH_LAUNCHED(C(ctx), "gated_add");
 }
 
@@ -484,7 +486,8 @@ struct CudaBackend {
 
 void add(void* ctx, float* y, const float* x, int64_t n) {
   if (n <= 0) return;
-  launch_dep(C(ctx), k_add, dim3(std::min<unsigned>(blocks_for(n, 256), 4096)), dim3(256), 0, y, x, n);
+  launch_dep(C(ctx), C(ctx)->pdl_small, k_add, dim3(std::min<unsigned>(blocks_for(n, 256), 4096)), dim3(256), 0, y, x,
+             n);
   SPLASH_LAUNCHED(C(ctx), "add");
 }
 
@@ -493,7 +496,8 @@ void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out) {
   flush(c);  // also called inside the backend, after matmuls that may wait
   if (n <= 0) return;
   const QuantOut qo = quant_out(c, n);  // for the down projection
-  launch_dep(c, k_swiglu, dim3(std::min<unsigned>(blocks_for(n, 256), 4096)), dim3(256), 0, g, u, n, out, qo);
+  launch_dep(c, c->pdl_small, k_swiglu, dim3(std::min<unsigned>(blocks_for(n, 256), 4096)), dim3(256), 0, g, u, n,
+             out, qo);
   if (SPLASH_LAUNCHED(c, "swiglu") && qo.q4) produced(c, out, qo.total);
 }
 
@@ -525,7 +529,8 @@ extern "C" __attribute__((visibility("default"))) splash_backend* splash_backend
   cublas_open(&cb->ctx);
   if (const char* r = getenv("SPLASH_GEMV_ROWS")) cb->ctx.gemv_rows = atoi(r);
   if (const char* r = getenv("SPLASH_PDL")) cb->ctx.pdl = r[0] != '0';
-  if (const char* r = getenv("SPLASH_PDL_SMALL")) cb->ctx.pdl_small = r[0] != '0';
+  if (const char* r = getenv("SPLASH_PDL_NORMS")) cb->ctx.pdl_norms = r[0] != '0';
+  if (const char* r = getenv("SPLASH_PDL_SMALL")) cb->ctx.pdl_small = r[0] == '1';
   if (const char* r = getenv("SPLASH_GEMV_MMA")) cb->ctx.gemv_mma = atoi(r);
   if (const char* r = getenv("SPLASH_QGEMM_MIN")) cb->ctx.qgemm_min = atoi(r);
   if (const char* r = getenv("SPLASH_QGEMM_MAX")) cb->ctx.qgemm_max = atoi(r);

@@ -38,7 +38,10 @@ struct Ctx {
                  void*, int, int, int, int) = nullptr;
   bool use_cublas = true;
   bool pdl = true;       // decode GEMVs launched with programmatic dependent launch ($SPLASH_PDL=0: off)
-  bool pdl_small = true;  // the norms and the decode step's small kernels too (launch_dep; $SPLASH_PDL_SMALL=0: off)
+  bool pdl_norms = true;   // the norms too ($SPLASH_PDL_NORMS=0: plain launches)
+  // the decode step's other small kernels too ($SPLASH_PDL_SMALL=1; off: measured faster in the engine, but its one
+  // HTTP run is unexplained, DEVELOPMENT.md)
+  bool pdl_small = false;
   // q4/q8 GEMV launches of this many tokens up to 8 run on the integer tensor cores, fewer on dp4a (0: never;
   // $SPLASH_GEMV_MMA). 8: measured faster at 8 tokens, slower at 4 and 1 (DEVELOPMENT.md)
   int gemv_mma = 8;
@@ -154,10 +157,11 @@ bool launch_pdl(Ctx* c, void (*kernel)(Params...), dim3 grid, dim3 block, size_t
 }
 
 // A kernel that starts with pdl_wait() (it touches nothing before the kernel ahead of it is done), launched with PDL
-// when c->pdl and c->pdl_small ($SPLASH_PDL_SMALL=0: plain launches), so its launch overlaps the end of that kernel.
+// when c->pdl and `on` (Ctx::pdl_norms for the norms, Ctx::pdl_small for the others), so its launch overlaps the end
+// of that kernel; otherwise a plain launch.
 template <typename... Params, typename... Args>
-void launch_dep(Ctx* c, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
-  if (c->pdl && c->pdl_small)
+void launch_dep(Ctx* c, bool on, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+  if (c->pdl && on)
     launch_pdl(c, kernel, grid, block, smem, std::forward<Args>(args)...);
   else
     kernel<<<grid, block, smem, strm(c)>>>(std::forward<Args>(args)...);

@@ -226,7 +226,7 @@ void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, co
   }
   if (nt <= 0) return;
   if (nt <= kConvFusedTokens) {
-    launch_dep(c, k_conv1d_silu_state, dim3(blocks_for(C, 128)), dim3(128), 0, x, nt, C, K, w, state, y);
+    launch_dep(c, c->pdl_small, k_conv1d_silu_state, dim3(blocks_for(C, 128)), dim3(128), 0, x, nt, C, K, w, state, y);
     SPLASH_LAUNCHED(c, "conv1d_silu_state");
     return;
   }
@@ -245,7 +245,7 @@ void gdn_recurrent(void* ctx, const splash_gdn_args* a) {
   if (a->n_tokens <= 0) return;
   dim3 grid(unsigned(a->nv), unsigned((a->dv + 31) / 32));
   if (a->n_tokens <= kGdnFewTokens && a->dk % 16 == 0 && a->dk <= 16 * kMaxDkWarps) {
-    launch_dep(c, k_gdn<16>, dim3(grid), dim3((a->dk / 16) * 32), 0, *a);
+    launch_dep(c, c->pdl_small, k_gdn<16>, dim3(grid), dim3((a->dk / 16) * 32), 0, *a);
     SPLASH_LAUNCHED(c, "gdn");
     return;
   }
@@ -253,14 +253,14 @@ void gdn_recurrent(void* ctx, const splash_gdn_args* a) {
     auto* prep = static_cast<float*>(scratch(c, kGdn, size_t(a->n_tokens) * a->nk * (2 * a->dk + 4) * 4));
     if (!prep) return;
     gdn_prep(c, *a, prep);
-    if (a->dk == 32) launch_dep(c, k_gdn_warp<32>, dim3(grid), dim3(32), 0, *a, prep);
-    else if (a->dk == 64) launch_dep(c, k_gdn_warp<64>, dim3(grid), dim3(32), 0, *a, prep);
-    else launch_dep(c, k_gdn_warp<128>, dim3(grid), dim3(32), 0, *a, prep);
+    if (a->dk == 32) launch_dep(c, c->pdl_small, k_gdn_warp<32>, dim3(grid), dim3(32), 0, *a, prep);
+    else if (a->dk == 64) launch_dep(c, c->pdl_small, k_gdn_warp<64>, dim3(grid), dim3(32), 0, *a, prep);
+    else launch_dep(c, c->pdl_small, k_gdn_warp<128>, dim3(grid), dim3(32), 0, *a, prep);
     SPLASH_LAUNCHED(c, "gdn");
     return;
   }
   const int warps = (a->dk + 31) / 32;
-  launch_dep(c, k_gdn<32>, dim3(grid), dim3(warps * 32), 0, *a);
+  launch_dep(c, c->pdl_small, k_gdn<32>, dim3(grid), dim3(warps * 32), 0, *a);
   SPLASH_LAUNCHED(c, "gdn");
 }
 

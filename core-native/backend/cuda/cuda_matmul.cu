@@ -231,10 +231,10 @@ void gemv_group(Ctx* c, int kind, GemvGroup& grp, const float* x, int32_t nt) {
   for (int g = 0; g < grp.n; ++g) grp.first[g + 1] = grp.first[g] + int32_t(grp.w[g].rows);
   const unsigned blocks = unsigned(grp.first[grp.n]);
   switch (nt) {
-    case 1: launch_dep(c, k_gemv_f_row<1>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
-    case 2: launch_dep(c, k_gemv_f_row<2>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
-    case 3: case 4: launch_dep(c, k_gemv_f_row<4>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
-    default: launch_dep(c, k_gemv_f_row<8>, dim3(blocks), dim3(128), 0, grp, x, nt);
+    case 1: launch_dep(c, c->pdl_small, k_gemv_f_row<1>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
+    case 2: launch_dep(c, c->pdl_small, k_gemv_f_row<2>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
+    case 3: case 4: launch_dep(c, c->pdl_small, k_gemv_f_row<4>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
+    default: launch_dep(c, c->pdl_small, k_gemv_f_row<8>, dim3(blocks), dim3(128), 0, grp, x, nt);
   }
   SPLASH_LAUNCHED(c, "gemv_f_row");
 }

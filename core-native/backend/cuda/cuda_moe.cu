@@ -132,9 +132,11 @@ __global__ void k_route_warp(const float* logits, int32_t N, int32_t E, int32_t 
 
 void route(Ctx* c, const float* logits, int32_t N, int32_t E, int32_t K, int32_t renorm, int32_t* ids, float* wts) {
   if (K <= 32 && E <= 32 * 8)
-    launch_dep(c, k_route_warp<8>, dim3(blocks_for(N, 4)), dim3(128), 0, logits, N, E, K, renorm, ids, wts);
+    launch_dep(c, c->pdl_small, k_route_warp<8>, dim3(blocks_for(N, 4)), dim3(128), 0, logits, N, E, K, renorm, ids,
+               wts);
   else if (K <= 32 && E <= 32 * 16)
-    launch_dep(c, k_route_warp<16>, dim3(blocks_for(N, 4)), dim3(128), 0, logits, N, E, K, renorm, ids, wts);
+    launch_dep(c, c->pdl_small, k_route_warp<16>, dim3(blocks_for(N, 4)), dim3(128), 0, logits, N, E, K, renorm, ids,
+               wts);
   else
     k_route<<<N, 256, size_t(E) * 4, strm(c)>>>(logits, E, K, renorm, ids, wts);
   SPLASH_LAUNCHED(c, "moe_route");
@@ -263,7 +265,8 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
   dn.w[0] = *a->down, dn.y[0] = ye, dn.nw = 1;
   dn.x = gb, dn.off = off, dn.tile_e = tile_e, dn.tile_r = tile_r;
   expert_gemm(c, dn, tmax);
-  launch_dep(c, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, pos, K, H, N, a->out);
+  launch_dep(c, c->pdl_small, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, pos, K, H, N,
+             a->out);
   SPLASH_LAUNCHED(c, "moe_combine");
   return true;
 }
@@ -295,7 +298,8 @@ bool moe_device(Ctx* c, const splash_moe_args* a) {
   matmul_experts(c, 2, gu, a->x, N, ids, P, K, gu_out, I);  // gate and up in one launch
   swiglu(c, gb, ub, int64_t(P) * I, gb);
   matmul_experts(c, 1, &a->down, gb, P, ids, P, 1, &ye, H);
-  launch_dep(c, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, nullptr, K, H, N, a->out);
+  launch_dep(c, c->pdl_small, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, nullptr, K, H,
+             N, a->out);
   SPLASH_LAUNCHED(c, "moe_combine");
   return true;
 }

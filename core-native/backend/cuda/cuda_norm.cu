@@ -122,7 +122,7 @@ void rmsnorm(void* ctx, const float* x, const float* w, int32_t n, int32_t dim, 
   Ctx* c = static_cast<Ctx*>(ctx);
   if (n <= 0) return;
   const QuantOut qo = dim % 32 == 0 ? quant_out(c, int64_t(n) * dim) : QuantOut{};  // for the matmuls that follow
-  launch_dep(c, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), 0, x, w, dim, eps, y, nullptr, qo);
+  launch_dep(c, c->pdl_norms, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), 0, x, w, dim, eps, y, nullptr, qo);
   if (SPLASH_LAUNCHED(c, "rmsnorm") && qo.q4) produced(c, y, qo.total);
 }
 void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n, int32_t dim, float eps, float* x) {
@@ -134,8 +134,8 @@ void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n,
     return !(e && e[0] == '0');
   }();
   if (cluster && n <= 8 && dim <= kNormCluster * kNormClusterThreads * kNormClusterPer) {
-    launch_dep(c, k_add_rmsnorm_cluster, dim3(unsigned(n) * kNormCluster), dim3(kNormClusterThreads), 0, h, y, w, dim,
-               eps, x, qo);
+    launch_dep(c, c->pdl_norms, k_add_rmsnorm_cluster, dim3(unsigned(n) * kNormCluster), dim3(kNormClusterThreads), 0,
+               h, y, w, dim, eps, x, qo);
     if (SPLASH_LAUNCHED(c, "add_rmsnorm") && qo.q4) produced(c, x, qo.total);
     return;
   }
@@ -145,14 +145,14 @@ void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n,
     return;
   }
   const int threads = std::max(norm_threads(dim), std::min(1024, (dim + kAddNormPer - 1) / kAddNormPer + 31) / 32 * 32);
-  launch_dep(c, k_add_rmsnorm, dim3(unsigned(n)), dim3(threads), 0, h, y, w, dim, eps, x, qo);
+  launch_dep(c, c->pdl_norms, k_add_rmsnorm, dim3(unsigned(n)), dim3(threads), 0, h, y, w, dim, eps, x, qo);
   if (SPLASH_LAUNCHED(c, "add_rmsnorm") && qo.q4) produced(c, x, qo.total);
 }
 void gated_rmsnorm(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y) {
   Ctx* c = static_cast<Ctx*>(ctx);
   if (n <= 0) return;
   const QuantOut qo = dim % 32 == 0 ? quant_out(c, int64_t(n) * dim) : QuantOut{};  // for the output projection
-  launch_dep(c, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), 0, x, w, dim, eps, y, z, qo);
+  launch_dep(c, c->pdl_norms, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), 0, x, w, dim, eps, y, z, qo);
   if (SPLASH_LAUNCHED(c, "gated_rmsnorm") && qo.q4) produced(c, y, qo.total);
 }
 
