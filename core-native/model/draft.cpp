@@ -180,18 +180,14 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   // greedy-only items (no selector, no transform of the rows) get their ids from the backend; the others' rows
   // come back whole
   std::vector<char> pick(items.size(), 0);
-  bool any_pick = false, any_rows = false;
   for (size_t i = 0; i < items.size(); ++i) {
     const DraftItem& it = items[i];
-    pick[i] = pick_on_backend_ && !selector && !transform && it.sample && !it.logits && greedy_only(*it.sample);
-    (pick[i] ? any_pick : any_rows) = true;
+    pick[i] = pick_on_backend_ && !selector && !transform && it.n > 0 && it.sample && !it.logits &&
+              greedy_only(*it.sample);
   }
-  const int32_t* ids = any_pick && R > 0 ? argmax_ids(logits, R) : nullptr;
-  float* lh = any_rows ? host_logits(size_t(R) * c.V) : nullptr;
-  for (size_t i = 0; any_rows && i < items.size(); ++i)
-    if (!pick[i] && items[i].n > 0)
-      be->copy_to_host(bc, lh + roff[i] * c.V, logits + roff[i] * c.V, size_t(items[i].n) * c.V * 4);
-  if (!ids && !any_rows) be->synchronize(bc);
+  const FetchedRows fetched = fetch_rows(logits, roff, pick);
+  const int32_t* ids = fetched.ids;
+  float* lh = fetched.rows;
   check_backend();
   out.assign(items.size(), {});
   {

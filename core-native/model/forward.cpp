@@ -32,12 +32,29 @@ float* Model::buf(Buf b, size_t floats) {
   return p;
 }
 
-const int32_t* Model::argmax_ids(const float* logits, int rows) {
-  auto* d = reinterpret_cast<int32_t*>(buf(kPick, size_t(rows)));
-  be_->iface->argmax_rows(be_->ctx, logits, rows, cfg_.V, d);
-  pick_host_.resize(size_t(rows));
-  be_->iface->copy_to_host(be_->ctx, pick_host_.data(), d, size_t(rows) * 4);
-  return pick_host_.data();
+Model::FetchedRows Model::fetch_rows(const float* logits, const std::vector<size_t>& off, const std::vector<char>& pick) {
+  const auto* be = be_->iface;
+  void* bc = be_->ctx;
+  const size_t V = size_t(cfg_.V), R = off.back();
+  bool any_pick = false, any_rows = false;
+  for (size_t i = 0; i + 1 < off.size(); ++i)
+    if (off[i + 1] > off[i]) (pick[i] ? any_pick : any_rows) = true;
+  FetchedRows f;
+  if (any_pick) {
+    auto* d = reinterpret_cast<int32_t*>(buf(kPick, R));
+    be->argmax_rows(bc, logits, int32_t(R), int64_t(V), d);
+    pick_host_.resize(R);
+    be->copy_to_host(bc, pick_host_.data(), d, R * 4);
+    f.ids = pick_host_.data();
+  }
+  if (any_rows) {
+    f.rows = host_logits(R * V);
+    for (size_t i = 0; i + 1 < off.size(); ++i)
+      if (!pick[i] && off[i + 1] > off[i])
+        be->copy_to_host(bc, f.rows + off[i] * V, logits + off[i] * V, (off[i + 1] - off[i]) * V * 4);
+  }
+  if (!any_pick && !any_rows) be->synchronize(bc);
+  return f;
 }
 
 float* Model::host_logits(size_t floats) {
@@ -340,26 +357,15 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   out.assign(items.size(), {});
   // greedy-only items get their ids from the backend; the others' rows come back whole
   std::vector<char> pick(items.size(), 0);
-  bool any_pick = false, any_rows = false;
+  std::vector<size_t> off(items.size() + 1, 0);
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& it = items[i];
-    if (it.head_rows() == 0) continue;
+    off[i + 1] = off[i] + size_t(it.head_rows());
     pick[i] = pick_on_backend_ && it.sample && it.logit_rows() == 0 && greedy_only(*it.sample);
-    (pick[i] ? any_pick : any_rows) = true;
   }
-  float* lh = nullptr;
-  const int32_t* ids = any_pick ? argmax_ids(b.logits, R) : nullptr;
-  if (any_rows) {
-    lh = host_logits(size_t(R) * c.V);
-    size_t r = 0;
-    for (size_t i = 0; i < items.size(); ++i) {
-      const size_t n = size_t(items[i].head_rows());
-      if (n && !pick[i]) be->copy_to_host(bc, lh + r * c.V, b.logits + r * c.V, n * c.V * 4);
-      r += n;
-    }
-  } else if (!any_pick) {
-    be->synchronize(bc);
-  }
+  const FetchedRows fetched = fetch_rows(b.logits, off, pick);
+  const int32_t* ids = fetched.ids;
+  float* lh = fetched.rows;
   check_backend();
   {
     std::lock_guard<std::mutex> lock(seq_mu_);  // lengths are read from the JS thread
@@ -389,7 +395,7 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
     const int n = it.head_rows();
-    if (pick[i]) {  // greedy: every row is its argmax (a verify pass at T = 0 rejects nothing)
+    if (pick[i] && n > 0) {  // greedy: every row is its argmax (a verify pass at T = 0 rejects nothing)
       take_ids(ids + r + size_t(n) - it.sample->rows.size(), it.sample->rows.size(), it.sampled);
       r += size_t(n);
       continue;

@@ -350,8 +350,14 @@ class Model {
   // The logits rows copied back each step: page-locked memory from a device backend that offers it (the
   // copy then runs at full bus speed), else logits_host_.
   float* host_logits(size_t floats);
-  // The argmax of each of `rows` logits rows [rows × V] on the backend, back on the host (pick_host_).
-  const int32_t* argmax_ids(const float* logits, int rows);
+  // After a pass whose logits rows [R × V] sit at `logits` on the backend, item i owning rows [off[i], off[i + 1]):
+  // the argmax ids of the items marked in `pick` (chosen on the backend, in pick_host_) and the other items' rows
+  // on the host. Each is null when no item with rows needs it; the pass is waited for either way.
+  struct FetchedRows {
+    const int32_t* ids = nullptr;
+    float* rows = nullptr;
+  };
+  FetchedRows fetch_rows(const float* logits, const std::vector<size_t>& off, const std::vector<char>& pick);
   bool pick_on_backend_ = false;  // the backend has argmax_rows ($SPLASH_DEVICE_ARGMAX=0: choose on the host)
   std::vector<int32_t> pick_host_;
   std::vector<float> logits_host_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "sampler/sampler.h"
 
 namespace splash::cpu {
 
@@ -15,18 +16,7 @@ void copy_to_device(void*, void* dst, const void* src, size_t bytes) { std::memc
 void copy_to_host(void*, void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 void argmax_rows(void*, const float* x, int32_t rows, int64_t width, int32_t* out) {
-  for (int32_t r = 0; r < rows; ++r) {
-    const float* v = x + r * width;
-    float m = -INFINITY;  // the largest value (NaN never compares greater), then its first index
-    for (int64_t i = 0; i < width; ++i) m = v[i] > m ? v[i] : m;
-    out[r] = -1;
-    if (m > -INFINITY)
-      for (int64_t i = 0; i < width; ++i)
-        if (v[i] == m) {
-          out[r] = int32_t(i);
-          break;
-        }
-  }
+  for (int32_t r = 0; r < rows; ++r) out[r] = sampler::argmax(x + r * width, int(width));  // the host sampler's rule
 }
 
 void copy2d(void*, void* dst, size_t dp, const void* src, size_t sp, size_t width, size_t height) {
