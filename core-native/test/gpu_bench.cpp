@@ -320,6 +320,42 @@ void bench(const std::string& dir, int prompt, int n) {
               " / %.3f ms against %.3f / %.3f / %.3f ms; draft passes of %d rows %.3f against %.3f ms\n",
               rows_t[0][1] * 1e3, rows_t[1][1] * 1e3, rows_t[2][1] * 1e3, rows_t[0][0] * 1e3, rows_t[1][0] * 1e3,
               rows_t[2][0] * 1e3, m->has_draft() ? m->draft_config().B - 1 : 0, draft_t[1] * 1e3, draft_t[0] * 1e3);
+  // sampled rows: steps of k tokens sampling all k rows at T = 0.7 with top-k 20 and top-p 0.95 (Qwen's suggested
+  // settings) and at T = 1 without filters, the backend's sampler (only ids come back) against the host's
+  double samp_t[2][3][2] = {};
+  for (int backend : {1, 0}) {
+    m->set_sample_on_backend(backend);
+    for (int pi = 0; pi < 2; ++pi)
+      for (int mi = 0; mi < 3; ++mi) {
+        const int k = kRows[mi];
+        auto r = std::make_shared<sampler::Request>();
+        r->params.temperature = pi == 0 ? 0.7f : 1.f;
+        if (pi == 0) r->params.top_k = 20, r->params.top_p = 0.95;
+        r->rows.resize(size_t(k));
+        for (int j = 0; j < k; ++j) r->rows[size_t(j)].uniform = (j * 0.37 + 0.11) - std::floor(j * 0.37 + 0.11);
+        items[0].sample = r;
+        items[0].logits = 0;
+        auto run = [&](int steps) {
+          const double t = now();
+          for (int i = 0; i < steps; ++i) {
+            items[0].tokens.resize(k);
+            for (int j = 0; j < k; ++j) items[0].tokens[j] = int32_t((i * 31 + j * 7 + 1) % c.V);
+            m->step(items, out);
+          }
+          return (now() - t) / steps;
+        };
+        run(2);
+        samp_t[pi][mi][backend] = run(8);
+      }
+  }
+  items[0].sample.reset();
+  items[0].logits = 1;
+  m->set_sample_on_backend(true);
+  for (int pi = 0; pi < 2; ++pi)
+    std::printf("sampled rows (%s), the backend's sampler / the host's: steps of 1 / 4 / 8 tokens sampling every row"
+                " %.3f / %.3f / %.3f ms against %.3f / %.3f / %.3f ms\n", pi == 0 ? "T 0.7, top-k 20, top-p 0.95" : "T 1",
+                samp_t[pi][0][1] * 1e3, samp_t[pi][1][1] * 1e3, samp_t[pi][2][1] * 1e3, samp_t[pi][0][0] * 1e3,
+                samp_t[pi][1][0] * 1e3, samp_t[pi][2][0] * 1e3);
   // Weight elements one token multiplies (routed experts: top-k of E), from the config.
   double elems = double(c.V) * c.H;  // lm_head
   for (int l = 0; l < c.L; ++l) {

@@ -521,6 +521,7 @@ int main(int argc, char** argv) {
         Be cpu(cb);
         test_ops(cpu, g);
         test_argmax(cpu, g);
+        test_sample(cpu, g);
         test_stream(g);
         splash_backend_cpu_free(cb);
       } else if (cmd == "bench-spec-gemv" && argc >= 3) {

@@ -176,6 +176,8 @@ void bench(const std::string& dir, int prompt, int n);
 
 // gpu_test_vision.cpp
 void test_vision_ops(Be& cpu, Be& g);
+// gpu_test_sample.cpp
+void test_sample(Be& cpu, Be& g);
 // gpu_test_model.cpp: whole-model logits, CUDA vs CPU (precise: fp32 activations in every CUDA matmul), and a
 // package's specialised kernels against the generic ones
 void test_model(const std::string& dir, bool precise);

@@ -305,6 +305,7 @@ const splash_backend_i kIface = {
     /* .rows_at          = */ nullptr,
     /* .add_rmsnorm      = */ nullptr,
     /* .argmax_rows      = */ argmax_rows,
+    /* .sample_rows      = */ sample_rows,
 };
 
 struct CpuBackend {

@@ -19,6 +19,52 @@ void argmax_rows(void*, const float* x, int32_t rows, int64_t width, int32_t* ou
   for (int32_t r = 0; r < rows; ++r) out[r] = sampler::argmax(x + r * width, int(width));  // the host sampler's rule
 }
 
+void sample_rows(void*, float* x, int64_t width, const splash_sample_desc* rows, int32_t n, const int32_t* ints, int64_t,
+                 int32_t* out) {
+  // the host sampler itself, row by row (what the model does without this slot)
+  sampler::Scratch s;
+  const int V = int(width);
+  for (int32_t j = 0; j < n; ++j) {
+    const splash_sample_desc& d = rows[j];
+    sampler::Request req;
+    req.params.temperature = d.temperature;
+    req.params.top_k = d.top_k;
+    req.params.top_p = d.top_p;
+    req.params.min_p = d.min_p;
+    req.params.repetition = d.repetition;
+    req.params.frequency = d.frequency;
+    req.params.presence = d.presence;
+    for (int32_t k = 0; k < d.n_penalized; ++k) {
+      req.penalties.ids.push_back(ints[2 * (d.pen_at + k)]);
+      req.penalties.counts.push_back(ints[2 * (d.pen_at + k) + 1]);
+    }
+    sampler::Row row;
+    row.uniform = d.uniform;
+    row.draft = d.draft;
+    row.accept = d.accept;
+    const float* v = x + d.row * width;
+    int32_t token = -1;
+    try {
+      if (d.draft >= 0 && d.temperature > 0.f) {
+        token = sampler::verify_row(v, V, req, row, d.q, s, nullptr, 0).token;
+      } else if (d.q_out && d.temperature > 0.f) {
+        const float* a = sampler::adjust(v, V, req, row, s);
+        const int32_t best = sampler::argmax(a, V);
+        if (best >= 0) {
+          sampler::distribution(a, V, best, req.params, s, s.probs);
+          std::memcpy(d.q_out, s.probs.data(), size_t(V) * 4);
+          token = sampler::draw_probs(d.q_out, V, d.uniform);
+        }
+      } else {
+        token = sampler::sample_row(v, V, req, row, s).token;
+      }
+    } catch (const std::exception&) {
+      token = -1;  // nothing above −inf
+    }
+    out[d.row] = token;
+  }
+}
+
 void copy2d(void*, void* dst, size_t dp, const void* src, size_t sp, size_t width, size_t height) {
   for (size_t r = 0; r < height; ++r)
     std::memcpy(static_cast<char*>(dst) + r * dp, static_cast<const char*>(src) + r * sp, width);

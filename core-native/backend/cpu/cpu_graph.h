@@ -12,6 +12,8 @@ void copy_to_device(void* ctx, void* dst, const void* src, size_t bytes);
 void copy_to_host(void* ctx, void* dst, const void* src, size_t bytes);
 void copy2d(void* ctx, void* dst, size_t dp, const void* src, size_t sp, size_t width, size_t height);
 void argmax_rows(void* ctx, const float* x, int32_t rows, int64_t width, int32_t* out);
+void sample_rows(void* ctx, float* x, int64_t width, const splash_sample_desc* rows, int32_t n, const int32_t* ints,
+                 int64_t n_ints, int32_t* out);
 void memset_zero(void* ctx, void* dst, size_t bytes);
 void embed(void* ctx, const splash_weight* w, const int32_t* tokens, int32_t n, float* out);
 void add(void* ctx, float* y, const float* x, int64_t n);

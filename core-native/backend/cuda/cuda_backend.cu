@@ -474,6 +474,7 @@ const splash_backend_i kIface = {
     /* .rows_at          = */ fl<rows_at>,
     /* .add_rmsnorm      = */ fl<add_rmsnorm>,
     /* .argmax_rows      = */ fl_keep<argmax_rows>,
+    /* .sample_rows      = */ fl<sample_rows>,
 };
 
 struct CudaBackend {

@@ -17,7 +17,7 @@
 namespace splash::cuda {
 
 enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, kMoeY, kMoeR, kWf, kGdn, kGdnChunk, kPq4, kPq8, kPs,
-               kQgX, kQgPart, kArgmax,
+               kQgX, kQgPart, kArgmax, kSampleDesc,
                kNumScratch };
 
 // The token counts the fused q4 GEMM takes by default (measured: DEVELOPMENT.md, CUDA backend).
@@ -307,6 +307,9 @@ void seg_attention(void* ctx, const splash_seg_attn_args* a);
 void add(void* ctx, float* y, const float* x, int64_t n);
 // cuda_argmax.cu
 void argmax_rows(void* ctx, const float* x, int32_t rows, int64_t width, int32_t* out);
+// cuda_sample.cu
+void sample_rows(void* ctx, float* x, int64_t width, const splash_sample_desc* rows, int32_t n, const int32_t* ints,
+                 int64_t n_ints, int32_t* out);
 // cuda_norm.cu
 void rmsnorm(void* ctx, const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y);
 void gated_rmsnorm(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y);

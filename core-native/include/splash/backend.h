@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define SPLASH_BACKEND_ABI 5
+#define SPLASH_BACKEND_ABI 6
 
 typedef enum splash_dtype {
   SPLASH_F32 = 0,
@@ -113,6 +113,27 @@ static inline splash_weight splash_weight_expert(const splash_weight* base, int6
   }
   return w;
 }
+
+// One row for the sampler on the backend (slot sample_rows, ABI 6): sampler/sampler.h's steps 1 and 3–4 and its
+// speculative rule on a row of logits where it lies. The grammar mask, forced tokens and log-probabilities stay
+// on the host's sampler.
+typedef struct splash_sample_desc {
+  int64_t row;        // row of x; the token goes to out[row]
+  float temperature;  // 0: the argmax of the penalised row
+  int32_t top_k;      // 0 = off
+  double top_p;       // (0, 1]
+  double min_p;       // [0, 1]
+  float repetition, frequency, presence;
+  int32_t n_penalized;  // (id, count) pairs ints[2·(pen_at + j)], ints[2·(pen_at + j) + 1] for j < n_penalized:
+  int64_t pen_at;       //   each id once, count = its occurrences in the output (drafts before the row included)
+  double uniform;       // the draw: in candidate order (as sampler::draw), or in id order over the distribution
+                        //   a draft row keeps or over a verify row's residual (as sampler::draw_probs)
+  int32_t draft;        // ≥ 0, temperature > 0: the drafted token this row verifies against q (rejection rule)
+  int32_t pad;
+  double accept;        //   with this uniform
+  const float* q;       // the draft's distribution for this position (backend memory, `width` floats)
+  float* q_out;         // NULL, or where this row's filtered distribution goes (a draft row: drawn in id order)
+} splash_sample_desc;
 
 typedef struct splash_backend_i {
   uint32_t abi_version;  // SPLASH_BACKEND_ABI
@@ -214,6 +235,13 @@ typedef struct splash_backend_i {
   // out[r] = the first index of the largest value of row r of x [rows × width] (NaN never counts; a row with
   // nothing above −inf gives −1): greedy rows are chosen where their logits are, and only the ids come back.
   void (*argmax_rows)(void* ctx, const float* x, int32_t rows, int64_t width, int32_t* out);
+
+  // ---- (ABI 6) the sampler on the backend (optional)
+  // For each of the n rows (host array): out[rows[j].row] = its token, or −1 when nothing in the row is above
+  // −inf. x may be changed (a backend may apply the penalties in place). ints: host, n_ints values (the rows'
+  // penalty pairs).
+  void (*sample_rows)(void* ctx, float* x, int64_t width, const splash_sample_desc* rows, int32_t n,
+                      const int32_t* ints, int64_t n_ints, int32_t* out);
 } splash_backend_i;
 
 typedef struct splash_backend {

@@ -1,0 +1,175 @@
+// splash_gpu_test ops: sample_rows (the sampler on the device, cuda_sample.cu) against the CPU backend's, which is the
+// host sampler itself. Rows of several shapes (flat, spread, one peak, two near-equal peaks) at the tiny and the
+// Qwen3.5 vocabulary, under the filter settings that take each path (small top-k sorted in shared memory, large top-k,
+// top-p and min-p without top-k, none), with penalties, for plain rows, draft rows that keep their distribution and
+// verify rows with a draft. The device sums weights in another order than the host (fixed point there, double
+// here), so a draw whose target falls on a boundary between two candidates may differ: a different token passes
+// only when the host itself gives it with the uniforms moved by 1e-6. Also times a call of 8 rows.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test/gpu_test_util.h"
+
+namespace splash::gputest {
+
+namespace {
+
+struct Config {
+  const char* name;
+  float T;
+  int top_k;
+  double top_p, min_p;
+  float rep, freq, pres;
+};
+
+// one row of logits of the given shape
+void fill_row(float* row, int64_t V, int shape, std::mt19937& r) {
+  std::normal_distribution<float> n(0.f, shape == 0 ? 0.3f : 2.5f);
+  for (int64_t i = 0; i < V; ++i) row[i] = n(r);
+  if (shape == 2) row[(V * 7) / 11] += 14.f;
+  if (shape == 3) row[V / 3] += 9.f, row[V / 3 + 17] += 9.f - 1e-3f, row[V - 2] += 8.f;
+}
+
+enum Kind { kPlain, kDraft, kVerify };
+
+}  // namespace
+
+void test_sample(Be& cpu, Be& g) {
+  const Config configs[] = {
+      {"T=0.7 top-k 20 top-p 0.95", 0.7f, 20, 0.95, 0.0, 1.f, 0.f, 0.f},
+      {"T=1", 1.f, 0, 1.0, 0.0, 1.f, 0.f, 0.f},
+      {"T=0.6 top-p 0.9 min-p 0.05", 0.6f, 0, 0.9, 0.05, 1.f, 0.f, 0.f},
+      {"T=0.8 top-k 3000 top-p 0.8", 0.8f, 3000, 0.8, 0.0, 1.f, 0.f, 0.f},
+      {"T=1 penalties", 1.f, 0, 0.95, 0.0, 1.3f, 0.4f, 0.5f},
+      {"T=0 penalties", 0.f, 0, 1.0, 0.0, 1.5f, 0.f, 1.f},
+  };
+  std::mt19937 r(7);
+  std::uniform_real_distribution<double> U(0.0, 1.0);
+  for (int64_t V : {int64_t(1000), int64_t(248320)}) {
+    const int R = V > 100000 ? 32 : 64;  // rows: 4 shapes × R / 4 uniforms
+    std::vector<float> x(size_t(R) * V);
+    for (int i = 0; i < R; ++i) fill_row(x.data() + size_t(i) * V, V, i % 4, r);
+    std::vector<int32_t> pairs;  // (id, count) pairs of the penalised rows: 40 distinct ids
+    for (int j = 0; int(pairs.size()) < 80; ++j) {
+      const int32_t id = int32_t(r() % V);
+      bool seen = false;
+      for (size_t k = 0; k < pairs.size(); k += 2) seen = seen || pairs[k] == id;
+      if (!seen) pairs.push_back(id), pairs.push_back(j % 3);
+    }
+    const int n_pen = int(pairs.size() / 2);
+    float* dx = static_cast<float*>(g.alloc(x.size() * 4));
+    float* dq = static_cast<float*>(g.alloc(x.size() * 4));  // q rows (verify) / q_out rows (draft)
+    auto* dout = static_cast<int32_t*>(g.alloc(size_t(R) * 4));
+    for (const Config& cf : configs) {
+      if (cf.top_k >= V) continue;
+      for (Kind kind : {kPlain, kDraft, kVerify}) {
+        if (cf.T <= 0.f && kind != kPlain) continue;
+        // q for verify rows: the host's distribution of another row under the same filters, its draft a token of q
+        std::vector<float> q(kind == kVerify ? x.size() : 0);
+        std::vector<splash_sample_desc> hd(static_cast<size_t>(R));
+        for (int i = 0; i < R; ++i) {
+          splash_sample_desc& d = hd[size_t(i)];
+          d = {};
+          d.row = i, d.temperature = cf.T, d.top_k = cf.top_k, d.top_p = cf.top_p, d.min_p = cf.min_p;
+          d.repetition = cf.rep, d.frequency = cf.freq, d.presence = cf.pres;
+          d.n_penalized = (cf.rep != 1.f || cf.freq != 0.f || cf.pres != 0.f) ? n_pen : 0;
+          d.uniform = U(r), d.draft = -1;
+        }
+        if (kind == kVerify) {
+          std::vector<splash_sample_desc> qd = hd;
+          std::vector<int32_t> tmp(static_cast<size_t>(R));
+          for (int i = 0; i < R; ++i) qd[size_t(i)].row = (i + 4) % R, qd[size_t(i)].q_out = q.data() + size_t(i) * V;
+          std::vector<float> xs = x;
+          cpu.i->sample_rows(cpu.c, xs.data(), V, qd.data(), R, pairs.data(), int64_t(pairs.size()), tmp.data());
+          for (int i = 0; i < R; ++i) hd[size_t(i)].draft = tmp[size_t((i + 4) % R)], hd[size_t(i)].accept = U(r);
+          g.i->copy_to_device(g.c, dq, q.data(), q.size() * 4);
+        }
+        std::vector<splash_sample_desc> cd = hd, gd = hd;
+        std::vector<float> cq(kind == kDraft ? x.size() : 0);
+        for (int i = 0; i < R; ++i) {
+          if (kind == kVerify) cd[size_t(i)].q = q.data() + size_t(i) * V, gd[size_t(i)].q = dq + size_t(i) * V;
+          if (kind == kDraft) cd[size_t(i)].q_out = cq.data() + size_t(i) * V, gd[size_t(i)].q_out = dq + size_t(i) * V;
+        }
+        std::vector<int32_t> want(static_cast<size_t>(R)), got(static_cast<size_t>(R));
+        {
+          std::vector<float> xs = x;
+          cpu.i->sample_rows(cpu.c, xs.data(), V, cd.data(), R, pairs.data(), int64_t(pairs.size()), want.data());
+        }
+        g.i->copy_to_device(g.c, dx, x.data(), x.size() * 4);
+        g.i->sample_rows(g.c, dx, V, gd.data(), R, pairs.data(), int64_t(pairs.size()), dout);
+        g.i->copy_to_host(g.c, got.data(), dout, size_t(R) * 4);
+        int same = 0, moved = 0, wrong = 0;
+        for (int i = 0; i < R; ++i) {
+          if (got[size_t(i)] == want[size_t(i)]) {
+            ++same;
+            continue;
+          }
+          // the host's tokens with the uniforms moved by ±1e-6: a boundary between two candidates
+          bool explained = false;
+          for (double du : {-1e-6, 1e-6})
+            for (int which : {0, 1}) {
+              splash_sample_desc d = cd[size_t(i)];
+              std::vector<float> cq2(kind == kDraft ? size_t(V) : 0);
+              if (kind == kDraft) d.q_out = cq2.data();
+              if (which == 0) d.uniform = std::clamp(d.uniform + du, 0.0, 1.0 - 1e-12);
+              else d.accept = std::clamp(d.accept + du, 0.0, 1.0 - 1e-12);
+              d.row = 0;
+              std::vector<float> xs(x.begin() + i * V, x.begin() + (i + 1) * V);
+              int32_t t = -1;
+              cpu.i->sample_rows(cpu.c, xs.data(), V, &d, 1, pairs.data(), int64_t(pairs.size()), &t);
+              explained = explained || t == got[size_t(i)];
+            }
+          ++(explained ? moved : wrong);
+        }
+        double qerr = 0;
+        if (kind == kDraft) {
+          auto gq = g.down(dq, x.size());
+          size_t worst = 0;
+          for (size_t j = 0; j < gq.size(); ++j)
+            if (double(std::fabs(gq[j] - cq[j])) > qerr) qerr = std::fabs(gq[j] - cq[j]), worst = j;
+          if (qerr > 1e-6) {
+            const size_t row = worst / size_t(V);
+            int kc = 0, kg = 0;
+            for (int64_t j = 0; j < V; ++j) kc += cq[row * V + j] > 0.f, kg += gq[row * V + j] > 0.f;
+            std::printf("     worst: row %zu (shape %zu) id %zu: host %.9g device %.9g; kept %d / %d\n", row, row % 4,
+                        worst % size_t(V), cq[worst], gq[worst], kc, kg);
+          }
+        }
+        const bool ok = wrong == 0 && want[0] >= 0 && qerr <= 1e-6;
+        std::printf("%s sample_rows V=%lld %s %s: %d same, %d on a boundary, %d wrong%s\n", ok ? "ok  " : "FAIL",
+                    (long long)V, cf.name, kind == kPlain ? "plain" : kind == kDraft ? "draft" : "verify", same, moved,
+                    wrong, kind == kDraft ? (" (q max error " + std::to_string(qerr) + ")").c_str() : "");
+        g_fail += !ok;
+      }
+    }
+    // time: 8 rows, each setting, plain rows (no penalties: x unchanged between calls)
+    if (V > 100000)
+      for (const Config& cf : configs) {
+        if (cf.rep != 1.f || cf.T <= 0.f) continue;
+        std::vector<splash_sample_desc> d(8);
+        for (int i = 0; i < 8; ++i) {
+          d[size_t(i)] = {};
+          d[size_t(i)].row = i, d[size_t(i)].temperature = cf.T, d[size_t(i)].top_k = cf.top_k;
+          d[size_t(i)].top_p = cf.top_p, d[size_t(i)].min_p = cf.min_p, d[size_t(i)].repetition = 1.f;
+          d[size_t(i)].uniform = U(r), d[size_t(i)].draft = -1;
+        }
+        g.i->copy_to_device(g.c, dx, x.data(), x.size() * 4);
+        int32_t sink[8];
+        g.i->sample_rows(g.c, dx, V, d.data(), 8, nullptr, 0, dout);
+        g.i->copy_to_host(g.c, sink, dout, 32);
+        const int iters = 50;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int it = 0; it < iters; ++it) g.i->sample_rows(g.c, dx, V, d.data(), 8, nullptr, 0, dout);
+        g.i->copy_to_host(g.c, sink, dout, 32);
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+        std::printf("time sample_rows V=%lld rows=8 %s: %.1f us a call\n", (long long)V, cf.name, us);
+      }
+    for (void* p : {static_cast<void*>(dx), static_cast<void*>(dq), static_cast<void*>(dout)}) g.i->buffer_free(g.c, p);
+  }
+}
+
+}  // namespace splash::gputest
