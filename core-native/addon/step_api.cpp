@@ -72,7 +72,7 @@ void draft_rows(const splash::sampler::Request& req, const splash::StepItem& it,
     if (!it.verify) fail("invalid_argument", rw + " needs a verify item");
     if (at + 1 >= it.tokens.size() || it.tokens[at + 1] != d) fail("invalid_argument", rw + " must be the item's next token");
     if (s->draft_at != s->len || at >= s->draft_tokens.size() || s->draft_tokens[at] != d ||
-        s->draft_q.size() < (at + 1) * size_t(s->draft_V))
+        (s->draft_q.size() < (at + 1) * size_t(s->draft_V) && size_t(s->draft_qd_rows) < at + 1))
       fail("invalid_argument", rw + ": the sequence's last draft pass did not sample this token here");
   }
 }

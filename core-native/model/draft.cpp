@@ -177,15 +177,22 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   head.flags |= SPLASH_WEIGHT_FAST;
   be->matmul(bc, &head, sel, R, logits, c.V);
   const bool selector = d.sel_k > 0, transform = d.out_mul != 1.f || d.softcap > 0.f;
-  // greedy-only items (no selector, no transform of the rows) get their ids from the backend; the others' rows
-  // come back whole
-  std::vector<char> pick(items.size(), 0);
+  // greedy-only items (no selector, no transform of the rows) get their ids from the backend, and so do those
+  // its sampler takes, keeping their distributions there for the verify pass (not with penalties: a row's
+  // penalties count the tokens drafted before it, chosen in the same pass); the others' rows come back whole
+  std::vector<char> mode(items.size(), kRowsHost);
+  SampleDescs sd;
   for (size_t i = 0; i < items.size(); ++i) {
-    const DraftItem& it = items[i];
-    pick[i] = pick_on_backend_ && !selector && !transform && it.n > 0 && it.sample && !it.logits &&
-              greedy_only(*it.sample);
+    DraftItem& it = items[i];
+    if (selector || transform || it.n <= 0 || !it.sample || it.logits || it.sample->rows.size() > size_t(it.n)) continue;
+    if (pick_on_backend_ && greedy_only(*it.sample)) {
+      mode[i] = kRowsArgmax;
+    } else if (sample_on_backend_ && backend_samples(*it.sample) && !it.sample->params.penalized()) {
+      mode[i] = kRowsSampled;
+      sd.add(*it.sample, int64_t(roff[i]), nullptr, 0, nullptr, draft_q_rows(it.seq, int(it.sample->rows.size())), c.V);
+    }
   }
-  const FetchedRows fetched = fetch_rows(logits, roff, pick);
+  const FetchedRows fetched = fetch_rows(logits, roff, mode, sd);
   const int32_t* ids = fetched.ids;
   float* lh = fetched.rows;
   check_backend();
@@ -198,6 +205,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   for (DraftItem& it : items) {
     it.seq->draft_tokens.clear();
     it.seq->draft_q.clear();
+    it.seq->draft_qd_rows = 0;
     it.seq->draft_at = -1;
     any_sample |= bool(it.sample);
     if (it.sample && it.sample->rows.size() > size_t(it.n))
@@ -218,8 +226,9 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
     Sequence* s = it.seq;
-    if (pick[i]) {  // what sample_draft gives at T = 0: each row's argmax
-      take_ids(ids + roff[i], it.sample->rows.size(), it.sampled);
+    if (mode[i] != kRowsHost) {  // what sample_draft gives: each row's argmax at T = 0, else its draw from q
+      if (mode[i] == kRowsArgmax) take_ids(ids + roff[i], it.sample->rows.size(), it.sampled);
+      else take_sampled(ids + roff[i], *it.sample, false, it.sampled), s->draft_qd_rows = int32_t(it.sampled.size());
       for (const auto& x : it.sampled) s->draft_tokens.push_back(x.token);
       s->draft_at = s->len;
       s->draft_V = c.V;
@@ -238,6 +247,24 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
       if (selector && transform) draft2::transform_logits(out[i].data(), out[i].size(), d.out_mul, d.softcap);
     }
   }
+}
+
+float* Model::draft_q_rows(Sequence* s, int rows) {
+  if (rows > s->draft_qd_cap) {
+    pool_.give(s->draft_qd);
+    s->draft_qd = nullptr, s->draft_qd_cap = 0, s->draft_qd_rows = 0;
+    size_t got = 0;
+    s->draft_qd = static_cast<float*>(pool_.take(size_t(rows) * size_t(cfg_.V) * 4, &got));
+    if (!s->draft_qd) throw Error("out_of_memory", "cannot allocate the draft's distributions");
+    s->draft_qd_cap = int32_t(got / (size_t(cfg_.V) * 4));
+  }
+  return s->draft_qd;
+}
+
+void Model::draft_q_to_host(Sequence* s) {
+  if (!s->draft_q.empty() || s->draft_qd_rows <= 0) return;
+  s->draft_q.resize(size_t(s->draft_qd_rows) * size_t(cfg_.V));
+  be_->iface->copy_to_host(be_->ctx, s->draft_q.data(), s->draft_qd, s->draft_q.size() * 4);
 }
 
 void Model::draft_done(Sequence* s, int32_t written) {

@@ -32,17 +32,21 @@ float* Model::buf(Buf b, size_t floats) {
   return p;
 }
 
-Model::FetchedRows Model::fetch_rows(const float* logits, const std::vector<size_t>& off, const std::vector<char>& pick) {
+Model::FetchedRows Model::fetch_rows(float* logits, const std::vector<size_t>& off, const std::vector<char>& mode,
+                                     const SampleDescs& sd) {
   const auto* be = be_->iface;
   void* bc = be_->ctx;
   const size_t V = size_t(cfg_.V), R = off.back();
-  bool any_pick = false, any_rows = false;
+  bool any_pick = false, any_rows = false, any_sampled = false;
   for (size_t i = 0; i + 1 < off.size(); ++i)
-    if (off[i + 1] > off[i]) (pick[i] ? any_pick : any_rows) = true;
+    if (off[i + 1] > off[i]) (mode[i] == kRowsArgmax ? any_pick : mode[i] == kRowsSampled ? any_sampled : any_rows) = true;
   FetchedRows f;
-  if (any_pick) {
+  if (any_pick || any_sampled) {
     auto* d = reinterpret_cast<int32_t*>(buf(kPick, R));
-    be->argmax_rows(bc, logits, int32_t(R), int64_t(V), d);
+    if (any_pick) be->argmax_rows(bc, logits, int32_t(R), int64_t(V), d);
+    if (any_sampled)  // after the argmax: its rows are the sampler's own, which it may change (penalties)
+      be->sample_rows(bc, logits, int64_t(V), sd.descs.data(), int32_t(sd.descs.size()), sd.ints.data(),
+                      int64_t(sd.ints.size()), d);
     pick_host_.resize(R);
     be->copy_to_host(bc, pick_host_.data(), d, R * 4);
     f.ids = pick_host_.data();
@@ -50,10 +54,10 @@ Model::FetchedRows Model::fetch_rows(const float* logits, const std::vector<size
   if (any_rows) {
     f.rows = host_logits(R * V);
     for (size_t i = 0; i + 1 < off.size(); ++i)
-      if (!pick[i] && off[i + 1] > off[i])
+      if (mode[i] == kRowsHost && off[i + 1] > off[i])
         be->copy_to_host(bc, f.rows + off[i] * V, logits + off[i] * V, (off[i + 1] - off[i]) * V * 4);
   }
-  if (!any_pick && !any_rows) be->synchronize(bc);
+  if (!any_pick && !any_sampled && !any_rows) be->synchronize(bc);
   return f;
 }
 
@@ -355,15 +359,31 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   }
   if (!graph_step(items, N, b)) queue_step(items, N, b);
   out.assign(items.size(), {});
-  // greedy-only items get their ids from the backend; the others' rows come back whole
-  std::vector<char> pick(items.size(), 0);
+  // greedy-only items get their ids from the backend, and so do the others its sampler takes; the rest come
+  // back whole
+  std::vector<char> mode(items.size(), kRowsHost);
   std::vector<size_t> off(items.size() + 1, 0);
+  SampleDescs sd;
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& it = items[i];
-    off[i + 1] = off[i] + size_t(it.head_rows());
-    pick[i] = pick_on_backend_ && it.sample && it.logit_rows() == 0 && greedy_only(*it.sample);
+    const size_t n = size_t(it.head_rows());
+    off[i + 1] = off[i] + n;
+    if (!it.sample || it.logit_rows() > 0 || n == 0) continue;
+    if (pick_on_backend_ && greedy_only(*it.sample)) {
+      mode[i] = kRowsArgmax;
+    } else if (sample_on_backend_ && backend_samples(*it.sample)) {
+      // a verify row with a draft at T > 0 needs the draft's distribution where the backend's sampler is
+      const int S = int(it.sample->rows.size()), first = int(it.tokens.size()) - S;
+      bool q_there = true;
+      for (int k = 0; k < S && it.verify && it.sample->params.temperature > 0.f; ++k)
+        if (it.sample->rows[size_t(k)].draft >= 0) q_there = q_there && it.seq->draft_qd_rows > first + k;
+      if (!q_there) continue;
+      mode[i] = kRowsSampled;
+      sd.add(*it.sample, int64_t(off[i] + n) - S, it.verify ? it.tokens.data() + 1 : nullptr, it.verify ? first : 0,
+             it.verify ? it.seq->draft_qd : nullptr, nullptr, c.V);
+    }
   }
-  const FetchedRows fetched = fetch_rows(b.logits, off, pick);
+  const FetchedRows fetched = fetch_rows(b.logits, off, mode, sd);
   const int32_t* ids = fetched.ids;
   float* lh = fetched.rows;
   check_backend();
@@ -395,8 +415,10 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
     const int n = it.head_rows();
-    if (pick[i] && n > 0) {  // greedy: every row is its argmax (a verify pass at T = 0 rejects nothing)
-      take_ids(ids + r + size_t(n) - it.sample->rows.size(), it.sample->rows.size(), it.sampled);
+    if (mode[i] != kRowsHost) {  // greedy: every row is its argmax (a verify pass at T = 0 rejects nothing)
+      const int32_t* t = ids + r + size_t(n) - it.sample->rows.size();
+      if (mode[i] == kRowsArgmax) take_ids(t, it.sample->rows.size(), it.sampled);
+      else take_sampled(t, *it.sample, it.verify, it.sampled);
       r += size_t(n);
       continue;
     }
@@ -407,6 +429,7 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
       sampler::Speculative spec;
       spec.extra = it.tokens.data() + 1;
       spec.first = int(it.tokens.size()) - S;
+      draft_q_to_host(it.seq);
       spec.q = it.seq->draft_q.data();
       spec.q_rows = int(it.seq->draft_tokens.size());
       sampler::sample_rows(rows + size_t(n - S) * c.V, c.V, *it.sample, it.sampled, &spec);

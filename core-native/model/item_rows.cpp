@@ -1,5 +1,7 @@
 // The rows an item gets back from a step or draft pass: sampled tokens (the sampler runs here, inside the
 // native call, so no vocabulary-sized row travels to JavaScript for them) and the logits rows it asked for.
+#include <unordered_map>
+
 #include "model/model.h"
 #include "runtime/error.h"
 
@@ -26,6 +28,56 @@ void take_ids(const int32_t* ids, size_t n, std::vector<sampler::Sampled>& sampl
   for (size_t r = 0; r < n; ++r) {
     if (ids[r] < 0) throw Error("invalid_argument", "the allowed-token mask leaves no token to sample");
     sampled[r].token = ids[r];
+  }
+}
+
+bool backend_samples(const sampler::Request& req) {
+  if (req.n_top >= 0) return false;
+  for (const auto& row : req.rows)
+    if (row.token >= 0 || !row.allowed.empty() || row.retry >= 0.0) return false;
+  return true;
+}
+
+void SampleDescs::add(const sampler::Request& req, int64_t first_row, const int32_t* extra, int first, const float* q,
+                      float* q_out, int64_t V) {
+  const sampler::Params& p = req.params;
+  const bool penalize = p.penalized();
+  std::unordered_map<int32_t, int32_t> counts;  // id → occurrences in the output, for the row being added
+  if (penalize)
+    for (size_t i = 0; i < req.penalties.ids.size(); ++i) counts[req.penalties.ids[i]] += req.penalties.counts[i];
+  int counted = 0;  // extra tokens already in `counts`
+  for (size_t r = 0; r < req.rows.size(); ++r) {
+    const sampler::Row& row = req.rows[r];
+    splash_sample_desc d{};
+    d.row = first_row + int64_t(r);
+    d.temperature = p.temperature;
+    d.top_k = p.top_k;
+    d.top_p = p.top_p;
+    d.min_p = p.min_p;
+    d.repetition = p.repetition, d.frequency = p.frequency, d.presence = p.presence;
+    d.uniform = row.uniform;
+    d.draft = p.temperature > 0.f ? row.draft : -1;
+    d.accept = row.accept;
+    d.q = d.draft >= 0 && q ? q + size_t(first + int(r)) * size_t(V) : nullptr;
+    d.q_out = q_out && p.temperature > 0.f ? q_out + r * size_t(V) : nullptr;
+    if (penalize) {
+      for (; extra && counted < first + int(r); ++counted) ++counts[extra[counted]];
+      d.pen_at = int64_t(ints.size() / 2);
+      d.n_penalized = int32_t(counts.size());
+      for (const auto& [id, n] : counts) ints.push_back(id), ints.push_back(n);
+    }
+    descs.push_back(d);
+  }
+}
+
+void take_sampled(const int32_t* ids, const sampler::Request& req, bool verify, std::vector<sampler::Sampled>& sampled) {
+  const size_t n = req.rows.size();
+  sampled.assign(n, {});
+  for (size_t r = 0; r < n; ++r) {
+    if (ids[r] < 0) throw Error("invalid_argument", "the allowed-token mask leaves no token to sample");
+    sampled[r].token = ids[r];
+    const int32_t d = req.rows[r].draft;
+    if (verify && d >= 0 && req.params.temperature > 0.f && ids[r] != d) break;  // the pass commits nothing after it
   }
 }
 

@@ -137,6 +137,9 @@ struct Sequence {
   std::vector<int32_t> draft_tokens;
   std::vector<float> draft_q;
   int32_t draft_at = -1, draft_V = 0;
+  // or, when the backend's sampler drew them, their copy in backend memory (rows draft_qd_rows of room draft_qd_cap)
+  float* draft_qd = nullptr;
+  int32_t draft_qd_rows = 0, draft_qd_cap = 0;
 };
 
 struct StepItem {
@@ -176,6 +179,24 @@ bool greedy_only(const sampler::Request& req);
 // What the sampler gives such a request (sample_rows, sample_draft) from the rows' argmax ids; −1 (no token above
 // −inf) throws as the sampler does.
 void take_ids(const int32_t* ids, size_t n, std::vector<sampler::Sampled>& sampled);
+// How an item's rows come back from a pass (Model::fetch_rows): whole rows for the host's sampler, argmax ids
+// (greedy_only), or the tokens the backend's sampler chose (backend_samples).
+enum RowMode : char { kRowsHost = 0, kRowsArgmax = 1, kRowsSampled = 2 };
+// Requests the backend's sampler takes (slot sample_rows): no grammar masks, forced tokens or log-probabilities.
+bool backend_samples(const sampler::Request& req);
+// The backend sampler's rows of a pass, and the penalty pairs they name.
+struct SampleDescs {
+  std::vector<splash_sample_desc> descs;
+  std::vector<int32_t> ints;
+  // Adds an item's sampled rows r, rows first_row + r of the pass. Row r follows extra[0, first + r) (a verify
+  // pass's drafts, counted by the penalties like output tokens); a row with a draft (T > 0) checks it against
+  // q + (first + r)·V (backend memory); with q_out, row r's distribution goes to q_out + r·V (a draft pass).
+  void add(const sampler::Request& req, int64_t first_row, const int32_t* extra, int first, const float* q,
+           float* q_out, int64_t V);
+};
+// After the pass: the item's sampled rows from their ids, rows after a rejected draft left unsampled (token −1)
+// as sampler::sample_rows does; −1 from the backend (nothing above −inf) throws as the sampler does.
+void take_sampled(const int32_t* ids, const sampler::Request& req, bool verify, std::vector<sampler::Sampled>& sampled);
 
 class Model {
  public:
@@ -248,6 +269,8 @@ class Model {
   const DraftConfig& draft_config() const { return dcfg_; }
   // greedy rows chosen on the backend when it can (the default) or on the host (benchmarks)
   void set_pick_on_backend(bool on) { pick_on_backend_ = on && be_->iface->argmax_rows; }
+  // sampled rows (T > 0, penalties) chosen by the backend's sampler when it has one, or on the host
+  void set_sample_on_backend(bool on) { sample_on_backend_ = on && be_->iface->sample_rows; }
   uint64_t draft_bytes(int64_t max_len) const;
   // One draft layer's K and V planes in a sequence's dkv; ring = M (positions p at rows p mod M and p mod M + M)
   // for a sliding layer kept as a ring, else 0 (position p at row p).
@@ -357,8 +380,15 @@ class Model {
     const int32_t* ids = nullptr;
     float* rows = nullptr;
   };
-  FetchedRows fetch_rows(const float* logits, const std::vector<size_t>& off, const std::vector<char>& pick);
+  FetchedRows fetch_rows(float* logits, const std::vector<size_t>& off, const std::vector<char>& mode,
+                         const SampleDescs& sd);
+  // A sequence's device copy of its last draft pass's distributions, room for `rows` rows (model/draft.cpp).
+  float* draft_q_rows(Sequence* s, int rows);
+  // The host copy of them, for a verify pass the host samples (a no-op when the host has them).
+  void draft_q_to_host(Sequence* s);
   bool pick_on_backend_ = false;  // the backend has argmax_rows ($SPLASH_DEVICE_ARGMAX=0: choose on the host)
+  // the backend has sample_rows and is a device ($SPLASH_DEVICE_SAMPLE=0: sample on the host; =1 also on the CPU)
+  bool sample_on_backend_ = false;
   std::vector<int32_t> pick_host_;
   std::vector<float> logits_host_;
   float* logits_pinned_ = nullptr;

@@ -118,6 +118,7 @@ void Model::free_sequence(int32_t id) {
   pool_.give(s->dkv);
   pool_.give(s->feat);
   pool_.give(s->slots);
+  pool_.give(s->draft_qd);
   seqs_.erase(id);
 }
 

@@ -357,6 +357,11 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
   {
     const char* e = std::getenv("SPLASH_DEVICE_ARGMAX");  // 0: greedy rows chosen on the host (for measurement)
     m->pick_on_backend_ = m->be_->iface->argmax_rows && !(e && std::strcmp(e, "0") == 0);
+    // sampled rows on a device backend's sampler; on the CPU the slot is the host's sampler itself, taken only
+    // when asked (=1, to test the path), 0: always on the host
+    const char* ds = std::getenv("SPLASH_DEVICE_SAMPLE");
+    const bool want = ds ? std::strcmp(ds, "0") != 0 : !m->be_->iface->host_memory;
+    m->sample_on_backend_ = m->be_->iface->sample_rows && want;
   }
   if (!m->host_memory_ && max_memory > 0) backend_set_memory_limit(*m->be_, max_memory);
   if (!m->host_memory_) m->upload_weights();

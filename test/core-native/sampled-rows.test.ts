@@ -1,0 +1,114 @@
+// Sampled rows chosen by the backend's sampler (the sample_rows slot; core-native/model/forward.cpp, draft.cpp,
+// item_rows.cpp): items the slot takes (no masks, forced tokens or log-probabilities) send descriptors with their
+// penalty counts, drafts and uniforms, and only ids come back; a draft pass keeps its distributions where the
+// backend is and the verify pass checks its drafts against them there. On the CPU the slot is the host sampler
+// itself ($SPLASH_DEVICE_SAMPLE=1 takes it there), so every token must equal the host path's ($SPLASH_DEVICE_SAMPLE=0):
+// plain, penalised, verify and batched steps, draft passes, and a verify pass the host samples after a draft pass
+// the slot sampled (its distributions copied back).
+import t from 'tap'
+import {native, type StepItem} from '../../src/runtime/native.js'
+import {samplingParams} from '../../src/runtime/sampling.js'
+import {synthFixture} from '../helpers/packages.js'
+
+async function open(dir: string, onBackend: boolean) {
+  process.env.SPLASH_DEVICE_SAMPLE = onBackend ? '1' : '0'
+  try {
+    return await native.openModel(dir, {threads: 2})
+  } finally {
+    delete process.env.SPLASH_DEVICE_SAMPLE
+  }
+}
+
+const warm = samplingParams({temperature: 0.8, topK: 40, topP: 0.9, minP: 0.02})
+const hot = samplingParams({temperature: 1.3})
+const penalised = samplingParams({temperature: 0.7, topP: 0.95, repetitionPenalty: 1.3, presencePenalty: 0.5, frequencyPenalty: 0.4})
+const greedyPenalised = samplingParams({temperature: 0, repetitionPenalty: 1.5, presencePenalty: 1})
+const penalties = {ids: Int32Array.of(5, 17, 99, 3, 41, 7, 8), counts: Int32Array.of(0, 0, 0, 0, 2, 0, 1)}
+
+// uniforms of a fixed sequence (the engine's RNG gives these in the server)
+function uniforms(seed: number, n: number): number[] {
+  let x = seed
+  return Array.from({length: n}, () => ((x = (x * 1103515245 + 12345) % 2147483648) / 2147483648))
+}
+
+async function scenario(h: number, seed: number): Promise<number[][]> {
+  const u = uniforms(seed, 64)
+  let k = 0
+  const next = () => u[k++ % u.length]
+  const prompt = Int32Array.of(5, 17, 99, 3, 41, 7)
+  const [a, b, c] = [0, 1, 2].map(() => native.createSequence(h, {maxLength: 128}))
+  const got: number[][] = []
+  const take = (r: {sampled?: {token: number}[]}) => got.push(r.sampled!.map(x => x.token))
+  // a prompt with two sampled rows under top-k / top-p / min-p, then the same with penalties
+  take((await native.step(h, [{seq: a, tokens: prompt, logits: 'none', capture: true, sample: {params: warm, rows: [{uniform: next()}, {uniform: next()}]}}]))[0])
+  await native.step(h, [{seq: b, tokens: prompt, logits: 'none', capture: true}])
+  take((await native.step(h, [{seq: b, tokens: Int32Array.of(8, 41), logits: 'none', capture: true, sample: {params: penalised, penalties, rows: [{uniform: next()}, {uniform: next()}]}}]))[0])
+  take((await native.step(h, [{seq: c, tokens: prompt, logits: 'none', capture: true, sample: {params: greedyPenalised, penalties, rows: [{}, {}, {}]}}]))[0])
+  // draft passes the slot samples (q kept there), then verify passes that check every draft against them, with and
+  // without penalties (each row counts the drafts before it)
+  for (const [seq, params] of [[a, hot], [a, warm], [b, warm]] as const) {
+    const rows = [0, 1, 2, 3].map(() => ({uniform: next()}))
+    const [d] = await native.draft(h, [{seq, token: 8, n: 4, sample: {params, rows}}])
+    take(d)
+    const drafts = d.sampled!.map(x => x.token)
+    const vparams = seq === b ? samplingParams({temperature: 1.3, repetitionPenalty: 3, presencePenalty: 1, frequencyPenalty: 1.5}) : params
+    const vrows = [...drafts.map(dt => ({draft: dt, accept: next(), uniform: next()})), {uniform: next()}]
+    const [v] = await native.step(h, [{seq, tokens: Int32Array.of(8, ...drafts), logits: 'none', capture: true, verify: true, sample: {params: vparams, rows: vrows, ...(seq === b ? {penalties} : {})}}])
+    take(v)
+    const toks = v.sampled!.map(x => x.token)
+    const kept = toks.findIndex((x, i) => i < drafts.length && x !== drafts[i])
+    native.truncateSequence(h, seq, native.sequenceLength(h, seq) - (kept < 0 ? 0 : drafts.length - kept))
+  }
+  // a verify pass that samples only its last rows (they verify the later drafts, against the distributions of
+  // those positions) after one whose rows all count the drafts before them under strong greedy penalties
+  {
+    const [d] = await native.draft(h, [{seq: c, token: 8, n: 4, sample: {params: hot, rows: [0, 1, 2, 3].map(() => ({uniform: next()}))}}])
+    take(d)
+    const drafts = d.sampled!.map(x => x.token)
+    const [v] = await native.step(h, [{seq: c, tokens: Int32Array.of(8, ...drafts), logits: 'none', capture: true, verify: true, sample: {params: hot, rows: [...drafts.slice(2).map(dt => ({draft: dt, accept: next(), uniform: next()})), {uniform: next()}]}}])
+    take(v)
+    native.truncateSequence(h, c, native.sequenceLength(h, c) - drafts.length)
+    const [g] = await native.draft(h, [{seq: c, token: 8, n: 6, sample: {params: samplingParams({temperature: 0}), rows: [0, 1, 2, 3, 4, 5].map(() => ({}))}}])
+    const gd = g.sampled!.map(x => x.token)
+    const strong = samplingParams({temperature: 0, repetitionPenalty: 10, presencePenalty: 2, frequencyPenalty: 2})
+    const [gv] = await native.step(h, [{seq: c, tokens: Int32Array.of(8, ...gd), logits: 'none', capture: true, verify: true, sample: {params: strong, penalties, rows: [...gd.map(() => ({})), {}]}}])
+    take(gv)
+    // rows of a verify item without drafts: plain draws, each under the penalties of the tokens before it
+    native.truncateSequence(h, c, native.sequenceLength(h, c) - gd.length - 1)
+    const strongHot = samplingParams({temperature: 1.3, repetitionPenalty: 3, presencePenalty: 2, frequencyPenalty: 2})
+    const [hv] = await native.step(h, [{seq: c, tokens: Int32Array.of(8, ...gd), logits: 'none', capture: true, verify: true, sample: {params: strongHot, penalties, rows: [...gd.map(() => ({uniform: next()})), {uniform: next()}]}}])
+    take(hv)
+  }
+  // a verify pass the host samples (log-probabilities asked for) after a draft pass the slot sampled
+  {
+    const [d] = await native.draft(h, [{seq: a, token: 9, n: 3, sample: {params: hot, rows: [0, 1, 2].map(() => ({uniform: next()}))}}])
+    take(d)
+    const drafts = d.sampled!.map(x => x.token)
+    const [v] = await native.step(h, [{seq: a, tokens: Int32Array.of(9, ...drafts), logits: 'none', capture: true, verify: true, sample: {params: hot, logprobs: 2, rows: [...drafts.map(dt => ({draft: dt, accept: next(), uniform: next()})), {uniform: next()}]}}])
+    take(v)
+  }
+  // a batch: sampled, greedy-only, log-probabilities (the host), and a logits row asked for
+  const [a2, b2, c2] = [0, 1, 2].map(() => native.createSequence(h, {maxLength: 64}))
+  await native.step(h, [{seq: a2, tokens: prompt, logits: 'none'}, {seq: b2, tokens: prompt, logits: 'none'}, {seq: c2, tokens: prompt, logits: 'none'}])
+  const items: StepItem[] = [
+    {seq: a2, tokens: Int32Array.of(12, 13), logits: 'none', sample: {params: hot, rows: [{uniform: next()}, {uniform: next()}]}},
+    {seq: b2, tokens: Int32Array.of(12), logits: 'none', sample: {params: samplingParams({temperature: 0}), rows: [{}]}},
+    {seq: c2, tokens: Int32Array.of(12, 14), logits: 'last', sample: {params: warm, logprobs: 1, rows: [{uniform: next()}]}},
+  ]
+  for (const r of await native.step(h, items)) take(r)
+  for (const s of [a, b, c, a2, b2, c2]) native.freeSequence(h, s)
+  return got
+}
+
+t.test('rows the backend\'s sampler chooses are the host sampler\'s, in steps, draft passes and verify passes', async t => {
+  const dir = await synthFixture('tiny-hybrid', 'q4')
+  const models = [await open(dir, true), await open(dir, false)]
+  t.teardown(() => models.forEach(h => native.closeModel(h)))
+  const V = native.modelInfo(models[0]).vocabSize
+  for (const seed of [1, 2, 3]) {
+    const [on, off] = [await scenario(models[0], seed), await scenario(models[1], seed)]
+    t.same(on, off, `seed ${seed}: the slot's tokens equal the host's`)
+    for (const row of on) for (const id of row) t.ok(id >= -1 && id < V)
+    t.ok(on.flat().filter(x => x >= 0).length > 30, 'rows were sampled')
+  }
+})
