@@ -21,6 +21,8 @@ export interface BenchOptions {
   prefillTokens?: number
   concurrency?: number[]
   reasoningEffort: string
+  /** Sampling temperature of Splash's requests (default 0, greedy; the peer stays greedy). */
+  temperature?: number
   out?: string
   peer?: 'llama.cpp'
   gguf?: string
@@ -65,7 +67,7 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
   const s = settingsFor(o)
   log(`bench: ${manifest?.name ?? model}${o.quick ? ' (quick)' : ''}: ${s.runs} runs, ${s.maxTokens} output tokens, ${s.prefillTokens}-token prefill, concurrency ${s.concurrency.join('/')}`)
   const extra = o.maxContext ? ['--max-context', o.maxContext] : []
-  const splash = await SplashDriver.start(model, {reasoningEffort: o.reasoningEffort, seed: 1}, extra)
+  const splash = await SplashDriver.start(model, {reasoningEffort: o.reasoningEffort, seed: 1, temperature: o.temperature ?? 0}, extra)
   const results: ScenarioResults[] = []
   let peerInfo: Record<string, unknown> | null = null
   let code: string
@@ -106,7 +108,7 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
 
   const m = machine()
   const notes = [
-    `Medians (min–max) over ${s.runs} runs; ${s.maxTokens} output tokens, greedy, reasoning_effort ${o.reasoningEffort}. ` +
+    `Medians (min–max) over ${s.runs} runs; ${s.maxTokens} output tokens, ${o.temperature ? `temperature ${o.temperature}` : 'greedy'}, reasoning_effort ${o.reasoningEffort}. ` +
       `Splash (${splash.backend} backend): streaming chat completions against splash serve, timed by the HTTP client.`,
   ]
   if (peerInfo) {
@@ -131,7 +133,7 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
     package: manifest
       ? {dir, name: manifest.name, family: manifest.family, quant: manifest.weights.quant, layers: manifest.config.num_hidden_layers, provenance: manifest.provenance}
       : {spec: model},
-    settings: {...s, reasoningEffort: o.reasoningEffort, temperature: 0, seed: 1},
+    settings: {...s, reasoningEffort: o.reasoningEffort, temperature: o.temperature ?? 0, seed: 1},
     results,
     table,
   }

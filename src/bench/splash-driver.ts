@@ -64,6 +64,7 @@ async function postJson(url: string, body: unknown): Promise<Record<string, unkn
 export interface SplashDriverOptions {
   reasoningEffort: string
   seed: number
+  temperature: number
 }
 
 export class SplashDriver implements Driver {
@@ -109,7 +110,7 @@ export class SplashDriver implements Driver {
         max_tokens: maxTokens,
         // A fixed output length: every request generates exactly max_tokens (synthetic weights hit EOS at random).
         ignore_eos: true,
-        temperature: 0,
+        temperature: this.o.temperature,
         seed: this.o.seed,
         reasoning_effort: this.o.reasoningEffort,
         stream: true,

@@ -25,6 +25,11 @@ export default class Bench extends BaseCommand {
     'prefill-tokens': Flags.string({summary: 'Long prompt length, e.g. 32K (default 32K, capped by the served context; quick 256)'}),
     concurrency: Flags.string({summary: 'Concurrent clients for aggregate decode, comma-separated', default: '1,2,4,8'}),
     'reasoning-effort': Flags.string({summary: 'reasoning_effort of every request (reasoning on by default)', default: 'medium'}),
+    temperature: Flags.custom<number>({summary: 'Sampling temperature of the requests (default 0: greedy)', parse: async s => {
+        const t = Number(s)
+        if (!(t >= 0 && t <= 2)) throw new Error('--temperature must be a number from 0 to 2')
+        return t
+      }})(),
     'max-context': Flags.string({summary: 'Passed to splash serve --max-context'}),
     out: Flags.string({char: 'o', summary: 'JSON file to write (default: bench-results/bench-<package>-<time>.json); the SVG goes next to it'}),
     peer: Flags.string({summary: 'Also run the scenarios through this engine on the same weights', options: ['llama.cpp']}),
@@ -53,6 +58,7 @@ export default class Bench extends BaseCommand {
       prefillTokens: prefill,
       concurrency: conc,
       reasoningEffort: flags['reasoning-effort'],
+      temperature: flags.temperature,
       maxContext: flags['max-context'],
       out: flags.out,
       peer: flags.peer as 'llama.cpp' | undefined,
