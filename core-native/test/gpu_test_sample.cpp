@@ -125,24 +125,38 @@ void test_sample(Be& cpu, Be& g) {
             }
           ++(explained ? moved : wrong);
         }
+        // draft rows: the kept distribution, within 1e-6 (+ 1e-5 relative) where both keep a token; the host and
+        // the device may put the top-p cut one candidate apart when the target falls on a boundary, so a token
+        // only one side keeps must be the lightest (≤ every token both keep) and the counts one apart
         double qerr = 0;
+        int cut_moved = 0, q_wrong = 0;
         if (kind == kDraft) {
           auto gq = g.down(dq, x.size());
-          size_t worst = 0;
-          for (size_t j = 0; j < gq.size(); ++j)
-            if (double(std::fabs(gq[j] - cq[j])) > qerr) qerr = std::fabs(gq[j] - cq[j]), worst = j;
-          if (qerr > 1e-6) {
-            const size_t row = worst / size_t(V);
-            int kc = 0, kg = 0;
-            for (int64_t j = 0; j < V; ++j) kc += cq[row * V + j] > 0.f, kg += gq[row * V + j] > 0.f;
-            std::printf("     worst: row %zu (shape %zu) id %zu: host %.9g device %.9g; kept %d / %d\n", row, row % 4,
-                        worst % size_t(V), cq[worst], gq[worst], kc, kg);
+          for (int i = 0; i < R; ++i) {
+            const float *c = cq.data() + size_t(i) * V, *gg = gq.data() + size_t(i) * V;
+            int kc = 0, kg = 0, one_side = 0;
+            float lightest = 2.f, heaviest_one_side = 0.f;
+            for (int64_t j = 0; j < V; ++j) {
+              kc += c[j] > 0.f, kg += gg[j] > 0.f;
+              if (c[j] > 0.f && gg[j] > 0.f) {
+                lightest = std::min(lightest, c[j]);
+                const double e = std::fabs(double(gg[j]) - c[j]);
+                qerr = std::max(qerr, e);
+                q_wrong += e > 1e-6 + 1e-5 * c[j];
+              } else if (c[j] > 0.f || gg[j] > 0.f) {
+                ++one_side, heaviest_one_side = std::max(heaviest_one_side, std::max(c[j], gg[j]));
+              }
+            }
+            if (one_side == 0) continue;
+            if (std::abs(kc - kg) <= 1 && one_side == 1 && heaviest_one_side <= lightest * 1.01f) ++cut_moved;
+            else ++q_wrong;
           }
         }
-        const bool ok = wrong == 0 && want[0] >= 0 && qerr <= 1e-6;
+        const bool ok = wrong == 0 && want[0] >= 0 && q_wrong == 0;
         std::printf("%s sample_rows V=%lld %s %s: %d same, %d on a boundary, %d wrong%s\n", ok ? "ok  " : "FAIL",
                     (long long)V, cf.name, kind == kPlain ? "plain" : kind == kDraft ? "draft" : "verify", same, moved,
-                    wrong, kind == kDraft ? (" (q max error " + std::to_string(qerr) + ")").c_str() : "");
+                    wrong, kind == kDraft ? (" (q max error " + std::to_string(qerr) + ", top-p cut one candidate apart in " +
+                                            std::to_string(cut_moved) + " rows)").c_str() : "");
         g_fail += !ok;
       }
     }

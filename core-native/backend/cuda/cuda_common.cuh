@@ -17,7 +17,7 @@
 namespace splash::cuda {
 
 enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, kMoeY, kMoeR, kWf, kGdn, kGdnChunk, kPq4, kPq8, kPs,
-               kQgX, kQgPart, kArgmax, kSampleDesc,
+               kQgX, kQgPart, kArgmax, kSampleDesc, kSampleW,
                kNumScratch };
 
 // The token counts the fused q4 GEMM takes by default (measured: DEVELOPMENT.md, CUDA backend).

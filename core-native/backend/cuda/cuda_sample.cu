@@ -135,11 +135,10 @@ __device__ __forceinline__ u64 fixq(float w) { return __double2ull_rn(double(w) 
 // Among the elements item(i, ok, key, wq) accepts, the one at which the running weight in candidate order first
 // reaches `target` (Σ before < target ≤ Σ before + w); when rounding leaves it unreached, the last one in order.
 // item computes the key first and gives up when ok(key) is false (not under the prefix found so far), before the
-// weight. A warp's lanes that fall in one bucket add to it once (their sums reduced in two 22-bit halves).
+// weight. `counting`: every weight is 1 (item sets wq = 1), and only the counts are kept.
 template <class Item>
-__device__ Pick radix_select(const Item& item, int V, double target, Shared& s) {
+__device__ Pick radix_select(const Item& item, int V, double target, Shared& s, bool counting = false) {
   u64 prefix = 0, acc = 0, sel_w = 0;
-  const int lane = threadIdx.x & 31;
   for (int level = 0; level < 5; ++level) {
     const int nb = level == 0 ? kNB : 2048;
     const int shift = 44 - 11 * level;  // the digit is bits [shift, shift + 12 or 11)
@@ -148,23 +147,18 @@ __device__ Pick radix_select(const Item& item, int V, double target, Shared& s) 
     if (threadIdx.x == 0) s.found = INT_MAX, s.lastne = -1;
     __syncthreads();
     auto under = [&](u64 key) { return level == 0 || (key >> above) == prefix; };
-    for (int base = 0; base < V; base += kST) {
-      const int i = base + int(threadIdx.x);
-      u64 key = 0, wq = 0;
-      const bool mem = i < V && item(i, under, key, wq);
-      const int dg = mem ? int((key >> shift) & u64(nb - 1)) : -1;
-      const unsigned act = __ballot_sync(0xffffffffu, mem);
-      if (mem) {
-        const unsigned peers = __match_any_sync(act, dg);
-        const unsigned lo = __reduce_add_sync(peers, unsigned(wq & 0x3FFFFFull));
-        const unsigned hi = __reduce_add_sync(peers, unsigned(wq >> 22));
-        if (lane == __ffs(peers) - 1) {
-          atomicAdd(&s.u.h.w[dg], (u64(hi) << 22) + u64(lo));
-          atomicAdd(&s.u.h.c[dg], unsigned(__popc(peers)));
-        }
-      }
+    for (int i = threadIdx.x; i < V; i += kST) {
+      u64 key, wq;
+      if (!item(i, under, key, wq)) continue;
+      const int dg = int((key >> shift) & u64(nb - 1));
+      if (!counting) atomicAdd(&s.u.h.w[dg], wq);
+      atomicAdd(&s.u.h.c[dg], 1u);
     }
     __syncthreads();
+    if (counting) {  // the counts are the weights
+      for (int j = threadIdx.x; j < nb; j += kST) s.u.h.w[j] = s.u.h.c[j];
+      __syncthreads();
+    }
     // buckets in candidate order (digit descending): thread t owns positions [t·per, (t + 1)·per)
     const int per = nb / kST;
     u64 mine = 0;
@@ -264,7 +258,8 @@ __device__ void bitonic_desc(u64* k, int n2) {
     }
 }
 
-__global__ void __launch_bounds__(kST) k_sample(float* x, int V, const Desc* descs, const int32_t* ints, int32_t* out) {
+__global__ void __launch_bounds__(kST) k_sample(float* x, int V, const Desc* descs, const int32_t* ints, int32_t* out,
+                                                 float* wcache) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& s = *reinterpret_cast<Shared*>(smem);
   const Desc d = descs[blockIdx.x];
@@ -308,15 +303,21 @@ __global__ void __launch_bounds__(kST) k_sample(float* x, int V, const Desc* des
     const float w = fexp(__fmul_rn(__fsub_rn(a, m), d.inv));
     return w >= d.wmin ? w : 0.f;
   };
+  // w > 0 without the exponential: fast_exp is 0 exactly below −87, and min-p 0 keeps every positive weight
+  auto positive = [&](float a) { return d.wmin > 0.f ? weight(a) > 0.f : __fmul_rn(__fsub_rn(a, m), d.inv) >= -87.f; };
+  // the weights, once the general path has stored them (wcache: a row of V floats per row sampled)
+  float* wb = wcache + size_t(blockIdx.x) * size_t(V);
+  bool cached = false;
+  auto wt = [&](int i, float a) { return cached ? wb[i] : weight(a); };
   const bool topk = d.top_k > 0 && d.top_k < V, has_cut = d.top_p < 1.0;
   u64 klo = 0;  // top-k: the k-th largest key among positive weights
   if (topk) {
     auto count = [&](int i, const auto& ok, u64& key, u64& wq) {
       const float a = v[i];
       key = ckey(a, i), wq = 1;
-      return ok(key) && weight(a) > 0.f;
+      return ok(key) && positive(a);
     };
-    klo = radix_select(count, V, double(d.top_k), s).key;
+    klo = radix_select(count, V, double(d.top_k), s, true).key;
   }
   u64 kmin = klo, kcut = 0, through = 0;
   double kept = 0;
@@ -327,7 +328,7 @@ __global__ void __launch_bounds__(kST) k_sample(float* x, int V, const Desc* des
     __syncthreads();
     for (int i = tid; i < V; i += kST) {
       const float a = v[i];
-      if (!(weight(a) > 0.f)) continue;
+      if (!positive(a)) continue;
       const u64 k = ckey(a, i);
       if (k >= klo) {
         const int at = atomicAdd(&s.n, 1);
@@ -379,9 +380,11 @@ __global__ void __launch_bounds__(kST) k_sample(float* x, int V, const Desc* des
     u64 part = 0;
     for (int i = tid; i < V; i += kST) {
       const float a = v[i], w = weight(a);
+      wb[i] = w;
       if (w > 0.f && (!topk || ckey(a, i) >= klo)) part += fixq(w);
     }
-    const u64 W = block_reduce(part, AddOp{}, s.red64);
+    const u64 W = block_reduce(part, AddOp{}, s.red64);  // (its barrier also makes wb visible to the block)
+    cached = true;
     through = W;
     if (has_cut) {
       const double target = d.top_p * double(W), floor = (double(W) - target) / double(V) * 0.999;
@@ -389,7 +392,7 @@ __global__ void __launch_bounds__(kST) k_sample(float* x, int V, const Desc* des
         const float a = v[i];
         key = ckey(a, i);
         if (!ok(key) || (topk && key < klo)) return false;
-        wq = fixq(weight(a));
+        wq = fixq(wt(i, a));
         return wq > 0 && double(wq) > floor;
       };
       const Pick c = radix_select(item, V, target, s);
@@ -405,7 +408,7 @@ __global__ void __launch_bounds__(kST) k_sample(float* x, int V, const Desc* des
       const float a = v[i];
       key = ckey(a, i);
       if (!ok(key) || key < kmin) return false;
-      wq = fixq(weight(a));
+      wq = fixq(wt(i, a));
       return wq > 0 && double(wq) > floor;
     };
     const Pick p = radix_select(item, V, target, s);
@@ -413,9 +416,10 @@ __global__ void __launch_bounds__(kST) k_sample(float* x, int V, const Desc* des
   };
   // the kept distribution p (sampler::distribution)
   auto prob = [&](int i) {
-    const float a = v[i], w = weight(a);
-    if (!(w > 0.f) || ckey(a, i) < kmin) return 0.f;
-    return float(double(w) / kept);
+    const float a = v[i];
+    if (ckey(a, i) < kmin) return 0.f;
+    const float w = wt(i, a);
+    return w > 0.f ? float(double(w) / kept) : 0.f;
   };
   if (d.draft >= 0 && d.draft < V && d.q) {
     // speculative.cpp: accept the drafted token with probability min(1, p/q), else draw from max(0, p − q)
@@ -471,12 +475,13 @@ void sample_rows(void* ctx, float* x, int64_t width, const splash_sample_desc* r
   }
   const size_t db = (size_t(n) * sizeof(Desc) + 255) / 256 * 256, ib = size_t(std::max<int64_t>(n_ints, 1)) * 4;
   auto* dev = static_cast<char*>(scratch(c, kSampleDesc, db + ib));
-  if (!dev) return;
+  auto* wcache = static_cast<float*>(scratch(c, kSampleW, size_t(n) * size_t(width) * 4));
+  if (!dev || !wcache) return;
   SPLASH_CK(c, cudaMemcpyAsync(dev, h.data(), size_t(n) * sizeof(Desc), cudaMemcpyHostToDevice, strm(c)));
   if (n_ints > 0) SPLASH_CK(c, cudaMemcpyAsync(dev + db, ints, size_t(n_ints) * 4, cudaMemcpyHostToDevice, strm(c)));
   SPLASH_CK(c, cudaFuncSetAttribute(k_sample, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Shared))));
   k_sample<<<unsigned(n), kST, sizeof(Shared), strm(c)>>>(x, int(width), reinterpret_cast<const Desc*>(dev),
-                                                           reinterpret_cast<const int32_t*>(dev + db), out);
+                                                           reinterpret_cast<const int32_t*>(dev + db), out, wcache);
   SPLASH_LAUNCHED(c, "sample_rows");
 }
 
