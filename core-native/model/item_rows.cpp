@@ -34,7 +34,7 @@ void take_ids(const int32_t* ids, size_t n, std::vector<sampler::Sampled>& sampl
 bool backend_samples(const sampler::Request& req) {
   if (req.n_top >= 0) return false;
   for (const auto& row : req.rows)
-    if (row.token >= 0 || !row.allowed.empty() || row.retry >= 0.0) return false;
+    if (row.token >= 0 || (!row.allowed.empty() && row.retry >= 0.0 && req.params.temperature > 0.f)) return false;
   return true;
 }
 
@@ -60,8 +60,14 @@ void SampleDescs::add(const sampler::Request& req, int64_t first_row, const int3
     d.accept = row.accept;
     d.q = d.draft >= 0 && q ? q + size_t(first + int(r)) * size_t(V) : nullptr;
     d.q_out = q_out && p.temperature > 0.f ? q_out + r * size_t(V) : nullptr;
+    d.mask_at = -1;
+    if (!row.allowed.empty()) {
+      d.mask_at = int64_t(ints.size());
+      for (uint32_t w : row.allowed) ints.push_back(int32_t(w));
+    }
     if (penalize) {
       for (; extra && counted < first + int(r); ++counted) ++counts[extra[counted]];
+      if (ints.size() % 2) ints.push_back(0);  // pairs start at an even index
       d.pen_at = int64_t(ints.size() / 2);
       d.n_penalized = int32_t(counts.size());
       for (const auto& [id, n] : counts) ints.push_back(id), ints.push_back(n);

@@ -24,6 +24,7 @@ struct Config {
   int top_k;
   double top_p, min_p;
   float rep, freq, pres;
+  bool masked = false;  // a grammar mask allowing about a third of the tokens (the rows' peaks among the refused)
 };
 
 // one row of logits of the given shape
@@ -46,6 +47,9 @@ void test_sample(Be& cpu, Be& g) {
       {"T=0.8 top-k 3000 top-p 0.8", 0.8f, 3000, 0.8, 0.0, 1.f, 0.f, 0.f},
       {"T=1 penalties", 1.f, 0, 0.95, 0.0, 1.3f, 0.4f, 0.5f},
       {"T=0 penalties", 0.f, 0, 1.0, 0.0, 1.5f, 0.f, 1.f},
+      {"T=0.7 top-k 20 top-p 0.95 masked", 0.7f, 20, 0.95, 0.0, 1.f, 0.f, 0.f, true},
+      {"T=1 masked", 1.f, 0, 1.0, 0.0, 1.f, 0.f, 0.f, true},
+      {"T=0 masked", 0.f, 0, 1.0, 0.0, 1.f, 0.f, 0.f, true},
   };
   std::mt19937 r(7);
   std::uniform_real_distribution<double> U(0.0, 1.0);
@@ -61,6 +65,15 @@ void test_sample(Be& cpu, Be& g) {
       if (!seen) pairs.push_back(id), pairs.push_back(j % 3);
     }
     const int n_pen = int(pairs.size() / 2);
+    const int64_t mask_at = int64_t(pairs.size());  // the mask's words follow the pairs
+    for (int64_t w = 0; w < (V + 31) / 32; ++w) {
+      uint32_t bits = uint32_t(r()) & uint32_t(r());  // a quarter of the bits, plus the thirds below
+      for (int b = 0; b < 32; ++b)
+        if ((w * 32 + b) % 3 == 0) bits |= 1u << b;
+      pairs.push_back(int32_t(bits));
+    }
+    for (int64_t id : {(V * 7) / 11, V / 3, V - 2})  // the planted peaks are refused
+      pairs[size_t(mask_at + id / 32)] &= ~(1u << (id % 32));
     float* dx = static_cast<float*>(g.alloc(x.size() * 4));
     float* dq = static_cast<float*>(g.alloc(x.size() * 4));  // q rows (verify) / q_out rows (draft)
     auto* dout = static_cast<int32_t*>(g.alloc(size_t(R) * 4));
@@ -78,6 +91,7 @@ void test_sample(Be& cpu, Be& g) {
           d.repetition = cf.rep, d.frequency = cf.freq, d.presence = cf.pres;
           d.n_penalized = (cf.rep != 1.f || cf.freq != 0.f || cf.pres != 0.f) ? n_pen : 0;
           d.uniform = U(r), d.draft = -1;
+          d.mask_at = cf.masked ? mask_at : -1;
         }
         if (kind == kVerify) {
           std::vector<splash_sample_desc> qd = hd;
@@ -163,13 +177,13 @@ void test_sample(Be& cpu, Be& g) {
     // time: 8 rows, each setting, plain rows (no penalties: x unchanged between calls)
     if (V > 100000)
       for (const Config& cf : configs) {
-        if (cf.rep != 1.f || cf.T <= 0.f) continue;
+        if (cf.rep != 1.f || cf.T <= 0.f || cf.masked) continue;
         std::vector<splash_sample_desc> d(8);
         for (int i = 0; i < 8; ++i) {
           d[size_t(i)] = {};
           d[size_t(i)].row = i, d[size_t(i)].temperature = cf.T, d[size_t(i)].top_k = cf.top_k;
           d[size_t(i)].top_p = cf.top_p, d[size_t(i)].min_p = cf.min_p, d[size_t(i)].repetition = 1.f;
-          d[size_t(i)].uniform = U(r), d[size_t(i)].draft = -1;
+          d[size_t(i)].uniform = U(r), d[size_t(i)].draft = -1, d[size_t(i)].mask_at = -1;
         }
         g.i->copy_to_device(g.c, dx, x.data(), x.size() * 4);
         int32_t sink[8];

@@ -79,6 +79,18 @@ async function scenario(h: number, seed: number): Promise<number[][]> {
     const [hv] = await native.step(h, [{seq: c, tokens: Int32Array.of(8, ...gd), logits: 'none', capture: true, verify: true, sample: {params: strongHot, penalties, rows: [...gd.map(() => ({uniform: next()})), {uniform: next()}]}}])
     take(hv)
   }
+  // grammar masks: a verify pass whose rows carry masks (a constrained sequence's, without draft tokens), sampled
+  // and greedy, and a plain row with one
+  {
+    const words = Math.ceil(native.modelInfo(h).vocabSize / 32)
+    const mask = (salt: number) => Int32Array.from({length: words}, (_, w) => (((w + salt) * 2654435761) ^ 0x5a5a5a5a) | 0)
+    for (const params of [warm, samplingParams({temperature: 0})]) {
+      const [v] = await native.step(h, [{seq: b, tokens: Int32Array.of(8, 30, 31), logits: 'none', capture: true, verify: true, sample: {params, rows: [0, 1, 2].map(r => ({uniform: next(), allowed: mask(r)}))}}])
+      take(v)
+      native.truncateSequence(h, b, native.sequenceLength(h, b) - 3)
+    }
+    take((await native.step(h, [{seq: b, tokens: Int32Array.of(8), logits: 'none', capture: true, sample: {params: hot, rows: [{uniform: next(), allowed: mask(7)}]}}]))[0])
+  }
   // a verify pass the host samples (log-probabilities asked for) after a draft pass the slot sampled
   {
     const [d] = await native.draft(h, [{seq: a, token: 9, n: 3, sample: {params: hot, rows: [0, 1, 2].map(() => ({uniform: next()}))}}])

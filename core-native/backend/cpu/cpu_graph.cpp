@@ -39,6 +39,10 @@ void sample_rows(void*, float* x, int64_t width, const splash_sample_desc* rows,
       req.penalties.counts.push_back(ints[2 * (d.pen_at + k) + 1]);
     }
     sampler::Row row;
+    if (d.mask_at >= 0) {
+      const auto* w = reinterpret_cast<const uint32_t*>(ints + d.mask_at);
+      row.allowed.assign(w, w + (width + 31) / 32);
+    }
     row.uniform = d.uniform;
     row.draft = d.draft;
     row.accept = d.accept;

@@ -1,5 +1,5 @@
-// The sampler on the device (slot sample_rows): sampler/sampler.h's penalties, temperature, top-k, min-p, top-p
-// and draws, and the speculative rule, on rows of logits where they lie, so a sampled step sends back one id per
+// The sampler on the device (slot sample_rows): sampler/sampler.h's penalties, grammar mask, temperature, top-k,
+// min-p, top-p and draws, and the speculative rule, on rows of logits where they lie, so a sampled step sends back one id per
 // row instead of a vocabulary-sized row (1 MB a row at the Qwen3.5 vocabulary). One block of 1024 threads per row.
 //
 // Candidate order (value descending, id ascending) is a 56-bit key: the value's bits made order-preserving above
@@ -31,7 +31,7 @@ constexpr int kNB = 4096;      // buckets of the first digit
 constexpr double kFix = 17592186044416.0;  // 2^44
 
 struct Desc {
-  int64_t row, pen_at;
+  int64_t row, pen_at, mask_at;
   float temperature, inv, wmin, rep, freq, pres;
   int32_t top_k, n_pen, draft;
   double top_p, u, accept;
@@ -277,6 +277,13 @@ __global__ void __launch_bounds__(kST) k_sample(float* x, int V, const Desc* des
     }
     __syncthreads();
   }
+  // 2. the grammar mask: disallowed tokens become −inf
+  if (d.mask_at >= 0) {
+    const auto* mw = reinterpret_cast<const uint32_t*>(ints + d.mask_at);
+    for (int i = tid; i < V; i += kST)
+      if (!((mw[i >> 5] >> (i & 31)) & 1u)) v[i] = -INFINITY;
+    __syncthreads();
+  }
   // 3. the argmax (first index of the largest value above −inf; NaN never counts)
   u64 best = 0;
   for (int i = tid; i < V; i += kST) {
@@ -458,7 +465,7 @@ void sample_rows(void* ctx, float* x, int64_t width, const splash_sample_desc* r
   for (int32_t j = 0; j < n; ++j) {
     const splash_sample_desc& r = rows[j];
     Desc& d = h[size_t(j)];
-    d.row = r.row, d.pen_at = r.pen_at;
+    d.row = r.row, d.pen_at = r.pen_at, d.mask_at = r.mask_at;
     d.temperature = r.temperature;
     d.inv = r.temperature > 0.f ? 1.f / r.temperature : 0.f;
     // min-p on float weights: w ≥ min_p exactly when w ≥ the smallest float not below min_p (as draw.cpp)
@@ -470,6 +477,10 @@ void sample_rows(void* ctx, float* x, int64_t width, const splash_sample_desc* r
     d.q = r.q, d.q_out = r.q_out;
     if (r.n_penalized > 0 && (r.pen_at < 0 || 2 * (r.pen_at + r.n_penalized) > n_ints)) {
       check(c, cudaErrorInvalidValue, "sample_rows: penalty pairs out of range");
+      return;
+    }
+    if (r.mask_at >= 0 && r.mask_at + (width + 31) / 32 > n_ints) {
+      check(c, cudaErrorInvalidValue, "sample_rows: mask out of range");
       return;
     }
   }

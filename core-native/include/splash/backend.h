@@ -114,9 +114,9 @@ static inline splash_weight splash_weight_expert(const splash_weight* base, int6
   return w;
 }
 
-// One row for the sampler on the backend (slot sample_rows, ABI 6): sampler/sampler.h's steps 1 and 3–4 and its
-// speculative rule on a row of logits where it lies. The grammar mask, forced tokens and log-probabilities stay
-// on the host's sampler.
+// One row for the sampler on the backend (slot sample_rows, ABI 6): sampler/sampler.h's steps 1–4 (the grammar mask
+// applied first) and its speculative rule on a row of logits where it lies. The grammar after the filters (Row::retry),
+// forced tokens and log-probabilities stay on the host's sampler.
 typedef struct splash_sample_desc {
   int64_t row;        // row of x; the token goes to out[row]
   float temperature;  // 0: the argmax of the penalised row
@@ -133,6 +133,8 @@ typedef struct splash_sample_desc {
   double accept;        //   with this uniform
   const float* q;       // the draft's distribution for this position (backend memory, `width` floats)
   float* q_out;         // NULL, or where this row's filtered distribution goes (a draft row: drawn in id order)
+  int64_t mask_at;      // ≥ 0: the grammar mask, ceil(width/32) words at ints[mask_at ..] (bit id & 31 of word id >> 5
+                        //   set = allowed); disallowed tokens become −inf before anything chooses. < 0: none
 } splash_sample_desc;
 
 typedef struct splash_backend_i {
