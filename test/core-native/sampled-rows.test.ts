@@ -38,7 +38,7 @@ async function scenario(h: number, seed: number): Promise<number[][]> {
   const prompt = Int32Array.of(5, 17, 99, 3, 41, 7)
   const [a, b, c] = [0, 1, 2].map(() => native.createSequence(h, {maxLength: 128}))
   const got: number[][] = []
-  const take = (r: {sampled?: {token: number}[]}) => got.push(r.sampled!.map(x => x.token))
+  const take = (r: {sampled: {token: number}[] | null}) => got.push(r.sampled!.map(x => x.token))
   // a prompt with two sampled rows under top-k / top-p / min-p, then the same with penalties
   take((await native.step(h, [{seq: a, tokens: prompt, logits: 'none', capture: true, sample: {params: warm, rows: [{uniform: next()}, {uniform: next()}]}}]))[0])
   await native.step(h, [{seq: b, tokens: prompt, logits: 'none', capture: true}])
