@@ -415,7 +415,8 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   for (size_t i = 0; i < items.size(); ++i) {
     auto& it = items[i];
     const int n = it.head_rows();
-    if (mode[i] != kRowsHost) {  // greedy: every row is its argmax (a verify pass at T = 0 rejects nothing)
+    if (mode[i] != kRowsHost) {  // the backend chose (greedy: every row is its argmax, and a verify pass at T = 0
+                                 // rejects nothing; sampled: rows after a rejected draft are left out)
       const int32_t* t = ids + r + size_t(n) - it.sample->rows.size();
       if (mode[i] == kRowsArgmax) take_ids(t, it.sample->rows.size(), it.sampled);
       else take_sampled(t, *it.sample, it.verify, it.sampled);
