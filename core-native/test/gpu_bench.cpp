@@ -250,22 +250,21 @@ void bench(const std::string& dir, int prompt, int n) {
   const double dc_direct = n > 1 ? decode(n / 2) : 0;
   unsetenv("SPLASH_CUDA_GRAPHS");
   // steps of 2 to 64 tokens (the matmuls of a verify block or of batched decodes), 8 steps each after a warm-up
+  // (the mean time of a step of k tokens, new ids each step, with the item's sampling and logits as set; after two
+  // steps of warm-up)
+  auto time_steps = [&](int k) {
+    double t = 0;
+    for (int i = 0; i < 10; ++i) {
+      if (i == 2) t = now();
+      items[0].tokens.resize(k);
+      for (int j = 0; j < k; ++j) items[0].tokens[j] = int32_t((i * 31 + j * 7 + 1) % c.V);
+      m->step(items, out);
+    }
+    return (now() - t) / 8;
+  };
   const int kMulti[] = {2, 4, 6, 8, 16, 32, 64};
   double multi[7] = {};
-  for (int mi = 0; mi < 7; ++mi) {
-    const int k = kMulti[mi];
-    auto run = [&](int steps) {
-      const double t = now();
-      for (int i = 0; i < steps; ++i) {
-        items[0].tokens.resize(k);
-        for (int j = 0; j < k; ++j) items[0].tokens[j] = int32_t((i * 31 + j * 7 + 1) % c.V);
-        m->step(items, out);
-      }
-      return (now() - t) / steps;
-    };
-    run(2);
-    multi[mi] = run(8);
-  }
+  for (int mi = 0; mi < 7; ++mi) multi[mi] = time_steps(kMulti[mi]);
   // greedy rows (a verify block's or a batch's shape): steps of k tokens sampling all k rows at T = 0, and draft
   // passes of B − 1 rows, each with the argmax on the backend (only ids come back) and on the host (whole rows)
   auto greedy = [](int k) {
@@ -280,18 +279,8 @@ void bench(const std::string& dir, int prompt, int n) {
     for (int mi = 0; mi < 3; ++mi) {
       const int k = kRows[mi];
       items[0].sample = greedy(k);
-      auto run = [&](int steps) {
-        const double t = now();
-        for (int i = 0; i < steps; ++i) {
-          items[0].tokens.resize(k);
-          for (int j = 0; j < k; ++j) items[0].tokens[j] = int32_t((i * 31 + j * 7 + 1) % c.V);
-          items[0].logits = 0;
-          m->step(items, out);
-        }
-        return (now() - t) / steps;
-      };
-      run(2);
-      rows_t[mi][backend] = run(8);
+      items[0].logits = 0;
+      rows_t[mi][backend] = time_steps(k);
     }
     items[0].sample.reset();
     items[0].logits = 1;
@@ -335,17 +324,7 @@ void bench(const std::string& dir, int prompt, int n) {
         for (int j = 0; j < k; ++j) r->rows[size_t(j)].uniform = (j * 0.37 + 0.11) - std::floor(j * 0.37 + 0.11);
         items[0].sample = r;
         items[0].logits = 0;
-        auto run = [&](int steps) {
-          const double t = now();
-          for (int i = 0; i < steps; ++i) {
-            items[0].tokens.resize(k);
-            for (int j = 0; j < k; ++j) items[0].tokens[j] = int32_t((i * 31 + j * 7 + 1) % c.V);
-            m->step(items, out);
-          }
-          return (now() - t) / steps;
-        };
-        run(2);
-        samp_t[pi][mi][backend] = run(8);
+        samp_t[pi][mi][backend] = time_steps(k);
       }
   }
   items[0].sample.reset();
