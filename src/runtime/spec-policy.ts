@@ -43,18 +43,28 @@ export class MeasuredCost implements PassCost {
     this.xy = d * this.xy + rowsPerPass * y
   }
 
-  /** Per verified row: the fitted slope once the rows per pass have varied enough, else the fixed model's. */
+  /**
+   * Per verified row: the fitted slope once the rows per pass have varied enough. Before that, the fixed model's
+   * shape scaled to the cost measured at the rows seen: the fixed slope alone (a CPU's, where a row costs half a
+   * decode) would price rows on a GPU, where they are nearly free, so high that a sequence whose passes all had one
+   * length would drop to 1-draft passes and stay there (its rows per pass then never vary either).
+   */
   get r1(): number {
-    if (this.w < 4) return FIXED_COST.r1
+    if (this.w < 1) return FIXED_COST.r1
     const mx = this.x / this.w
-    const v = this.xx / this.w - mx * mx
-    if (v < 1) return FIXED_COST.r1
+    const v = this.w >= 4 ? this.xx / this.w - mx * mx : 0
+    if (v < 1) return FIXED_COST.r1 * this.scale(mx)
     return Math.min(2, Math.max(0.05, (this.xy / this.w - mx * (this.y / this.w)) / v))
   }
 
   get r0(): number {
     if (this.w < 1) return FIXED_COST.r0
     return Math.max(0, this.y / this.w - this.r1 * (this.x / this.w))
+  }
+
+  /** Measured over fixed-model cost of a pass of `rows` rows (the mean pass seen). */
+  private scale(rows: number): number {
+    return this.y / this.w / (FIXED_COST.r0 + FIXED_COST.r1 * rows)
   }
 }
 

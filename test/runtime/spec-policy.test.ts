@@ -48,7 +48,22 @@ t.test('measured cost: the fixed model until measured, then the fit of pass cost
   t.ok(Math.abs(c.r1 - 0.4) < 1e-6 && Math.abs(c.r0 - 1.2) < 1e-6, `r0 ${c.r0}, r1 ${c.r1}`)
   const one = new MeasuredCost()
   one.observePlain(0.002)
-  for (let i = 0; i < 30; i++) one.observePass(0.002 * 3, 5) // one block length only: the fixed slope, a fitted intercept
-  t.equal(one.r1, FIXED_COST.r1)
-  t.ok(Math.abs(one.r0 - (3 - 5 * FIXED_COST.r1)) < 1e-9)
+  for (let i = 0; i < 30; i++) one.observePass(0.002 * 3, 5) // one block length only: the fixed shape, scaled
+  t.ok(Math.abs(one.r0 + 5 * one.r1 - 3) < 1e-9, 'the measured cost at the rows seen')
+  t.ok(Math.abs(one.r1 / one.r0 - FIXED_COST.r1 / FIXED_COST.r0) < 1e-9, 'split as the fixed model splits it')
+})
+
+t.test('measured cost: passes of one length on a device where rows are nearly free keep their length', async t => {
+  // a GPU where a pass costs 2.7 plain decodes per sequence plus 0.05 a row (16 rows: 3.5), 90 % of drafts accepted
+  const cost = (rows: number) => 0.001 * (2.7 + 0.05 * rows)
+  const c = new MeasuredCost()
+  c.observePlain(0.001)
+  for (let i = 0; i < 30; i++) c.observePass(cost(16), 16)
+  const first = bestBlock(0.9, c, 15)
+  t.ok(first.k >= 4 && first.gain > 2, `k ${first.k}, gain ${first.gain.toFixed(2)}: drafting pays`)
+  t.equal(bestBlock(0.9, {r0: Math.max(0, 3.5 - 16 * FIXED_COST.r1), r1: FIXED_COST.r1}, 15).k, 1, 'the fixed slope alone chose 1 draft')
+  // passes of that length vary the rows, the fit finds the device's slope, and the blocks grow to the longest
+  for (let i = 0; i < 30; i++) c.observePass(cost(first.k + 1), first.k + 1)
+  t.ok(Math.abs(c.r1 - 0.05) < 1e-6, `slope ${c.r1}`)
+  t.equal(bestBlock(0.9, c, 15).k, 15)
 })
