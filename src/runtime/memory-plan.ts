@@ -17,6 +17,11 @@ export interface StateSizes {
   draftWindowBytes: number
   /** What a verify step keeps per sequence for the GDN rollback (see gdnRollback); 0 without a draft. */
   speculativeBytes: number
+  /**
+   * A sampled draft pass's distributions, kept per sequence for the verify pass (block − 1 rows of the vocabulary in
+   * fp32; on a GPU in device memory: core-native/model/draft.cpp); 0 without a draft.
+   */
+  draftRowsBytes: number
 }
 
 export interface PlanInput {
@@ -111,12 +116,16 @@ export function stateSizes(
   const replayPerToken = linearLayers(c) * (convChannels + 2 * nv) * 4
   const speculativeBytes =
     block === 0 || recurrentBytes === 0 ? 0 : rollback === 'replay' ? recurrentBytes + block * replayPerToken : (block + 1) * recurrentBytes
-  return {recurrentBytes, kvBytesPerToken: targetKv + draftKv, draftWindowBytes, speculativeBytes}
+  const draftRowsBytes = block > 1 ? (block - 1) * c.vocab_size * 4 : 0
+  return {recurrentBytes, kvBytesPerToken: targetKv + draftKv, draftWindowBytes, speculativeBytes, draftRowsBytes}
 }
 
-/** What one request holds whatever its length: recurrent state, the verify step's rollback, the draft's rings. */
+/**
+ * What one request holds whatever its length: recurrent state, the verify step's rollback, the draft's rings and
+ * its sampled distributions.
+ */
 export function perRequestBytes(s: StateSizes): number {
-  return s.recurrentBytes + s.speculativeBytes + s.draftWindowBytes
+  return s.recurrentBytes + s.speculativeBytes + s.draftWindowBytes + s.draftRowsBytes
 }
 
 /** Draft layers attending through a sliding window (DFlash 2 `layer_types`; none without a window). */

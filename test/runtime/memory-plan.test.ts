@@ -55,6 +55,8 @@ t.test('GDN rollback: replay from 1 MiB of recurrent state per linear layer, els
   const draft = {block_size: 16} as DraftConfig
   const s = stateSizes(qwen27b, draft, 4, 'states')
   t.equal(s.speculativeBytes, 17 * s.recurrentBytes, 'states: the state after each of 16 positions and before them')
+  t.equal(s.draftRowsBytes, 15 * qwen27b.vocab_size * 4, 'a sampled draft pass keeps 15 rows of the vocabulary')
+  t.equal(stateSizes(qwen27b, null, 4).draftRowsBytes, 0, 'none without a draft')
   const r = stateSizes(qwen27b, draft, 4, 'replay')
   t.equal(r.speculativeBytes, r.recurrentBytes + 16 * 48 * (10240 + 2 * 48) * 4, 'replay: the start state and 16 tokens of inputs')
   t.ok(s.speculativeBytes > 8 * r.speculativeBytes, `27B: ${(s.speculativeBytes / MiB).toFixed(0)} vs ${(r.speculativeBytes / MiB).toFixed(0)} MiB`)
@@ -134,7 +136,7 @@ t.test('draft KV: full-attention draft layers per token, sliding ones a fixed ri
   const after = plan(mixed)
   t.ok(after.fits && before.fits)
   t.ok(after.contextLimit > before.contextLimit, `a longer context fits: ${before.contextLimit} → ${after.contextLimit}`)
-  const used = after.weights + after.draft + after.scratch + after.batchLimit * (after.state.recurrentBytes + after.state.speculativeBytes + after.state.draftWindowBytes) + after.kvBytes
+  const used = after.weights + after.draft + after.scratch + after.batchLimit * (after.state.recurrentBytes + after.state.speculativeBytes + after.state.draftWindowBytes + after.state.draftRowsBytes) + after.kvBytes
   t.ok(used <= after.budget + 1, 'the rings are planned per sequence')
   t.match(formatPlan(after).join('\n'), /state per request/)
 })
