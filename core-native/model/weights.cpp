@@ -361,7 +361,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
     // when asked (=1, to test the path), 0: always on the host
     const char* ds = std::getenv("SPLASH_DEVICE_SAMPLE");
     const bool want = ds ? std::strcmp(ds, "0") != 0 : !m->be_->iface->host_memory;
-    m->sample_on_backend_ = m->be_->iface->sample_rows && want;
+    m->sample_on_backend_ = m->be_->iface->sample_rows && want && m->cfg_.V < (1 << 24);  // (the key's id field)
   }
   if (!m->host_memory_ && max_memory > 0) backend_set_memory_limit(*m->be_, max_memory);
   if (!m->host_memory_) m->upload_weights();
