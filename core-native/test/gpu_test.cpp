@@ -11,6 +11,7 @@
 //   splash_gpu_test bench-spec DIR [prompt] [n]   bench with the specialised kernels, without, with again
 //   splash_gpu_test bench-spec-gemv DIR       the decode GEMV at the 27B shapes, generic vs DIR's specialised kernels
 //   splash_gpu_test bench-vision DIR cpu|cuda [size...]   vision encoder time for size×size images
+//   splash_gpu_test bench-probe DIR prompt n SETTING...   decode steps under settings (gpu_bench_probe.cpp)
 // (whole-model checks: gpu_test_model.cpp; benchmarks: gpu_bench.cpp and gpu_test_vision.cpp)
 // Exit status 1 when a check fails. Tolerances are relative: max |cuda − cpu| / max |cpu| over each output.
 #include <chrono>
@@ -262,6 +263,27 @@ void test_ops(Be& cpu, Be& g) {
     g.i->gdn_gates(g.c, gb, ga, g.up(al), g.up(db), n, nv);
     report("gdn_gates beta", rb, g.down(gb, rb.size()), 1e-6);
     report("gdn_gates g", ra, g.down(ga, ra.size()), 1e-5);
+    // the gates as the epilogue of the b/a GEMVs that wait for them (decode steps: 1 to 8 tokens; 10240 columns
+    // reach past the rows read before the PDL wait), against the CPU's matmuls and gates
+    for (int nt : {1, 3, 8}) {
+      const int C = 10240, nvh = 48;
+      W wb = make_weight(g, SPLASH_F32, nvh, C), wa = make_weight(g, SPLASH_F32, nvh, C);
+      auto xx = randv(size_t(nt) * C), al2 = randv(nvh), db2 = randv(nvh);
+      std::vector<float> cb(size_t(nt) * nvh), ca(cb.size());
+      cpu.i->matmul(cpu.c, &wb.h, xx.data(), nt, cb.data(), nvh);
+      cpu.i->matmul(cpu.c, &wa.h, xx.data(), nt, ca.data(), nvh);
+      cpu.i->gdn_gates(cpu.c, cb.data(), ca.data(), al2.data(), db2.data(), nt, nvh);
+      float* dxx = g.up(xx);
+      float *db_ = static_cast<float*>(g.alloc(cb.size() * 4)), *da_ = static_cast<float*>(g.alloc(ca.size() * 4));
+      g.i->matmul(g.c, &wb.d, dxx, nt, db_, nvh);
+      g.i->matmul(g.c, &wa.d, dxx, nt, da_, nvh);
+      g.i->gdn_gates(g.c, db_, da_, g.up(al2), g.up(db2), nt, nvh);
+      const std::string tag = " (b/a GEMV epilogue, " + std::to_string(nt) + " tokens)";
+      report(("gdn_gates beta" + tag).c_str(), cb, g.down(db_, cb.size()), 1e-5);
+      report(("gdn_gates g" + tag).c_str(), ca, g.down(da_, ca.size()), 1e-4);
+      free_weight(g, wb);
+      free_weight(g, wa);
+    }
     // copy2d
     std::vector<float> c2(n * 64, 0.f);
     cpu.i->copy2d(cpu.c, c2.data(), 64 * 4, x.data(), dim * 4, 40 * 4, n);
@@ -487,7 +509,7 @@ void test_stream(Be& g) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | spec DIR... | bench-base | bench-gdn [T...] | bench-attn | bench-moe [T...] | bench-qgemm [T...] | bench DIR [prompt] [n] | bench-spec DIR [prompt] [n] | bench-spec-gemv DIR | bench-vision DIR cpu|cuda [size...]\n");
+    std::fprintf(stderr, "usage: splash_gpu_test ops | model DIR... | spec DIR... | bench-base | bench-gdn [T...] | bench-attn | bench-moe [T...] | bench-qgemm [T...] | bench DIR [prompt] [n] | bench-spec DIR [prompt] [n] | bench-spec-gemv DIR | bench-vision DIR cpu|cuda [size...] | bench-probe DIR prompt n SETTING...\n");
     return 2;
   }
   const std::string cmd = argv[1];
@@ -502,6 +524,8 @@ int main(int argc, char** argv) {
       bench_vision(argv[2], argv[3], sizes);
     } else if (cmd == "bench") {
       bench(argv[2], argc > 3 ? std::atoi(argv[3]) : 2048, argc > 4 ? std::atoi(argv[4]) : 64);
+    } else if (cmd == "bench-probe" && argc >= 6) {
+      bench_probe(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::vector<std::string>(argv + 5, argv + argc));
     } else if (cmd == "spec") {
       for (int i = 2; i < argc; ++i) test_spec(argv[i]);
     } else if (cmd == "bench-spec" && argc >= 3) {

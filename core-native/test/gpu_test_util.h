@@ -173,6 +173,8 @@ void bench_gdn(Be& g, const std::vector<int>& tokens);
 void bench_moe(Be& g, const std::vector<int>& tokens);
 void bench_attn(Be& g);
 void bench(const std::string& dir, int prompt, int n);
+// gpu_bench_probe.cpp: decode steps under several settings (environment variables), for kernels' in-graph costs
+void bench_probe(const std::string& dir, int prompt, int n, const std::vector<std::string>& settings);
 
 // gpu_test_vision.cpp
 void test_vision_ops(Be& cpu, Be& g);

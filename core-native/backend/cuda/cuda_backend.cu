@@ -410,6 +410,13 @@ constexpr auto fl = &decltype(flushed_of<true>(F))::template call<F>;
 template <auto F>
 constexpr auto fl_keep = &decltype(flushed_of<false>(F))::template call<F>;
 
+// The GDN gates go into the launch of the b/a GEMVs when those are what waits (decode steps); else their kernel.
+void gdn_gates_slot(void* ctx, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv) {
+  Ctx* c = C(ctx);
+  if (c->pend_thread.load() == std::this_thread::get_id() && gates_with_pending(c, b, a, A_log, dt_bias, n, nv)) return;
+  fl<gdn_gates>(ctx, b, a, A_log, dt_bias, n, nv);
+}
+
 void* get_proc_address(void*, const char* name) {
   if (std::strcmp(name, "splash_last_error") == 0) return reinterpret_cast<void*>(&last_error);
   if (std::strcmp(name, "splash_cuda_set_cublas") == 0) return reinterpret_cast<void*>(fl<set_cublas>);
@@ -456,7 +463,7 @@ const splash_backend_i kIface = {
     /* .memset_zero      = */ fl<memset_zero>,
     /* .embed            = */ fl<embed>,
     /* .add              = */ fl<add>,
-    /* .gdn_gates        = */ fl<gdn_gates>,
+    /* .gdn_gates        = */ gdn_gates_slot,
     /* .sigmoid_gate     = */ fl<sigmoid_gate>,
     /* .gated_add        = */ fl<gated_add>,
     /* .rope_seq         = */ fl<rope_seq>,
@@ -531,13 +538,15 @@ extern "C" __attribute__((visibility("default"))) splash_backend* splash_backend
   if (const char* r = getenv("SPLASH_GEMV_ROWS")) cb->ctx.gemv_rows = atoi(r);
   if (const char* r = getenv("SPLASH_PDL")) cb->ctx.pdl = r[0] != '0';
   if (const char* r = getenv("SPLASH_PDL_NORMS")) cb->ctx.pdl_norms = r[0] != '0';
-  if (const char* r = getenv("SPLASH_PDL_SMALL")) cb->ctx.pdl_small = r[0] == '1';
+  if (const char* r = getenv("SPLASH_PDL_SMALL")) cb->ctx.pdl_small = r[0] != '0';
   if (const char* r = getenv("SPLASH_GEMV_MMA")) cb->ctx.gemv_mma = atoi(r);
   if (const char* r = getenv("SPLASH_QGEMM_MIN")) cb->ctx.qgemm_min = atoi(r);
   if (const char* r = getenv("SPLASH_QGEMM_MAX")) cb->ctx.qgemm_max = atoi(r);
   if (const char* r = getenv("SPLASH_QGEMM_KS")) cb->ctx.qgemm_ks = atoi(r);
   if (const char* u = getenv("SPLASH_GEMV_UNROLL")) cb->ctx.gemv_unroll = atoi(u);
   if (const char* r = getenv("SPLASH_GEMV_STREAM")) cb->ctx.gemv_stream = atoi(r);
+  if (const char* r = getenv("SPLASH_GATES_FUSED")) cb->ctx.fuse_gates = r[0] != '0';
+  apply_probes(cb->iface, cb->ctx);
   cb->b.iface = &cb->iface;
   cb->b.ctx = &cb->ctx;
   return &cb->b;

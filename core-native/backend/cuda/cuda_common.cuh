@@ -23,6 +23,12 @@ enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, 
 // The token counts the fused q4 GEMM takes by default (measured: DEVELOPMENT.md, CUDA backend).
 constexpr int kQgemmMin = 5, kQgemmMax = 64;
 
+// The GDN gates applied by the few-row GEMV that computes b and a (cuda_matmul.cu k_gemv_f_row); null: none.
+struct RowGates {
+  const float* A_log = nullptr;
+  const float* dt_bias = nullptr;
+};
+
 struct Ctx {
   int device = 0;
   int sms = 0;
@@ -39,9 +45,9 @@ struct Ctx {
   bool use_cublas = true;
   bool pdl = true;       // decode GEMVs launched with programmatic dependent launch ($SPLASH_PDL=0: off)
   bool pdl_norms = true;   // the norms too ($SPLASH_PDL_NORMS=0: plain launches)
-  // the decode step's other small kernels too ($SPLASH_PDL_SMALL=1; off: measured faster in the engine, but its one
-  // HTTP run is unexplained, DEVELOPMENT.md)
-  bool pdl_small = false;
+  // the decode step's other small kernels too ($SPLASH_PDL_SMALL=0: plain launches; measured faster in the engine
+  // and over HTTP, DEVELOPMENT.md)
+  bool pdl_small = true;
   // q4/q8 GEMV launches of this many tokens up to 8 run on the integer tensor cores, fewer on dp4a (0: never;
   // $SPLASH_GEMV_MMA). 8: measured faster at 8 tokens, slower at 4 and 1 (DEVELOPMENT.md)
   int gemv_mma = 8;
@@ -55,6 +61,13 @@ struct Ctx {
   // q4/q8 GEMV launches of up to this many tokens stream the weights through shared memory (cuda_gemv_stream.cu;
   // $SPLASH_GEMV_STREAM, 0 = never, at most 4). 2: measured faster at 1 and 2 tokens, slower at 4 (DEVELOPMENT.md)
   int gemv_stream = 2;
+  // gdn_gates on the pending b/a GEMVs becomes their epilogue instead of a kernel of its own ($SPLASH_GATES_FUSED=0:
+  // the kernel); row_gates passes the gates to that launch
+  bool fuse_gates = true;
+  RowGates row_gates;
+  // measurement only ($SPLASH_CUDA_TWICE / $SPLASH_CUDA_SKIP naming gemv_f_row, cuda_probe.cu): the few-row GEMV
+  // launched 1 (normal), 0 (skip) or 2 times
+  int probe_f_row = 0;
   // device memory this backend holds (buffers and scratch) and its cap (0: none; --max-memory)
   std::mutex mem_mu;
   std::unordered_map<void*, size_t> sizes;
@@ -317,6 +330,12 @@ void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n,
 // Launches the matmuls deferred by `matmul` (several weights on one activation block go out as one kernel).
 // Every other slot calls it first, so the queue order is the call order.
 void flush(Ctx* c);
+// gdn_gates as the epilogue of the pending b/a GEMVs (launched now); false when what is pending is not exactly
+// those two (the caller flushes and launches the gates kernel)
+bool gates_with_pending(Ctx* c, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv);
+// $SPLASH_CUDA_TWICE / $SPLASH_CUDA_SKIP: the slots they name run twice or not at all (measurement only,
+// cuda_probe.cu)
+void apply_probes(::splash_backend_i& t, Ctx& c);
 // The int8x2 planes a producer kernel (norms, SwiGLU) writes next to its fp32 output `y` of `total` values,
 // or an empty QuantOut when it should not (total % 32, precise mode); `produced` records them after launch.
 QuantOut quant_out(Ctx* c, int64_t total);

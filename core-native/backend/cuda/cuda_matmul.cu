@@ -65,30 +65,49 @@ __global__ void __launch_bounds__(128) k_gemv_f(splash_weight w, const float* x,
   }
 }
 
-// Few rows (GDN b/a, routers, gates): block per row, the columns split over the block.
+// Few rows (GDN b/a, routers, gates): block per row, the columns split over the block's threads. A thread's first
+// kFRowPre pieces of 8 weights are read before the wait on the kernel that writes the activations (PDL; the
+// weights do not depend on it), so after the wait only the activations and the sums remain. With `gates` (the
+// GDN's b and a rows as weights 0 and 1 of the group), the gates of gdn_gates are applied to the sums as they are
+// stored: beta = sigmoid(b), g = −exp(A_log)·softplus(a + dt_bias), the same expressions as k_gdn_gates.
+constexpr int kFRowThreads = 256, kFRowPre = 4;
 template <int NT>
-__global__ void __launch_bounds__(128) k_gemv_f_row(GemvGroup grp, const float* x, int32_t nt) {
+__global__ void __launch_bounds__(kFRowThreads) k_gemv_f_row(GemvGroup grp, const float* x, int32_t nt, RowGates gates) {
   pdl_trigger();
-  pdl_wait();  // launched with PDL: the activations come from a kernel before this one
-  __shared__ float red[NT][4];
+  __shared__ float red[NT][kFRowThreads / 32];
   splash_weight w;
   float* y;
   int64_t ys;
   const int64_t r = gemv_group_of(grp, blockIdx.x, w, y, ys), C = w.cols;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float v[kFRowPre][8];
+#pragma unroll
+  for (int k = 0; k < kFRowPre; ++k) {
+    const int64_t c = (int64_t(threadIdx.x) + int64_t(k) * kFRowThreads) * 8;
+    if (c < C) load8(w, r, c, v[k]);
+  }
+  pdl_wait();  // launched with PDL: the activations come from a kernel before this one
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f;
-  for (int64_t c = int64_t(threadIdx.x) * 8; c < C; c += 1024) {
-    float v[8];
-    load8(w, r, c, v);
+  auto dot = [&](const float (&u)[8], int64_t c) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       if (t >= nt) break;
       const float4* xp = reinterpret_cast<const float4*>(x + t * C + c);
       const float4 a = __ldg(xp), b = __ldg(xp + 1);
-      acc[t] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
+      acc[t] += u[0] * a.x + u[1] * a.y + u[2] * a.z + u[3] * a.w + u[4] * b.x + u[5] * b.y + u[6] * b.z + u[7] * b.w;
     }
+  };
+#pragma unroll
+  for (int k = 0; k < kFRowPre; ++k) {
+    const int64_t c = (int64_t(threadIdx.x) + int64_t(k) * kFRowThreads) * 8;
+    if (c < C) dot(v[k], c);
+  }
+  for (int64_t c = (int64_t(threadIdx.x) + int64_t(kFRowPre) * kFRowThreads) * 8; c < C; c += kFRowThreads * 8) {
+    float u[8];
+    load8(w, r, c, u);
+    dot(u, c);
   }
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
@@ -96,10 +115,22 @@ __global__ void __launch_bounds__(128) k_gemv_f_row(GemvGroup grp, const float* 
     if (lane == 0) red[t][warp] = s;
   }
   __syncthreads();
-  if (threadIdx.x < NT && threadIdx.x < nt)
-    y[threadIdx.x * ys + r] = red[threadIdx.x][0] + red[threadIdx.x][1] + red[threadIdx.x][2] + red[threadIdx.x][3];
+  if (threadIdx.x < NT && threadIdx.x < nt) {
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < kFRowThreads / 32; ++k) s += red[threadIdx.x][k];
+    if (gates.A_log) {
+      if (blockIdx.x < grp.first[1]) {
+        s = sigmoidf_(s);
+      } else {
+        const float u = s + gates.dt_bias[r];
+        const float sp = u > 20.f ? u : log1pf(expf(u));
+        s = -expf(gates.A_log[r]) * sp;
+      }
+    }
+    y[threadIdx.x * ys + r] = s;
+  }
 }
-
 
 // Any shape (f32/bf16 with cols % 8 != 0): thread per output.
 __global__ void k_gemv_scalar(splash_weight w, const float* x, int32_t nt, float* y, int64_t ys) {
@@ -230,12 +261,14 @@ void gemv_group(Ctx* c, int kind, GemvGroup& grp, const float* x, int32_t nt) {
   grp.first[0] = 0;
   for (int g = 0; g < grp.n; ++g) grp.first[g + 1] = grp.first[g] + int32_t(grp.w[g].rows);
   const unsigned blocks = unsigned(grp.first[grp.n]);
-  switch (nt) {
-    case 1: launch_dep(c, c->pdl_small, k_gemv_f_row<1>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
-    case 2: launch_dep(c, c->pdl_small, k_gemv_f_row<2>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
-    case 3: case 4: launch_dep(c, c->pdl_small, k_gemv_f_row<4>, dim3(blocks), dim3(128), 0, grp, x, nt); break;
-    default: launch_dep(c, c->pdl_small, k_gemv_f_row<8>, dim3(blocks), dim3(128), 0, grp, x, nt);
-  }
+  const RowGates gates = c->row_gates;
+  c->row_gates = RowGates{};
+  for (int rep = c->probe_f_row == 2 ? 2 : c->probe_f_row == 1 ? 0 : 1; rep > 0; --rep) switch (nt) {
+      case 1: launch_dep(c, c->pdl_small, k_gemv_f_row<1>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates); break;
+      case 2: launch_dep(c, c->pdl_small, k_gemv_f_row<2>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates); break;
+      case 3: case 4: launch_dep(c, c->pdl_small, k_gemv_f_row<4>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates); break;
+      default: launch_dep(c, c->pdl_small, k_gemv_f_row<8>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates);
+    }
   SPLASH_LAUNCHED(c, "gemv_f_row");
 }
 
@@ -295,6 +328,15 @@ void flush(Ctx* c) {
   c->pend_n = 0;
   c->pend_thread = std::thread::id();
   gemv_group(c, c->pend_kind, grp, c->pend_x, c->pend_nt);
+}
+
+bool gates_with_pending(Ctx* c, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv) {
+  if (!c->fuse_gates || c->pend_n != 2 || c->pend_kind != kRowF || c->pend_nt != n) return false;
+  const Ctx::Pending &pb = c->pend[0], &pa = c->pend[1];
+  if (pb.y != b || pa.y != a || pb.w.rows != nv || pa.w.rows != nv || pb.ys != nv || pa.ys != nv) return false;
+  c->row_gates = RowGates{A_log, dt_bias};
+  flush(c);
+  return true;
 }
 
 void matmul(void* ctx, const splash_weight* w, const float* x, int32_t nt, float* y, int64_t ys) {
