@@ -263,27 +263,6 @@ void test_ops(Be& cpu, Be& g) {
     g.i->gdn_gates(g.c, gb, ga, g.up(al), g.up(db), n, nv);
     report("gdn_gates beta", rb, g.down(gb, rb.size()), 1e-6);
     report("gdn_gates g", ra, g.down(ga, ra.size()), 1e-5);
-    // the gates as the epilogue of the b/a GEMVs that wait for them (decode steps: 1 to 8 tokens; 10240 columns
-    // reach past the rows read before the PDL wait), against the CPU's matmuls and gates
-    for (int nt : {1, 3, 8}) {
-      const int C = 10240, nvh = 48;
-      W wb = make_weight(g, SPLASH_F32, nvh, C), wa = make_weight(g, SPLASH_F32, nvh, C);
-      auto xx = randv(size_t(nt) * C), al2 = randv(nvh), db2 = randv(nvh);
-      std::vector<float> cb(size_t(nt) * nvh), ca(cb.size());
-      cpu.i->matmul(cpu.c, &wb.h, xx.data(), nt, cb.data(), nvh);
-      cpu.i->matmul(cpu.c, &wa.h, xx.data(), nt, ca.data(), nvh);
-      cpu.i->gdn_gates(cpu.c, cb.data(), ca.data(), al2.data(), db2.data(), nt, nvh);
-      float* dxx = g.up(xx);
-      float *db_ = static_cast<float*>(g.alloc(cb.size() * 4)), *da_ = static_cast<float*>(g.alloc(ca.size() * 4));
-      g.i->matmul(g.c, &wb.d, dxx, nt, db_, nvh);
-      g.i->matmul(g.c, &wa.d, dxx, nt, da_, nvh);
-      g.i->gdn_gates(g.c, db_, da_, g.up(al2), g.up(db2), nt, nvh);
-      const std::string tag = " (b/a GEMV epilogue, " + std::to_string(nt) + " tokens)";
-      report(("gdn_gates beta" + tag).c_str(), cb, g.down(db_, cb.size()), 1e-5);
-      report(("gdn_gates g" + tag).c_str(), ca, g.down(da_, ca.size()), 1e-4);
-      free_weight(g, wb);
-      free_weight(g, wa);
-    }
     // copy2d
     std::vector<float> c2(n * 64, 0.f);
     cpu.i->copy2d(cpu.c, c2.data(), 64 * 4, x.data(), dim * 4, 40 * 4, n);
@@ -547,6 +526,7 @@ int main(int argc, char** argv) {
         test_argmax(cpu, g);
         test_sample(cpu, g);
         test_stream(g);
+        test_fused(cpu, g);
         splash_backend_cpu_free(cb);
       } else if (cmd == "bench-spec-gemv" && argc >= 3) {
         bench_spec_gemv(g, argv[2]);

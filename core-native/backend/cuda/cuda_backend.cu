@@ -417,6 +417,14 @@ void gdn_gates_slot(void* ctx, float* b, float* a, const float* A_log, const flo
   fl<gdn_gates>(ctx, b, a, A_log, dt_bias, n, nv);
 }
 
+// The gated RMSNorm joins the decode step's recurrence waiting before it (cuda_gdn.cu); else its own kernel.
+void gated_rmsnorm_slot(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps,
+                        float* y) {
+  Ctx* c = C(ctx);
+  if (c->pend_thread.load() == std::this_thread::get_id() && gdn_norm_with_pending(c, x, z, w, n, dim, eps, y)) return;
+  fl<gated_rmsnorm>(ctx, x, z, w, n, dim, eps, y);
+}
+
 void* get_proc_address(void*, const char* name) {
   if (std::strcmp(name, "splash_last_error") == 0) return reinterpret_cast<void*>(&last_error);
   if (std::strcmp(name, "splash_cuda_set_cublas") == 0) return reinterpret_cast<void*>(fl<set_cublas>);
@@ -446,7 +454,7 @@ const splash_backend_i kIface = {
     /* .matmul           = */ matmul,  // deferred: launched with the next matmuls on the same activations
     /* .dequant_row      = */ fl<dequant_row>,
     /* .rmsnorm          = */ fl<rmsnorm>,
-    /* .gated_rmsnorm    = */ fl<gated_rmsnorm>,
+    /* .gated_rmsnorm    = */ gated_rmsnorm_slot,
     /* .rope             = */ fl<rope>,
     /* .swiglu           = */ fl<swiglu>,
     /* .attention        = */ fl<attention>,
@@ -546,6 +554,8 @@ extern "C" __attribute__((visibility("default"))) splash_backend* splash_backend
   if (const char* u = getenv("SPLASH_GEMV_UNROLL")) cb->ctx.gemv_unroll = atoi(u);
   if (const char* r = getenv("SPLASH_GEMV_STREAM")) cb->ctx.gemv_stream = atoi(r);
   if (const char* r = getenv("SPLASH_GATES_FUSED")) cb->ctx.fuse_gates = r[0] != '0';
+  if (const char* r = getenv("SPLASH_MERGE_ROWS")) cb->ctx.merge_rows = r[0] != '0';
+  if (const char* r = getenv("SPLASH_GDN_NORM")) cb->ctx.fuse_gdn_norm = r[0] != '0';
   apply_probes(cb->iface, cb->ctx);
   cb->b.iface = &cb->iface;
   cb->b.ctx = &cb->ctx;

@@ -95,6 +95,15 @@ struct Ctx {
   static constexpr int kMaxGroup = 4;
   Pending pend[kMaxGroup];
   int pend_n = 0, pend_kind = 0;
+  // few-row fp32 GEMVs (the GDN's b/a) on the same activations as pending q4/q8 ones, riding in their launch
+  // (cuda_matmul.cu rides; $SPLASH_MERGE_ROWS=0: a launch of their own)
+  Pending pend_rows[kMaxGroup];
+  int pend_rows_n = 0;
+  bool merge_rows = true;
+  // a decode step's GDN recurrence waiting for the gated RMSNorm after it, to run as one kernel (cuda_gdn.cu;
+  // launched by flush() when anything else comes first; $SPLASH_GDN_NORM=0: never waits)
+  bool gdn_pend = false, fuse_gdn_norm = true;
+  splash_gdn_args gdn_args{};
   const float* pend_x = nullptr;
   int32_t pend_nt = 0;
   // the package's specialised decode GEMVs (cuda_spec.cu): the loaded image and (bits, cols, tokens) →
@@ -330,6 +339,11 @@ void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n,
 // Launches the matmuls deferred by `matmul` (several weights on one activation block go out as one kernel).
 // Every other slot calls it first, so the queue order is the call order.
 void flush(Ctx* c);
+// cuda_gdn.cu: the waiting recurrence launched alone / fused with the gated RMSNorm that follows it (false when
+// the norm is not over its output: the caller flushes and runs the norm)
+void gdn_flush(Ctx* c);
+bool gdn_norm_with_pending(Ctx* c, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps,
+                           float* y);
 // gdn_gates as the epilogue of the pending b/a GEMVs (launched now); false when what is pending is not exactly
 // those two (the caller flushes and launches the gates kernel)
 bool gates_with_pending(Ctx* c, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv);

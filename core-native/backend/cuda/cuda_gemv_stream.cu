@@ -9,13 +9,18 @@
 // The arithmetic is gemv_q_dot, in the same order (a lane takes chunks lane, lane + 32, ...; one stage is chunk
 // lane + 32·k of each row), so the rows are the dp4a kernel's bits. Columns a multiple of 1024 (whole stages),
 // 16-byte aligned weights, scales and biases; otherwise the caller runs the dp4a kernel.
+//
+// Few-row fp32 GEMVs on the same activations (the GDN's b/a, with their gates) may ride in the launch: its first
+// blocks run gemv_f_row.cuh on the fp32 activations instead, so they start in the first wave and do not take a
+// launch of their own.
 #include "backend/cuda/cp_async.cuh"
-#include "backend/cuda/gemv_q.cuh"
+#include "backend/cuda/gemv_f_row.cuh"
 
 namespace splash::cuda {
 namespace {
 
 constexpr int kStreamWarps = 4, kStreamRows = 4, kStreamStages = 4;
+constexpr int kRowsPre = 4;  // the riding rows' weights read before the wait: 4 · 8 · 128 = 4096 columns
 
 // One stage of a warp: the 16-byte pieces of its rows' chunks, piece p of the lane's chunk at (p·32 + lane)·16
 // (consecutive lanes, consecutive lines), then 16 scales and 16 biases (bf16) per row.
@@ -29,8 +34,14 @@ struct StreamStage {
 
 template <int BITS, int NT>
 __global__ void __launch_bounds__(32 * kStreamWarps) k_gemv_stream(GemvGroup grp, const int8_t* xq, const float* xs,
-                                                                   const float* xsum, int64_t lvl2, int32_t nt) {
+                                                                   const float* xsum, int64_t lvl2, int32_t nt,
+                                                                   GemvGroup rows, const float* xf, RowGates gates) {
   pdl_trigger();  // the kernel after this one may be scheduled now; it waits for this one before it touches anything
+  const int32_t nrows = rows.n > 0 ? rows.first[rows.n] : 0;
+  if (int32_t(blockIdx.x) < nrows) {
+    gemv_f_row_block<NT, 32 * kStreamWarps, kRowsPre>(rows, int32_t(blockIdx.x), xf, nt, gates);
+    return;
+  }
   using L = StreamStage<BITS>;
   constexpr int ROWS = kStreamRows;
   extern __shared__ __align__(16) uint8_t stream_smem[];
@@ -39,7 +50,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps) k_gemv_stream(GemvGroup grp
   splash_weight w;
   float* y;
   int64_t ys;
-  const int32_t bx = gemv_group_of(grp, blockIdx.x, w, y, ys);
+  const int32_t bx = gemv_group_of(grp, int32_t(blockIdx.x) - nrows, w, y, ys);
   const int64_t r0 = (int64_t(bx) * kStreamWarps + warp) * ROWS;
   const int64_t R = w.rows, C = w.cols, nch = C / 32, G = C / 64, row_bytes = C * BITS / 8;
   if (r0 >= R) return;
@@ -94,17 +105,18 @@ __global__ void __launch_bounds__(32 * kStreamWarps) k_gemv_stream(GemvGroup grp
 
 template <int BITS, int NT>
 void launch_stream(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2,
-                   int32_t nt) {
+                   int32_t nt, const GemvGroup& rows, const float* xf, RowGates gates) {
   constexpr size_t bytes = StreamStage<BITS>::kBlock;
   if (!smem_opt_in<k_gemv_stream<BITS, NT>>(c, bytes, "gemv_stream smem")) return;
-  launch_pdl(c, k_gemv_stream<BITS, NT>, dim3(unsigned(grp.first[grp.n])), dim3(32 * kStreamWarps), bytes, grp, xq, xs,
-             xsum, lvl2, nt);
+  const int32_t nrows = rows.n > 0 ? rows.first[rows.n] : 0;
+  launch_pdl(c, k_gemv_stream<BITS, NT>, dim3(unsigned(nrows + grp.first[grp.n])), dim3(32 * kStreamWarps), bytes, grp,
+             xq, xs, xsum, lvl2, nt, rows, xf, gates);
 }
 
 }  // namespace
 
 bool gemv_q_stream(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2,
-                   int32_t nt) {
+                   int32_t nt, GemvGroup* rows, const float* xf) {
   // the dp4a kernel's other schedules ($SPLASH_GEMV_ROWS, $SPLASH_GEMV_UNROLL) are for measurement: leave them to it
   if (nt > c->gemv_stream || nt < 1 || c->gemv_rows != 4 || (nt == 1 && c->gemv_unroll == 4)) return false;
   for (int g = 0; g < grp.n; ++g) {
@@ -116,12 +128,22 @@ bool gemv_q_stream(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const flo
   grp.first[0] = 0;
   for (int g = 0; g < grp.n; ++g)
     grp.first[g + 1] = grp.first[g] + int32_t(blocks_for(grp.w[g].rows, kStreamWarps * kStreamRows));
+  GemvGroup none{};
+  RowGates gates{};
+  if (rows && rows->n > 0) {  // a block per row, ahead of the q4/q8 blocks; the gates are this launch's now
+    rows->first[0] = 0;
+    for (int g = 0; g < rows->n; ++g) rows->first[g + 1] = rows->first[g] + int32_t(rows->w[g].rows);
+    gates = c->row_gates;
+    c->row_gates = RowGates{};
+  }
+  const GemvGroup& r = rows ? *rows : none;
   const bool q4 = bits == 4;
   switch (nt) {
-    case 1: q4 ? launch_stream<4, 1>(c, grp, xq, xs, xsum, lvl2, nt) : launch_stream<8, 1>(c, grp, xq, xs, xsum, lvl2, nt); break;
-    case 2: q4 ? launch_stream<4, 2>(c, grp, xq, xs, xsum, lvl2, nt) : launch_stream<8, 2>(c, grp, xq, xs, xsum, lvl2, nt); break;
-    default: q4 ? launch_stream<4, 4>(c, grp, xq, xs, xsum, lvl2, nt) : launch_stream<8, 4>(c, grp, xq, xs, xsum, lvl2, nt);
+    case 1: q4 ? launch_stream<4, 1>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates) : launch_stream<8, 1>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates); break;
+    case 2: q4 ? launch_stream<4, 2>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates) : launch_stream<8, 2>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates); break;
+    default: q4 ? launch_stream<4, 4>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates) : launch_stream<8, 4>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates);
   }  // 3 and 4 tokens only when $SPLASH_GEMV_STREAM says so (measured slower: 127 registers, fewer warps)
+  if (rows) rows->n = 0;  // launched
   return true;
 }
 

@@ -6,7 +6,7 @@
 // (more tokens): cuda_gemm.cu.
 #include <algorithm>
 
-#include "backend/cuda/gemv_q.cuh"
+#include "backend/cuda/gemv_f_row.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -65,71 +65,12 @@ __global__ void __launch_bounds__(128) k_gemv_f(splash_weight w, const float* x,
   }
 }
 
-// Few rows (GDN b/a, routers, gates): block per row, the columns split over the block's threads. A thread's first
-// kFRowPre pieces of 8 weights are read before the wait on the kernel that writes the activations (PDL; the
-// weights do not depend on it), so after the wait only the activations and the sums remain. With `gates` (the
-// GDN's b and a rows as weights 0 and 1 of the group), the gates of gdn_gates are applied to the sums as they are
-// stored: beta = sigmoid(b), g = −exp(A_log)·softplus(a + dt_bias), the same expressions as k_gdn_gates.
+// Few rows (GDN b/a, routers, gates), with the GDN gates as an epilogue: gemv_f_row.cuh.
 constexpr int kFRowThreads = 256, kFRowPre = 4;
 template <int NT>
 __global__ void __launch_bounds__(kFRowThreads) k_gemv_f_row(GemvGroup grp, const float* x, int32_t nt, RowGates gates) {
   pdl_trigger();
-  __shared__ float red[NT][kFRowThreads / 32];
-  splash_weight w;
-  float* y;
-  int64_t ys;
-  const int64_t r = gemv_group_of(grp, blockIdx.x, w, y, ys), C = w.cols;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float v[kFRowPre][8];
-#pragma unroll
-  for (int k = 0; k < kFRowPre; ++k) {
-    const int64_t c = (int64_t(threadIdx.x) + int64_t(k) * kFRowThreads) * 8;
-    if (c < C) load8(w, r, c, v[k]);
-  }
-  pdl_wait();  // launched with PDL: the activations come from a kernel before this one
-  float acc[NT];
-#pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = 0.f;
-  auto dot = [&](const float (&u)[8], int64_t c) {
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t >= nt) break;
-      const float4* xp = reinterpret_cast<const float4*>(x + t * C + c);
-      const float4 a = __ldg(xp), b = __ldg(xp + 1);
-      acc[t] += u[0] * a.x + u[1] * a.y + u[2] * a.z + u[3] * a.w + u[4] * b.x + u[5] * b.y + u[6] * b.z + u[7] * b.w;
-    }
-  };
-#pragma unroll
-  for (int k = 0; k < kFRowPre; ++k) {
-    const int64_t c = (int64_t(threadIdx.x) + int64_t(k) * kFRowThreads) * 8;
-    if (c < C) dot(v[k], c);
-  }
-  for (int64_t c = (int64_t(threadIdx.x) + int64_t(kFRowPre) * kFRowThreads) * 8; c < C; c += kFRowThreads * 8) {
-    float u[8];
-    load8(w, r, c, u);
-    dot(u, c);
-  }
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const float s = warp_sum(acc[t]);
-    if (lane == 0) red[t][warp] = s;
-  }
-  __syncthreads();
-  if (threadIdx.x < NT && threadIdx.x < nt) {
-    float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < kFRowThreads / 32; ++k) s += red[threadIdx.x][k];
-    if (gates.A_log) {
-      if (blockIdx.x < grp.first[1]) {
-        s = sigmoidf_(s);
-      } else {
-        const float u = s + gates.dt_bias[r];
-        const float sp = u > 20.f ? u : log1pf(expf(u));
-        s = -expf(gates.A_log[r]) * sp;
-      }
-    }
-    y[threadIdx.x * ys + r] = s;
-  }
+  gemv_f_row_block<NT, kFRowThreads, kFRowPre>(grp, int32_t(blockIdx.x), x, nt, gates);
 }
 
 // Any shape (f32/bf16 with cols % 8 != 0): thread per output.
@@ -224,7 +165,8 @@ int gemv_kind(const Ctx* c, const splash_weight* w, int32_t nt) {
 }
 
 template <int BITS>
-void launch_q(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int32_t nt) {
+void launch_q(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int32_t nt, GemvGroup* rows,
+              const float* xf) {
   const int64_t C = grp.w[0].cols, lvl2 = int64_t(nt) * C;  // level 2 sits lvl2 after level 1 for every token
   for (int32_t t0 = 0; t0 < nt; t0 += kMaxGemvTokens) {
     const int32_t n = std::min(kMaxGemvTokens, nt - t0);
@@ -233,7 +175,7 @@ void launch_q(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const f
     const int8_t* q = xq + int64_t(t0) * C;
     const float *s = xs + int64_t(t0) * (C / 32), *sum = xsum + int64_t(t0) * (C / 32);
     if (gemv_q_mma(c, BITS, part, q, s, sum, lvl2, n)) continue;
-    if (gemv_q_stream(c, BITS, part, q, s, sum, lvl2, n)) continue;
+    if (gemv_q_stream(c, BITS, part, q, s, sum, lvl2, n, nt == n ? rows : nullptr, xf)) continue;
     switch (n) {
       case 1: launch_gemv_q<BITS, 1>(c, part, q, s, sum, lvl2, n); break;
       case 2: launch_gemv_q<BITS, 2>(c, part, q, s, sum, lvl2, n); break;
@@ -243,8 +185,10 @@ void launch_q(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const f
   }
 }
 
-// One launch for a group of weights of one kind on activations x [nt, cols].
-void gemv_group(Ctx* c, int kind, GemvGroup& grp, const float* x, int32_t nt) {
+// One launch for a group of weights of one kind on activations x [nt, cols]; `rows` (q4/q8 kinds only, may be null):
+// few-row GEMVs on the same activations that ride in that launch when the streaming GEMV takes it, else go out
+// after it as their own.
+void gemv_group(Ctx* c, int kind, GemvGroup& grp, const float* x, int32_t nt, GemvGroup* rows = nullptr) {
   if (kind == kQg) {
     qgemm(c, grp, x, nt);
     return;
@@ -252,10 +196,12 @@ void gemv_group(Ctx* c, int kind, GemvGroup& grp, const float* x, int32_t nt) {
   if (kind == kQ4 || kind == kQ8) {
     int8_t* xq;
     float *xs, *xsum;
-    if (!quantize_x(c, kind, x, grp.w[0].cols, nt, xq, xs, xsum)) return;
-    if (kind == kQ4) launch_q<4>(c, grp, xq, xs, xsum, nt);
-    else launch_q<8>(c, grp, xq, xs, xsum, nt);
-    SPLASH_LAUNCHED(c, "gemv_q");
+    if (quantize_x(c, kind, x, grp.w[0].cols, nt, xq, xs, xsum)) {
+      if (kind == kQ4) launch_q<4>(c, grp, xq, xs, xsum, nt, rows, x);
+      else launch_q<8>(c, grp, xq, xs, xsum, nt, rows, x);
+      SPLASH_LAUNCHED(c, "gemv_q");
+    }
+    if (rows && rows->n > 0) gemv_group(c, kRowF, *rows, x, nt);
     return;
   }
   grp.first[0] = 0;
@@ -321,18 +267,39 @@ size_t out_bytes(int32_t nt, int64_t rows, int64_t ys) { return (size_t(nt - 1) 
 }  // namespace
 
 void flush(Ctx* c) {
+  gdn_flush(c);  // a waiting recurrence first (matmuls never wait behind it: a matmul's call flushes it)
   if (c->pend_n == 0) return;
-  GemvGroup grp{};
-  grp.n = c->pend_n;
-  for (int g = 0; g < grp.n; ++g) grp.w[g] = c->pend[g].w, grp.y[g] = c->pend[g].y, grp.ys[g] = c->pend[g].ys;
-  c->pend_n = 0;
+  auto group = [](const Ctx::Pending* p, int n) {
+    GemvGroup grp{};
+    grp.n = n;
+    for (int g = 0; g < n; ++g) grp.w[g] = p[g].w, grp.y[g] = p[g].y, grp.ys[g] = p[g].ys;
+    return grp;
+  };
+  GemvGroup grp = group(c->pend, c->pend_n), rows = group(c->pend_rows, c->pend_rows_n);
+  c->pend_n = c->pend_rows_n = 0;
   c->pend_thread = std::thread::id();
-  gemv_group(c, c->pend_kind, grp, c->pend_x, c->pend_nt);
+  gemv_group(c, c->pend_kind, grp, c->pend_x, c->pend_nt, rows.n > 0 ? &rows : nullptr);
+}
+
+// A few-row GEMV on the activations of pending q4/q8 GEMVs waits to ride in their launch (cuda_gemv_stream.cu) when
+// the streaming GEMV may take it ($SPLASH_GEMV_STREAM tokens) and its output overlaps nothing pending.
+bool rides(const Ctx* c, const splash_weight* w, const float* x, int32_t nt, const float* y, size_t yb) {
+  if (!c->merge_rows || c->probe_f_row != 0 || c->pend_n == 0 || (c->pend_kind != kQ4 && c->pend_kind != kQ8) ||
+      x != c->pend_x || nt != c->pend_nt || nt > c->gemv_stream || c->pend_rows_n >= kG || w->cols != c->pend[0].w.cols)
+    return false;
+  if (overlap(y, yb, x, size_t(nt) * size_t(c->pend[0].w.cols) * 4)) return false;
+  for (int g = 0; g < c->pend_n; ++g)
+    if (overlap(y, yb, c->pend[g].y, out_bytes(nt, c->pend[g].w.rows, c->pend[g].ys))) return false;
+  for (int g = 0; g < c->pend_rows_n; ++g)
+    if (overlap(y, yb, c->pend_rows[g].y, out_bytes(nt, c->pend_rows[g].w.rows, c->pend_rows[g].ys))) return false;
+  return true;
 }
 
 bool gates_with_pending(Ctx* c, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv) {
-  if (!c->fuse_gates || c->pend_n != 2 || c->pend_kind != kRowF || c->pend_nt != n) return false;
-  const Ctx::Pending &pb = c->pend[0], &pa = c->pend[1];
+  if (!c->fuse_gates || c->pend_nt != n) return false;
+  const Ctx::Pending* p = c->pend_rows_n > 0 ? c->pend_rows : c->pend;
+  if ((c->pend_rows_n > 0 ? c->pend_rows_n : c->pend_kind == kRowF ? c->pend_n : 0) != 2) return false;
+  const Ctx::Pending &pb = p[0], &pa = p[1];
   if (pb.y != b || pa.y != a || pb.w.rows != nv || pa.w.rows != nv || pb.ys != nv || pa.ys != nv) return false;
   c->row_gates = RowGates{A_log, dt_bias};
   flush(c);
@@ -351,6 +318,12 @@ void matmul(void* ctx, const splash_weight* w, const float* x, int32_t nt, float
             w->cols == c->pend[0].w.cols && !overlap(y, yb, x, xb);
     for (int g = 0; joins && g < c->pend_n; ++g)
       joins = !overlap(y, yb, c->pend[g].y, out_bytes(nt, c->pend[g].w.rows, c->pend[g].ys));
+    for (int g = 0; joins && g < c->pend_rows_n; ++g)
+      joins = !overlap(y, yb, c->pend_rows[g].y, out_bytes(nt, c->pend_rows[g].w.rows, c->pend_rows[g].ys));
+  }
+  if (!joins && kind == kRowF && rides(c, w, x, nt, y, yb)) {
+    c->pend_rows[c->pend_rows_n++] = {*w, y, ys};
+    return;
   }
   if (!joins) flush(c);
   if (c->xc_valid && overlap(y, yb, c->xc_x, size_t(c->xc_total) * 4)) c->xc_valid = false;  // written over

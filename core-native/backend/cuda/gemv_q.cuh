@@ -189,9 +189,11 @@ __device__ __forceinline__ void gemv_q_body(const GemvGroup& grp, const int8_t* 
 bool gemv_q_mma(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2,
                 int32_t nt);
 // A launch of up to Ctx::gemv_stream (≤ 4) tokens through shared memory (cuda_gemv_stream.cu); false when it does not
-// take it (more tokens, columns not a multiple of 1024, misaligned weights: the caller runs the dp4a kernel above)
+// take it (more tokens, columns not a multiple of 1024, misaligned weights: the caller runs the dp4a kernel above).
+// `rows` (may be null): few-row fp32 GEMVs on the same activations `xf`, launched in the same grid when it takes the
+// launch (rows->n is 0 afterwards; the gates in Ctx::row_gates go with them)
 bool gemv_q_stream(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2,
-                   int32_t nt);
+                   int32_t nt, GemvGroup* rows = nullptr, const float* xf = nullptr);
 
 }  // namespace splash::cuda
 
