@@ -322,6 +322,7 @@ void matmul(void* ctx, const splash_weight* w, const float* x, int32_t nt, float
       joins = !overlap(y, yb, c->pend_rows[g].y, out_bytes(nt, c->pend_rows[g].w.rows, c->pend_rows[g].ys));
   }
   if (!joins && kind == kRowF && rides(c, w, x, nt, y, yb)) {
+    if (c->xc_valid && overlap(y, yb, c->xc_x, size_t(c->xc_total) * 4)) c->xc_valid = false;  // written over
     c->pend_rows[c->pend_rows_n++] = {*w, y, ys};
     return;
   }
