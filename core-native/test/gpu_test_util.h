@@ -88,7 +88,7 @@ inline void report(const char* what, const std::vector<float>& ref, const std::v
   }
   const double rel = err / (mx > 0 ? mx : 1);
   const bool ok = !nan && rel <= tol;
-  std::printf("%-44s rel err %.2e  tol %.0e  %s\n", what, rel, tol, ok ? "ok" : "FAIL");
+  std::printf("%-44s rel err %.2e  tol %.1e  %s\n", what, rel, tol, ok ? "ok" : "FAIL");
   g_fail += !ok;
 }
 
