@@ -49,13 +49,7 @@ __global__ void __launch_bounds__(128) k_gemv_f(splash_weight w, const float* x,
   for (int64_t c = int64_t(lane) * 8; c < C; c += 256) {
     float v[8];
     load8(w, r, c, v);
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t >= nt) break;
-      const float4* xp = reinterpret_cast<const float4*>(x + t * C + c);
-      const float4 a = __ldg(xp), b = __ldg(xp + 1);
-      acc[t] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
-    }
+    dot8_tokens<NT>(acc, v, x, C, c, nt);
   }
 #pragma unroll
   for (int t = 0; t < NT; ++t) {

@@ -10,6 +10,20 @@
 
 namespace splash::cuda {
 
+// acc[t] += the 8 weights u · x[t, c .. c + 8) for the nt ≤ NT tokens (x rows of C values): the one fp32 product of
+// the few-row GEMV and of the warp-per-row GEMV (cuda_matmul.cu k_gemv_f).
+template <int NT>
+__device__ __forceinline__ void dot8_tokens(float (&acc)[NT], const float (&u)[8], const float* x, int64_t C, int64_t c,
+                                            int32_t nt) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    if (t >= nt) break;
+    const float4* xp = reinterpret_cast<const float4*>(x + t * C + c);
+    const float4 a = __ldg(xp), b = __ldg(xp + 1);
+    acc[t] += u[0] * a.x + u[1] * a.y + u[2] * a.z + u[3] * a.w + u[4] * b.x + u[5] * b.y + u[6] * b.z + u[7] * b.w;
+  }
+}
+
 // Block `b` of the group (its row of its weight); every thread of the block calls it.
 template <int NT, int THREADS, int PRE>
 __device__ __forceinline__ void gemv_f_row_block(const GemvGroup& grp, int32_t b, const float* x, int32_t nt,
@@ -30,24 +44,15 @@ __device__ __forceinline__ void gemv_f_row_block(const GemvGroup& grp, int32_t b
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f;
-  auto dot = [&](const float (&u)[8], int64_t c) {
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t >= nt) break;
-      const float4* xp = reinterpret_cast<const float4*>(x + t * C + c);
-      const float4 a = __ldg(xp), bb = __ldg(xp + 1);
-      acc[t] += u[0] * a.x + u[1] * a.y + u[2] * a.z + u[3] * a.w + u[4] * bb.x + u[5] * bb.y + u[6] * bb.z + u[7] * bb.w;
-    }
-  };
 #pragma unroll
   for (int k = 0; k < PRE; ++k) {
     const int64_t c = (int64_t(threadIdx.x) + int64_t(k) * THREADS) * 8;
-    if (c < C) dot(v[k], c);
+    if (c < C) dot8_tokens<NT>(acc, v[k], x, C, c, nt);
   }
   for (int64_t c = (int64_t(threadIdx.x) + int64_t(PRE) * THREADS) * 8; c < C; c += THREADS * 8) {
     float u[8];
     load8(w, r, c, u);
-    dot(u, c);
+    dot8_tokens<NT>(acc, u, x, C, c, nt);
   }
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
