@@ -274,13 +274,6 @@ bool gdn_defers(const Ctx* c, const splash_gdn_args& a) {
 
 }  // namespace
 
-void gdn_flush(Ctx* c) {
-  if (!c->gdn_pend) return;
-  c->gdn_pend = false;
-  launch_dep(c, c->pdl_small, k_gdn<16>, dim3(unsigned(c->gdn_args.nv), kGdnNormBlocks), dim3((c->gdn_args.dk / 16) * 32),
-             0, c->gdn_args);
-  SPLASH_LAUNCHED(c, "gdn");
-}
 
 bool gdn_norm_with_pending(Ctx* c, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps,
                            float* y) {
@@ -318,19 +311,10 @@ void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, co
   SPLASH_LAUNCHED(c, "conv_state");
 }
 
-void gdn_recurrent(void* ctx, const splash_gdn_args* a) {
-  Ctx* c = static_cast<Ctx*>(ctx);
-  if (a->dk > 32 * kMaxDkWarps) {
-    if (c->error.empty()) c->error = "gdn: key head dim > 256 is not supported by the CUDA backend";
-    return;
-  }
-  if (a->n_tokens <= 0) return;
-  if (gdn_defers(c, *a)) {  // launched by the next slot, fused with it when it is the gated RMSNorm
-    c->gdn_args = *a;
-    c->gdn_pend = true;
-    c->pend_thread = std::this_thread::get_id();
-    return;
-  }
+namespace {
+
+// The recurrence's kernels for one call, the form chosen by head size and tokens (a waiting call's too: gdn_flush).
+void launch_recurrent(Ctx* c, const splash_gdn_args* a) {
   dim3 grid(unsigned(a->nv), unsigned((a->dv + 31) / 32));
   if (a->n_tokens <= kGdnFewTokens && a->dk % 16 == 0 && a->dk <= 16 * kMaxDkWarps) {
     launch_dep(c, c->pdl_small, k_gdn<16>, dim3(grid), dim3((a->dk / 16) * 32), 0, *a);
@@ -350,6 +334,30 @@ void gdn_recurrent(void* ctx, const splash_gdn_args* a) {
   const int warps = (a->dk + 31) / 32;
   launch_dep(c, c->pdl_small, k_gdn<32>, dim3(grid), dim3(warps * 32), 0, *a);
   SPLASH_LAUNCHED(c, "gdn");
+}
+
+}  // namespace
+
+void gdn_recurrent(void* ctx, const splash_gdn_args* a) {
+  Ctx* c = static_cast<Ctx*>(ctx);
+  if (a->dk > 32 * kMaxDkWarps) {
+    if (c->error.empty()) c->error = "gdn: key head dim > 256 is not supported by the CUDA backend";
+    return;
+  }
+  if (a->n_tokens <= 0) return;
+  if (gdn_defers(c, *a)) {  // launched by the next slot, fused with it when it is the gated RMSNorm
+    c->gdn_args = *a;
+    c->gdn_pend = true;
+    c->pend_thread = std::this_thread::get_id();
+    return;
+  }
+  launch_recurrent(c, a);
+}
+
+void gdn_flush(Ctx* c) {
+  if (!c->gdn_pend) return;
+  c->gdn_pend = false;
+  launch_recurrent(c, &c->gdn_args);
 }
 
 }  // namespace splash::cuda
