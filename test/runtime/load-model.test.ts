@@ -41,6 +41,8 @@ t.test('the engine loadModel builds chunks a prefill by the budget', async t => 
       const prompt = Int32Array.from({length: 700}, (_, i) => 5 + (i % 200))
       for await (const ev of loaded.engine.generate({prompt, maxTokens: 1, sampling: samplingParams({temperature: 0}), stopTokenIds: []}))
         void ev
+      // the last step's trace line is written after its token reaches the client (the prefix cache saves between)
+      await loaded.engine.idle()
     } finally {
       loaded.model.close()
     }
