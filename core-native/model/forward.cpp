@@ -246,7 +246,7 @@ void Model::mlp(const Layer& l, const float* x, int N, float* y) {
   }
   float* logits = buf(kRouter, size_t(N) * c.E);
   // the shared expert's gate/up, its gate and the router all read x: issued together (one launch on a GPU, where
-  // few-row matmuls ride in the q4 GEMV's launch), the rest of the shared expert after the routed ones
+  // few-row matmuls ride in the q4 GEMV's launch); the backend's moe runs the rest of the shared expert
   float *sh = nullptr, *gate = nullptr, *sgb = nullptr, *sub = nullptr;
   if (l.shared) {
     sh = buf(kSh, size_t(N) * c.H);
@@ -269,12 +269,8 @@ void Model::mlp(const Layer& l, const float* x, int N, float* y) {
   m.up = &l.eu.base;
   m.down = &l.ed.base;
   m.out = y;
+  if (l.shared) m.sh_g = sgb, m.sh_u = sub, m.sh_down = &l.sd, m.sh_gate = gate, m.sh_out = sh;
   be->moe(bc, &m);
-  if (l.shared) {
-    be->swiglu(bc, sgb, sub, N * l.sg.rows, sgb);
-    matmul(l.sd, sgb, N, sh);
-    be->gated_add(bc, y, sh, gate, N, c.H);
-  }
 }
 
 void Model::queue_step(std::vector<StepItem>& items, int N, const StepBufs& b) {

@@ -100,4 +100,62 @@ void test_fused(Be& cpu, Be& g) {
   }
 }
 
+// The MoE layer with its shared expert in two launches (cuda_moe_fused.cu) against the CPU, and against the unfused
+// path (SPLASH_MOE_FUSED=0: routing, expert GEMVs, SwiGLU, combine, then the shared expert's SwiGLU, down GEMV and
+// gated add), whose bits it keeps at 1–4 tokens; also without a shared expert, with 400 experts (16 per lane), and
+// with ties across the top-k boundary.
+void test_moe_fused(Be& cpu, Be& g) {
+  struct Case {
+    int N;
+    splash_dtype dt;
+    int E, K, H, I, Is;
+  };
+  const Case cases[] = {{1, SPLASH_Q4, 64, 8, 256, 128, 128}, {2, SPLASH_Q4, 64, 8, 256, 128, 64},
+                        {3, SPLASH_Q8, 32, 4, 256, 192, 128}, {4, SPLASH_Q4, 64, 10, 512, 128, 256},
+                        {1, SPLASH_Q4, 64, 8, 256, 128, 0},   {2, SPLASH_Q4, 400, 8, 256, 128, 128}, {1, SPLASH_Q8, 32, 5, 256, 128, 128},
+                        {16, SPLASH_Q4, 64, 8, 256, 128, 128}};
+  for (const Case& cs : cases) {
+    const int N = cs.N, E = cs.E, K = cs.K, H = cs.H, I = cs.I, Is = cs.Is;
+    W wg = make_weight(g, cs.dt, I, H, E), wu = make_weight(g, cs.dt, I, H, E), wd = make_weight(g, cs.dt, H, I, E);
+    W sd = make_weight(g, cs.dt, H, Is > 0 ? Is : 64);
+    const auto x = randv(size_t(N) * H);
+    auto lg = randv(size_t(N) * E, -2, 2);
+    if (E == 64 && K == 8)  // ten experts tie at the top: the eight lowest of them are routed, in ascending order
+      for (int t = 0; t < N; ++t)
+        for (int e : {60, 3, 35, 40, 9, 50, 17, 22, 61, 1}) lg[size_t(t) * E + e] = 2.5f;
+    const auto sgv = randv(size_t(N) * (Is > 0 ? Is : 1), -2, 2), suv = randv(size_t(N) * (Is > 0 ? Is : 1), -2, 2);
+    const auto gate = randv(size_t(N), -2, 2);
+    std::vector<float> out(size_t(N) * H), shc(size_t(N) * H);
+    auto lr = lg, sgc = sgv;
+    splash_moe_args a{N, E, K, 1, x.data(), lr.data(), &wg.h, &wu.h, &wd.h, out.data()};
+    if (Is > 0) a.sh_g = sgc.data(), a.sh_u = suv.data(), a.sh_down = &sd.h, a.sh_gate = gate.data(), a.sh_out = shc.data();
+    cpu.i->moe(cpu.c, &a);
+    std::vector<float> got[2];
+    for (int unfused = 0; unfused < 2; ++unfused) {
+      float* dout = static_cast<float*>(g.alloc(out.size() * 4));
+      float* dsh = static_cast<float*>(g.alloc(out.size() * 4));
+      float *dx = g.up(x), *dl = g.up(lg), *dsg = g.up(sgv), *dsu = g.up(suv), *dgate = g.up(gate);
+      splash_moe_args ad{N, E, K, 1, dx, dl, &wg.d, &wu.d, &wd.d, dout};
+      if (Is > 0) ad.sh_g = dsg, ad.sh_u = dsu, ad.sh_down = &sd.d, ad.sh_gate = dgate, ad.sh_out = dsh;
+      setenv("SPLASH_MOE_FUSED", unfused ? "0" : "128", 1);
+      g.i->moe(g.c, &ad);
+      unsetenv("SPLASH_MOE_FUSED");
+      got[unfused] = g.down(dout, out.size());
+      for (float* p : {dout, dsh, dx, dl, dsg, dsu, dgate}) g.i->buffer_free(g.c, p);
+    }
+    char what[96];
+    std::snprintf(what, sizeof what, "moe fused %s E=%d k=%d H=%d I=%d shared=%d tokens=%d", cs.dt == SPLASH_Q4 ? "q4" : "q8", E,
+                  K, H, I, Is, N);
+    report(what, out, got[0], 3e-4);
+    // the unfused path's shared down projection takes the bf16 q4 GEMM from 5 tokens
+    report((std::string(what) + " (unfused)").c_str(), out, got[1], N > 4 ? 1e-2 : 3e-4);
+    if (N <= 4) {
+      const bool same = got[0] == got[1];
+      std::printf("%s the unfused kernels' bits (%s)\n", same ? "ok  " : "FAIL", what);
+      g_fail += !same;
+    }
+    for (W* w : {&wg, &wu, &wd, &sd}) free_weight(g, *w);
+  }
+}
+
 }  // namespace splash::gputest

@@ -161,6 +161,11 @@ void moe_grouped(void* ctx, const splash_moe_args* a, MatmulFn matmul, SwigluFn 
       for (int64_t k = 0; k < H; ++k) yo[k] += w * ye[size_t(i) * H + k];
     }
   }
+  if (a->sh_down) {
+    swiglu(ctx, a->sh_g, a->sh_u, int64_t(N) * a->sh_down->cols, a->sh_g);
+    matmul(ctx, a->sh_down, a->sh_g, N, a->sh_out, H);
+    gated_add(ctx, a->out, a->sh_out, a->sh_gate, N, int32_t(H));
+  }
 }
 
 }  // namespace splash::cpu

@@ -25,7 +25,8 @@ void rope_seq(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64_t h
 
 using MatmulFn = void (*)(void*, const splash_weight*, const float*, int32_t, float*, int64_t);
 using SwigluFn = void (*)(void*, const float*, const float*, int64_t, float*);
-// Routed experts: tokens grouped per expert (one matmul per expert), results summed in expert order.
+// Routed experts: tokens grouped per expert (one matmul per expert), results summed in expert order; then the
+// shared expert when given.
 void moe_grouped(void* ctx, const splash_moe_args* a, MatmulFn matmul, SwigluFn swiglu);
 
 }  // namespace splash::cpu

@@ -284,12 +284,6 @@ __global__ void k_gated_add(float* y, const float* x, const float* gate, int32_t
   if (i >= int64_t(n) * dim) return;
   y[i] += sigmoidf_(gate[i / dim]) * x[i];
 }
-void gated_add(void* ctx, float* y, const float* x, const float* gate, int32_t n, int32_t dim) {
-  const int64_t m = int64_t(n) * dim;
-  if (m <= 0) return;
-  launch_dep(C(ctx), C(ctx)->pdl_small, k_gated_add, dim3(blocks_for(m, 256)), dim3(256), 0, y, x, gate, n, dim);
-  SPLASH_LAUNCHED(C(ctx), "gated_add");
-}
 
 // out = {free, total} of the device (cudaMemGetInfo), {used, limit} of this backend; false on failure.
 int device_memory(void* ctx, uint64_t out[4]) {
@@ -505,6 +499,13 @@ void add(void* ctx, float* y, const float* x, int64_t n) {
   launch_dep(C(ctx), C(ctx)->pdl_small, k_add, dim3(std::min<unsigned>(blocks_for(n, 256), 4096)), dim3(256), 0, y, x,
              n);
   SPLASH_LAUNCHED(C(ctx), "add");
+}
+
+void gated_add(void* ctx, float* y, const float* x, const float* gate, int32_t n, int32_t dim) {
+  const int64_t m = int64_t(n) * dim;
+  if (m <= 0) return;
+  launch_dep(C(ctx), C(ctx)->pdl_small, k_gated_add, dim3(blocks_for(m, 256)), dim3(256), 0, y, x, gate, n, dim);
+  SPLASH_LAUNCHED(C(ctx), "gated_add");
 }
 
 void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out) {

@@ -17,7 +17,7 @@
 namespace splash::cuda {
 
 enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, kMoeY, kMoeR, kWf, kGdn, kGdnChunk, kPq4, kPq8, kPs,
-               kQgX, kQgPart, kArgmax, kSampleDesc, kSampleW,
+               kQgX, kQgPart, kArgmax, kSampleDesc, kSampleW, kMoeFused,
                kNumScratch };
 
 // The token counts the fused q4 GEMM takes by default (measured: DEVELOPMENT.md, CUDA backend).
@@ -283,6 +283,9 @@ void matmul(void* ctx, const splash_weight* w, const float* x, int32_t n, float*
 // p of y[g]. False when a weight is not eligible (the caller falls back).
 bool matmul_experts(Ctx* c, int n, const splash_weight* const* base, const float* x, int32_t nx, const int32_t* eidx,
                     int32_t pairs, int32_t xdiv, float* const* y, int64_t ys);
+// Activations [n, C] → their int8x2 form for a q4 (bits 4) or q8 GEMV: the planes the last norm / SwiGLU wrote for
+// exactly these values, else quantised into scratch now (false when scratch fails).
+bool quantize_x(Ctx* c, int bits, const float* x, int64_t C, int32_t n, int8_t*& xq, float*& xs, float*& xsum);
 void attention(void* ctx, const splash_attn_args* a);
 // cuda_attention_few.cu: few tokens in fp32, split over the context (any head_dim ≤ 256); the merge of split
 // partial results (per (token, head) and split: max, sum, unnormalised output), which the tensor-core form uses too
@@ -319,6 +322,10 @@ void qgemm(Ctx* c, GemvGroup& grp, const float* x, int32_t nt);
 int expert_gemm_rows();
 void expert_gemm(Ctx* c, const ExpertGemm& a, int32_t row_tiles);
 void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out);
+void gated_add(void* ctx, float* y, const float* x, const float* gate, int32_t n, int32_t dim);
+// cuda_moe_fused.cu: a MoE layer of a few tokens (and its shared expert) in two launches; false when it does not apply
+// (the caller runs the unfused path)
+bool moe_fused(Ctx* c, const splash_moe_args* a);
 // the vision encoder's slots (cuda_vision.cu)
 void layer_norm(void* ctx, const float* x, const float* w, const float* b, int32_t n, int32_t dim, float eps, float* y);
 void add_bias(void* ctx, float* y, const float* b, int32_t n, int32_t dim);

@@ -124,6 +124,8 @@ GemvGroup single(const splash_weight& w, float* y, int64_t ys) {
   return g;
 }
 
+}  // namespace
+
 // Activations [n, C] → two int8 levels (layout for the weight's bit width): the producer's planes when the
 // last norm / SwiGLU wrote them for exactly these values, else quantised here into scratch.
 bool quantize_x(Ctx* c, int bits, const float* x, int64_t C, int32_t n, int8_t*& xq, float*& xs, float*& xsum) {
@@ -142,6 +144,8 @@ bool quantize_x(Ctx* c, int bits, const float* x, int64_t C, int32_t n, int8_t*&
   else k_quant_x<false><<<blocks_for(total, 256), 256, 0, strm(c)>>>(x, total, xq, xs);
   return SPLASH_LAUNCHED(c, "quant_x");
 }
+
+namespace {
 
 // How a matmul runs, and whether it can share a launch with others on the same activations: 4 / 8 = the int8x2
 // GEMV of q4 / q8 weights, 5 = the fused q4 GEMM (cuda_qgemm.cu), 3 = fp32 activations with a block per row (few

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/moe_route.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -91,43 +92,7 @@ __global__ void k_route_warp(const float* logits, int32_t N, int32_t E, int32_t 
   const int lane = threadIdx.x & 31;
   const int64_t t = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (t >= N) return;
-  const float* row = logits + t * E;
-  float p[PER];
-  float m = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    const int e = lane + 32 * i;  // lane-strided: expert e = lane + 32·i
-    p[i] = e < E ? row[e] : -INFINITY;
-    m = fmaxf(m, p[i]);
-  }
-  m = warp_max(m);
-  float part = 0.f;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) part += (p[i] = lane + 32 * i < E ? expf(p[i] - m) : 0.f);
-  const float den = warp_sum(part);
-#pragma unroll
-  for (int i = 0; i < PER; ++i) p[i] = lane + 32 * i < E ? p[i] / den : -1.f;
-  float sum = 0.f, mine = 0.f;
-  for (int j = 0; j < K; ++j) {
-    float bv = -1.f;
-    int bi = E;
-#pragma unroll
-    for (int i = 0; i < PER; ++i)
-      if (p[i] > bv) bv = p[i], bi = lane + 32 * i;  // ascending e within the lane: the first of equals stays
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-    }
-#pragma unroll
-    for (int i = 0; i < PER; ++i)
-      if (lane + 32 * i == bi) p[i] = -2.f;  // taken
-    if (lane == j) mine = bv;
-    if (lane == 0) ids[t * K + j] = bi;
-    sum += bv;
-  }
-  if (lane < K) wts[t * K + lane] = renorm ? mine / sum : mine;
+  route_warp<PER>(logits + t * E, E, K, renorm, lane, ids + t * K, wts + t * K);
 }
 
 void route(Ctx* c, const float* logits, int32_t N, int32_t E, int32_t K, int32_t renorm, int32_t* ids, float* wts) {
@@ -277,12 +242,16 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
 // (`splash_gpu_test bench-moe`, H200).
 constexpr int kMoeGemvMax = 128;
 
+// up to kMoeGemvMax tokens, where the grouped GEMM starts to win (SPLASH_MOE_GEMV_MAX moves it, for measuring)
+int moe_gemv_max() {
+  const char* gm = std::getenv("SPLASH_MOE_GEMV_MAX");
+  return gm ? std::atoi(gm) : kMoeGemvMax;
+}
+
 bool moe_device(Ctx* c, const splash_moe_args* a) {
   const int N = a->n_tokens, E = a->n_experts, K = a->top_k;
   const int64_t H = a->down->rows, I = a->gate->rows;
-  // up to kMoeGemvMax tokens, where the grouped GEMM starts to win (SPLASH_MOE_GEMV_MAX moves it, for measuring)
-  const char* gm = std::getenv("SPLASH_MOE_GEMV_MAX");
-  if (N > (gm ? std::atoi(gm) : kMoeGemvMax) || c->precise || E > 4096) return false;
+  if (N > moe_gemv_max() || c->precise || E > 4096) return false;
   for (const splash_weight* w : {a->gate, a->up, a->down})
     if ((w->dtype != SPLASH_Q4 && w->dtype != SPLASH_Q8) || w->cols % 64 != 0) return false;
   const int P = N * K;
@@ -304,19 +273,12 @@ bool moe_device(Ctx* c, const splash_moe_args* a) {
   return true;
 }
 
-}  // namespace
 
-void moe(void* ctx, const splash_moe_args* a) {
-  Ctx* c = static_cast<Ctx*>(ctx);
+// The routed experts on the host's routing (precise mode, or where neither device path applies).
+void moe_host(Ctx* c, const splash_moe_args* a) {
+  void* ctx = c;
   const int N = a->n_tokens, E = a->n_experts, K = a->top_k;
   const int64_t H = a->down->rows, I = a->gate->rows, Cx = a->gate->cols;
-  if (N <= 0) return;
-  const size_t ob = size_t(N) * size_t(H) * 4;
-  if (c->xc_valid && reinterpret_cast<uintptr_t>(a->out) < reinterpret_cast<uintptr_t>(c->xc_x) + size_t(c->xc_total) * 4 &&
-      reinterpret_cast<uintptr_t>(c->xc_x) < reinterpret_cast<uintptr_t>(a->out) + ob)
-    c->xc_valid = false;  // the output would overwrite the activations whose int8 form is kept
-  if (moe_device(c, a) || moe_grouped(c, a)) return;
-  if (spoils_capture(c)) return;  // the routing below runs on the host
   std::vector<float> p(size_t(N) * E);
   SPLASH_CK(c, cudaMemcpyAsync(p.data(), a->logits, p.size() * 4, cudaMemcpyDeviceToHost, strm(c)));
   SPLASH_CK(c, cudaStreamSynchronize(strm(c)));
@@ -373,6 +335,29 @@ void moe(void* ctx, const splash_moe_args* a) {
   }
   // the host vectors above are sources of queued copies: wait before they go out of scope
   SPLASH_CK(c, cudaStreamSynchronize(strm(c)));
+}
+
+}  // namespace
+
+void moe(void* ctx, const splash_moe_args* a) {
+  Ctx* c = static_cast<Ctx*>(ctx);
+  const int N = a->n_tokens;
+  if (N <= 0) return;
+  const size_t ob = size_t(N) * size_t(a->down->rows) * 4;
+  if (c->xc_valid && reinterpret_cast<uintptr_t>(a->out) < reinterpret_cast<uintptr_t>(c->xc_x) + size_t(c->xc_total) * 4 &&
+      reinterpret_cast<uintptr_t>(c->xc_x) < reinterpret_cast<uintptr_t>(a->out) + ob)
+    c->xc_valid = false;  // the output would overwrite the activations whose int8 form is kept
+  if (moe_fused(c, a)) return;  // routed and shared expert in two launches
+  if (!moe_device(c, a) && !moe_grouped(c, a)) {
+    if (spoils_capture(c)) return;  // the routing runs on the host
+    moe_host(c, a);
+  }
+  if (!a->sh_down) return;
+  // the shared expert: out += sigmoid(gate) · down(silu(g) · u)
+  swiglu(c, a->sh_g, a->sh_u, int64_t(N) * a->sh_down->cols, a->sh_g);
+  matmul(c, a->sh_down, a->sh_g, N, a->sh_out, a->sh_down->rows);
+  flush(c);
+  gated_add(c, a->out, a->sh_out, a->sh_gate, N, int32_t(a->down->rows));
 }
 
 }  // namespace splash::cuda

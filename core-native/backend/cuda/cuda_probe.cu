@@ -60,6 +60,7 @@ void apply_probes(::splash_backend_i& t, Ctx& c) {
   SPLASH_PROBE(gdn_gates)
   SPLASH_PROBE(sigmoid_gate)
   SPLASH_PROBE(gated_add)
+  SPLASH_PROBE(moe)
   SPLASH_PROBE(rope_seq_dev)
   SPLASH_PROBE(rows_at)
   SPLASH_PROBE(embed_dev)

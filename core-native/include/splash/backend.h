@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define SPLASH_BACKEND_ABI 6
+#define SPLASH_BACKEND_ABI 7
 
 typedef enum splash_dtype {
   SPLASH_F32 = 0,
@@ -86,7 +86,9 @@ typedef struct splash_seg_attn_args {
 } splash_seg_attn_args;
 
 // Routed experts of one MoE layer for T tokens: softmax over the router logits, top-k (ties to the lower
-// expert index), weights renormalised over the k when `renorm`, then out[t] = Σ_k w·down(silu(gate x)·up x).
+// expert index), weights renormalised over the k when `renorm`, then out[t] = Σ_k w·down(silu(gate x)·up x);
+// with a shared expert (ABI 7: sh_down not NULL), then out[t] += sigmoid(sh_gate[t])·sh_down(silu(sh_g[t])·sh_u[t]),
+// from its gate and up projections, which the caller computed (so they can share a launch with the router).
 typedef struct splash_moe_args {
   int32_t n_tokens, n_experts, top_k, renorm;
   const float* x;        // [T, gate->cols]
@@ -95,6 +97,12 @@ typedef struct splash_moe_args {
   const splash_weight* up;
   const splash_weight* down;
   float* out;            // [T, down->rows], overwritten
+  // the shared expert (all NULL: none)
+  float* sh_g;                   // [T, sh_down->cols] its gate projection (the backend may overwrite it)
+  const float* sh_u;             // [T, sh_down->cols] its up projection
+  const splash_weight* sh_down;  // [down->rows, I_shared]
+  const float* sh_gate;          // [T] its gate logits
+  float* sh_out;                 // [T, down->rows] scratch
 } splash_moe_args;
 
 // Expert `e` of a stacked [E, rows, cols] weight whose base describes expert 0 (also callable in CUDA kernels).
@@ -203,7 +211,7 @@ typedef struct splash_backend_i {
   // M-RoPE axes equal); `section`: host, NULL for 1-D RoPE.
   void (*rope_seq)(void* ctx, float* x, int32_t n_tokens, int64_t row_stride, int32_t n_heads, int64_t head_stride,
                    int32_t head_dim, int32_t rot_dim, int32_t start, const int32_t* section, float theta);
-  void (*moe)(void* ctx, const splash_moe_args* a);  // routed experts (the shared expert is the graph's)
+  void (*moe)(void* ctx, const splash_moe_args* a);  // routed experts, and the shared expert when given
 
   // ---- (ABI 3) the vision encoder's pieces (model-arch.md §6.2)
   // y = (x − mean)·rsqrt(var + eps)·w + b over `dim`, for n rows (LayerNorm with bias; x may equal y).
