@@ -1,6 +1,7 @@
 // Shared pieces of the CUDA backend: the context (one device, one stream, growable scratch buffers,
 // the first error seen) and small device helpers.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -17,7 +18,7 @@
 namespace splash::cuda {
 
 enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, kMoeY, kMoeR, kWf, kGdn, kGdnChunk, kPq4, kPq8, kPs,
-               kQgX, kQgPart, kArgmax, kSampleDesc, kSampleW, kMoeFused,
+               kQgX, kQgPart, kArgmax, kSampleDesc, kSampleW, kMoeFused, kEgX,
                kNumScratch };
 
 // The token counts the fused q4 GEMM takes by default (measured: DEVELOPMENT.md, CUDA backend).
@@ -307,6 +308,8 @@ struct ExpertGemm {
   float* y[2];
   int32_t nw = 1, ct = 0;  // ct: set by expert_gemm
   const float* x = nullptr;
+  int32_t x_rows = 0;                   // rows of x (rounded to bf16 once before the launch)
+  const __nv_bfloat16* xb = nullptr;    // set by expert_gemm
   const int32_t* perm = nullptr;
   int32_t xdiv = 1;
   const int32_t* off = nullptr;

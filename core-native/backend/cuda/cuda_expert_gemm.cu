@@ -2,11 +2,15 @@
 // by expert into slots (cuda_moe.cu), and one launch multiplies every expert's slots by that expert's weights.
 // A block takes one row tile of one expert (kGm slots; a table maps the grid's row index to it) and kGn output
 // features of one weight; the weight tile is dequantised (any dtype, load8) to bf16 in shared memory as it is
-// read, the activations gathered (slot → activation row) and rounded to bf16, and WMMA multiplies them with fp32
-// accumulation: the operands of the dense prefill path (bf16 weights and activations on the tensor cores), with no
-// dequantised copy of the experts and no host round trip. Each output element is one dot product in a fixed
-// order, so the result does not depend on which slots share a tile.
+// read, the activations are rounded to bf16 once before the launch and gathered (slot → activation row) into
+// shared memory by asynchronous copies a k-tile ahead, and WMMA multiplies them with fp32 accumulation: the
+// operands of the dense prefill path (bf16 weights and activations on the tensor cores), with no dequantised copy
+// of the experts and no host round trip. Each output element is one dot product in a fixed order, so the result
+// does not depend on which slots share a tile.
+#include <algorithm>
+
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/wmma_tile.cuh"
 
 namespace splash::cuda {
@@ -15,8 +19,8 @@ namespace {
 constexpr int kGm = 64, kGn = 64, kGk = 64, kLd = kGk + 8;  // bf16 pitch of the staged tiles (+16 B)
 
 // kQ4: the weights are q4 (each thread fetches 32 values with one 16-byte load); otherwise any dtype via load8.
-// The next k-tile's activations and q4 words are fetched into registers before the current tile's products,
-// so their latency overlaps the tensor-core work.
+// The next k-tile's activations (into the other shared stage) and q4 words (into registers) are fetched before the
+// current tile's products, so their latency overlaps the tensor-core work.
 template <bool kQ4>
 __global__ void __launch_bounds__(128, 4) k_expert_gemm(ExpertGemm a) {
   const int e = a.tile_e[blockIdx.y];
@@ -25,7 +29,7 @@ __global__ void __launch_bounds__(128, 4) k_expert_gemm(ExpertGemm a) {
   const int g = blockIdx.x / a.ct, n0 = (blockIdx.x % a.ct) * kGn;
   const splash_weight w = splash_weight_expert(&a.w[g], e);
   const int64_t R = w.rows, K = w.cols;
-  __shared__ __align__(32) __nv_bfloat16 sa[kGm * kLd];
+  __shared__ __align__(128) __nv_bfloat16 sa[2][kGm * kLd];
   __shared__ __align__(32) __nv_bfloat16 sb[kGn * kLd];
   __shared__ __align__(32) float sc[4][16 * 16];
   __shared__ int64_t xrow[kGm];
@@ -35,20 +39,21 @@ __global__ void __launch_bounds__(128, 4) k_expert_gemm(ExpertGemm a) {
     xrow[tid] = s < r1 ? int64_t(a.perm ? a.perm[s] / a.xdiv : s) * K : -1;
   }
   __syncthreads();
-  // activations: kGm rows × kGk values = 1024 float4, 8 per thread; q4 weights: thread = (row tid/2, half tid%2)
-  constexpr int kXa = kGm * kGk / 4 / 128;
-  float4 xa[kXa];
+  // q4 weights: thread = (row tid/2, half tid%2)
   uint4 qw = make_uint4(0, 0, 0, 0);
   float qs = 0.f, qb = 0.f;
   const int brow = tid >> 1, bhalf = tid & 1;
   const bool blive = n0 + brow < R;
-  auto fetch = [&](int64_t k0) {
+  // the k-tile's bf16 activations straight into shared memory (64 rows × 8 chunks of 16 bytes, 4 a thread)
+  auto load_a = [&](int64_t k0, int st) {
 #pragma unroll
-    for (int j = 0; j < kXa; ++j) {
-      const int i = tid + j * 128, row = i / (kGk / 4), col = (i % (kGk / 4)) * 4;
+    for (int j = 0; j < kGm * kGk / 8 / 128; ++j) {
+      const int i = tid + j * 128, row = i / (kGk / 8), col = (i % (kGk / 8)) * 8;
       const int64_t xr = xrow[row];
-      xa[j] = xr >= 0 ? __ldg(reinterpret_cast<const float4*>(a.x + xr + k0 + col)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      cp16(&sa[st][row * kLd + col], a.xb + (xr >= 0 ? xr + k0 + col : 0), xr >= 0);
     }
+  };
+  auto fetch = [&](int64_t k0) {
     if (kQ4 && blive) {
       const int64_t r = n0 + brow;
       qw = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(w.data) + r * (K / 8) + k0 / 8 + bhalf * 4));
@@ -57,13 +62,6 @@ __global__ void __launch_bounds__(128, 4) k_expert_gemm(ExpertGemm a) {
     }
   };
   auto stash = [&](int64_t k0) {
-#pragma unroll
-    for (int j = 0; j < kXa; ++j) {
-      const int i = tid + j * 128, row = i / (kGk / 4), col = (i % (kGk / 4)) * 4;
-      __align__(8) __nv_bfloat16 o[4] = {__float2bfloat16(xa[j].x), __float2bfloat16(xa[j].y), __float2bfloat16(xa[j].z),
-                                         __float2bfloat16(xa[j].w)};
-      *reinterpret_cast<uint2*>(&sa[row * kLd + col]) = *reinterpret_cast<const uint2*>(o);
-    }
     if (kQ4) {
       const uint32_t words[4] = {qw.x, qw.y, qw.z, qw.w};
 #pragma unroll
@@ -87,12 +85,18 @@ __global__ void __launch_bounds__(128, 4) k_expert_gemm(ExpertGemm a) {
   };
   const int warp = tid / 32;
   WmmaTile tile(warp);
+  load_a(0, 0);
+  cp_commit();
   fetch(0);
-  for (int64_t k0 = 0; k0 < K; k0 += kGk) {
+  int st = 0;
+  for (int64_t k0 = 0; k0 < K; k0 += kGk, st ^= 1) {
+    if (k0 + kGk < K) load_a(k0 + kGk, st ^ 1);  // the other stage: its last reader finished before the barrier
+    cp_commit();
     stash(k0);
+    cp_wait<1>();  // this k-tile's activations have landed
     __syncthreads();
     if (k0 + kGk < K) fetch(k0 + kGk);
-    tile.mma<kGk, kLd>(sa, sb);
+    tile.mma<kGk, kLd>(sa[st], sb);
     __syncthreads();
   }
   float* y = a.y[g];
@@ -109,11 +113,22 @@ bool expert_gemm_fits(const splash_weight& w) { return w.cols % kGk == 0 && w.ro
 
 int expert_gemm_rows() { return kGm; }
 
+__global__ void k_to_bf16(const float* x, int64_t n, __nv_bfloat16* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16(x[i]);
+}
+
 void expert_gemm(Ctx* c, const ExpertGemm& a, int32_t row_tiles) {
   if (row_tiles <= 0) return;
   ExpertGemm b = a;
   b.ct = int32_t((a.w[0].rows + kGn - 1) / kGn);
   const dim3 grid(unsigned(b.ct * b.nw), unsigned(row_tiles));
+  const int64_t n = int64_t(a.x_rows) * a.w[0].cols;
+  auto* xb = static_cast<__nv_bfloat16*>(scratch(c, kEgX, size_t(n) * 2));
+  if (!xb) return;
+  k_to_bf16<<<std::min<unsigned>(blocks_for(n, 256), unsigned(c->sms) * 16), 256, 0, strm(c)>>>(a.x, n, xb);
+  SPLASH_LAUNCHED(c, "expert_gemm_x");
+  b.xb = xb;
   if (a.w[0].dtype == SPLASH_Q4) k_expert_gemm<true><<<grid, 128, 0, strm(c)>>>(b);
   else k_expert_gemm<false><<<grid, 128, 0, strm(c)>>>(b);
   SPLASH_LAUNCHED(c, "expert_gemm");

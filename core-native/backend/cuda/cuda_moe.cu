@@ -223,12 +223,12 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
   SPLASH_LAUNCHED(c, "moe_fill");
   ExpertGemm gu;
   gu.w[0] = *a->gate, gu.w[1] = *a->up, gu.y[0] = gb, gu.y[1] = ub, gu.nw = 2;
-  gu.x = a->x, gu.perm = perm, gu.xdiv = K, gu.off = off, gu.tile_e = tile_e, gu.tile_r = tile_r;
+  gu.x = a->x, gu.x_rows = N, gu.perm = perm, gu.xdiv = K, gu.off = off, gu.tile_e = tile_e, gu.tile_r = tile_r;
   expert_gemm(c, gu, tmax);
   swiglu(c, gb, ub, int64_t(P) * I, gb);
   ExpertGemm dn;
   dn.w[0] = *a->down, dn.y[0] = ye, dn.nw = 1;
-  dn.x = gb, dn.off = off, dn.tile_e = tile_e, dn.tile_r = tile_r;
+  dn.x = gb, dn.x_rows = P, dn.off = off, dn.tile_e = tile_e, dn.tile_r = tile_r;
   expert_gemm(c, dn, tmax);
   launch_dep(c, c->pdl_small, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, pos, K, H, N,
              a->out);
