@@ -1,4 +1,6 @@
-// Routed experts on the GPU, all of it on the device except in precise mode:
+// Routed experts on the GPU, all of it on the device except in precise mode, then the shared expert when the layer has
+// one (SwiGLU of its gate and up projections, its down GEMV, the sigmoid-gated add), except where both go together:
+// - Up to 2 tokens (decode; q4/q8 experts): cuda_moe_fused.cu, two launches for the routed and shared experts.
 // - Up to 128 tokens (decode, verify, short prefill chunks; q4/q8 experts): routing (softmax, top-k with ties to
 //   the lower index, renormalisation), one expert-indexed GEMV per projection over all (token, expert) pairs,
 //   SwiGLU, a weighted combine.
@@ -242,16 +244,12 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
 // (`splash_gpu_test bench-moe`, H200).
 constexpr int kMoeGemvMax = 128;
 
-// up to kMoeGemvMax tokens, where the grouped GEMM starts to win (SPLASH_MOE_GEMV_MAX moves it, for measuring)
-int moe_gemv_max() {
-  const char* gm = std::getenv("SPLASH_MOE_GEMV_MAX");
-  return gm ? std::atoi(gm) : kMoeGemvMax;
-}
-
 bool moe_device(Ctx* c, const splash_moe_args* a) {
   const int N = a->n_tokens, E = a->n_experts, K = a->top_k;
   const int64_t H = a->down->rows, I = a->gate->rows;
-  if (N > moe_gemv_max() || c->precise || E > 4096) return false;
+  // up to kMoeGemvMax tokens, where the grouped GEMM starts to win (SPLASH_MOE_GEMV_MAX moves it, for measuring)
+  const char* gm = std::getenv("SPLASH_MOE_GEMV_MAX");
+  if (N > (gm ? std::atoi(gm) : kMoeGemvMax) || c->precise || E > 4096) return false;
   for (const splash_weight* w : {a->gate, a->up, a->down})
     if ((w->dtype != SPLASH_Q4 && w->dtype != SPLASH_Q8) || w->cols % 64 != 0) return false;
   const int P = N * K;
@@ -272,7 +270,6 @@ bool moe_device(Ctx* c, const splash_moe_args* a) {
   SPLASH_LAUNCHED(c, "moe_combine");
   return true;
 }
-
 
 // The routed experts on the host's routing (precise mode, or where neither device path applies).
 void moe_host(Ctx* c, const splash_moe_args* a) {

@@ -9,6 +9,7 @@
 //   the rows are summed with the routing weights in routing order, plus the shared expert's sigmoid-gated part.
 // Every value is computed with the unfused kernels' arithmetic in their order (as the combine and the gated add),
 // so at 1–4 tokens the output has the unfused path's bits. SPLASH_MOE_FUSED=n: up to n tokens (0: never).
+#include <algorithm>
 #include <cstdlib>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -175,7 +176,7 @@ void launch(Ctx* c, const MoeFused& f, int64_t I, int64_t Is, int32_t P, int32_t
   launch_pdl(c, k_moe_up<BITS, PER>, up, dim3(kUpWarps * 32), 0, f);
   SPLASH_LAUNCHED(c, "moe_up");
   const dim3 down(blocks_for(H, kDownRows), unsigned(N)), warps((f.K + (Is > 0)) * 32);
-  if (I <= 512 && (Is == 0 || Is <= 512)) launch_pdl(c, k_moe_down<BITS, PER, true>, down, warps, 0, f);
+  if (std::max(I, Is) <= 512) launch_pdl(c, k_moe_down<BITS, PER, true>, down, warps, 0, f);
   else launch_pdl(c, k_moe_down<BITS, PER, false>, down, warps, 0, f);
   SPLASH_LAUNCHED(c, "moe_down");
 }
