@@ -48,6 +48,10 @@ export class NativeModel implements StepModel {
     return this.info.draft?.blockSize ?? 0
   }
 
+  get backend(): string {
+    return this.info.backend
+  }
+
   createSequence(maxLength: number): number {
     return native.createSequence(this.handle, {maxLength})
   }

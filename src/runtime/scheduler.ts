@@ -9,7 +9,7 @@ import {GrammarRows} from './grammar-rows.js'
 import {PrefixSaves} from './prefix-saves.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from './prefix-cache.js'
-import {FIXED_COST, MeasuredCost, bestBlock} from './spec-policy.js'
+import {MeasuredCost, bestBlock, fixedCost, type PassCost} from './spec-policy.js'
 
 export interface SchedulerLimits {
   /** Tokens per step across all sequences (decodes count one each; prefill chunks fill the rest). */
@@ -56,6 +56,8 @@ export class Scheduler {
   ) {
     this.grammar = new GrammarRows(model)
     this.saves = cache && model.store ? new PrefixSaves(model, model.store, cache) : undefined
+    this.fixed = fixedCost(model.backend)
+    this.cost = new MeasuredCost(this.fixed)
   }
 
   /** Draft block length when speculative decoding is available (0: plain decode). */
@@ -204,7 +206,7 @@ export class Scheduler {
    * most tokens per unit of cost at the sequence's acceptance, when that beats a plain decode. Greedy and
    * grammar-constrained sequences (whose output is the same either way) use the pass cost the engine measures
    * (observeStep) and decode plainly every 16th step so the plain cost stays current; sampled sequences use
-   * the fixed cost model, so a seed gives the same output on every run. A sequence for which drafting does not
+   * the backend's fixed cost model (fixedCost), so a seed gives the same output on every run. A sequence for which drafting does not
    * pay drafts anyway after 16 plain steps, then 32, 64, … up to 256 while it still does not pay, to follow its
    * acceptance at little cost. SPLASH_DRAFT_FIXED: always draft, SPLASH_DRAFT_K drafts (default B−1) per pass
    * (tests and benchmarks).
@@ -213,7 +215,7 @@ export class Scheduler {
     const maxK = this.blockSize - 1
     if (process.env.SPLASH_DRAFT_FIXED) return Math.min(maxK, Number(process.env.SPLASH_DRAFT_K ?? maxK) || maxK)
     const measured = !rejection(seq)
-    const {k, gain} = bestBlock(seq.acceptance.alpha, measured ? this.cost : FIXED_COST, maxK)
+    const {k, gain} = bestBlock(seq.acceptance.alpha, measured ? this.cost : this.fixed, maxK)
     seq.specProbe++
     if (gain > 1) {
       seq.probeEvery = 16
@@ -227,8 +229,10 @@ export class Scheduler {
     return k
   }
 
+  /** The fixed pass cost of the model's backend (sampled sequences; the measured model's prior). */
+  private readonly fixed: PassCost
   /** The pass cost the engine measures (greedy and constrained sequences). */
-  readonly cost = new MeasuredCost()
+  readonly cost: MeasuredCost
 
   /** Called by the engine with the wall time of a step (draft pass included): plain decode steps and pure verify steps feed the cost model. */
   observeStep(batch: Batch, seconds: number): void {

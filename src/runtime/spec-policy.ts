@@ -11,14 +11,31 @@ export interface PassCost {
 }
 
 /**
- * The cost model sampled sequences use: fixed, so that their schedule (and with it their output for a seed) never
- * depends on timings. Measured on the default package on a 2-core x86-64 CPU (draft + verify of k + 1 rows, CPU
- * time): r0 ≈ 1.7 decodes, r1 ≈ 0.5 decode per verified row.
+ * The cost model sampled sequences use on the CPU backend: fixed, so that their schedule (and with it their output
+ * for a seed) never depends on timings. Measured on the default package on a 2-core x86-64 CPU (draft + verify of
+ * k + 1 rows, CPU time): r0 ≈ 1.7 decodes, r1 ≈ 0.5 decode per verified row.
  */
 export const FIXED_COST: PassCost = {r0: 1.7, r1: 0.5}
 
+/**
+ * The same on a GPU, where a verified row costs far less than a decode: a server's step trace of the full-depth
+ * qwen3.6-35b-a3b shape on the H200 (SPLASH_TRACE_STEPS; plain decodes ~2.65 ms, passes of 6 / 8 / 13 / 16 rows
+ * 3.0 / 3.3 / 5.1–5.3 / 5.4–5.7 decodes, draft pass included): r0 ≈ 1.5, r1 ≈ 0.25 (the dense shape's rows are cheaper
+ * still). It is also the measured model's prior there, so a server's first sequences draft from their first decode
+ * instead of waiting for the probe of a CPU-priced policy.
+ */
+export const FIXED_COST_GPU: PassCost = {r0: 1.5, r1: 0.25}
+
+/** The fixed pass cost for a backend. */
+export function fixedCost(backend: string | undefined): PassCost {
+  return backend === undefined || backend === 'cpu' ? FIXED_COST : FIXED_COST_GPU
+}
+
 /** The pass cost measured by the engine (greedy sequences, whose output does not depend on the schedule). */
 export class MeasuredCost implements PassCost {
+  /** `prior`: the fixed model whose shape stands in until passes have been measured (fixedCost of the backend). */
+  constructor(private readonly prior: PassCost = FIXED_COST) {}
+
   /** Seconds of a plain decode step per sequence (decayed mean). */
   private plain = 0
   // decayed sums for the fit of (pass cost in plain steps) = r0 + r1 · (rows per pass)
@@ -44,27 +61,27 @@ export class MeasuredCost implements PassCost {
   }
 
   /**
-   * Per verified row: the fitted slope once the rows per pass have varied enough. Before that, the fixed model's
-   * shape scaled to the cost measured at the rows seen: the fixed slope alone (a CPU's, where a row costs half a
-   * decode) would price rows on a GPU, where they are nearly free, so high that a sequence whose passes all had one
-   * length would drop to 1-draft passes and stay there (its rows per pass then never vary either).
+   * Per verified row: the fitted slope once the rows per pass have varied enough. Before that, the prior's shape
+   * scaled to the cost measured at the rows seen: a slope taken alone from another machine (a CPU's, where a row
+   * costs half a decode, on a GPU where rows are nearly free) would price rows so high that a sequence whose passes
+   * all had one length would drop to 1-draft passes and stay there (its rows per pass then never vary either).
    */
   get r1(): number {
-    if (this.w < 1) return FIXED_COST.r1
+    if (this.w < 1) return this.prior.r1
     const mx = this.x / this.w
     const v = this.w >= 4 ? this.xx / this.w - mx * mx : 0
-    if (v < 1) return FIXED_COST.r1 * this.scale(mx)
+    if (v < 1) return this.prior.r1 * this.scale(mx)
     return Math.min(2, Math.max(0.05, (this.xy / this.w - mx * (this.y / this.w)) / v))
   }
 
   get r0(): number {
-    if (this.w < 1) return FIXED_COST.r0
+    if (this.w < 1) return this.prior.r0
     return Math.max(0, this.y / this.w - this.r1 * (this.x / this.w))
   }
 
   /** Measured over fixed-model cost of a pass of `rows` rows (the mean pass seen). */
   private scale(rows: number): number {
-    return this.y / this.w / (FIXED_COST.r0 + FIXED_COST.r1 * rows)
+    return this.y / this.w / (this.prior.r0 + this.prior.r1 * rows)
   }
 }
 

@@ -61,6 +61,8 @@ export interface StepModel {
   readonly contextLength: number
   /** Block length of the loaded speculative draft (anchor + B−1 drafts); 0 = no draft. */
   readonly draftBlockSize?: number
+  /** The backend the model runs on ('cpu', 'cuda'; absent: treated as the CPU): prices speculative passes. */
+  readonly backend?: string
   createSequence(maxLength: number): number
   freeSequence(seq: number): void
   /** One forward pass over every item; returns for each item its logits rows ([rows × vocab]) and sampled rows. */

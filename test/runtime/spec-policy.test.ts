@@ -1,7 +1,7 @@
 // The speculative block policy (src/runtime/spec-policy.ts): expected tokens per pass, the best block length for
-// an acceptance and a cost, the acceptance estimate, and the fit of the measured pass cost.
+// an acceptance and a cost, the acceptance estimate, the fit of the measured pass cost, and the backends' priors.
 import t from 'tap'
-import {Acceptance, FIXED_COST, MeasuredCost, bestBlock, expectedCommit} from '../../src/runtime/spec-policy.js'
+import {Acceptance, FIXED_COST, FIXED_COST_GPU, MeasuredCost, bestBlock, expectedCommit, fixedCost} from '../../src/runtime/spec-policy.js'
 
 t.test('expected tokens per pass: 1 + α + … + α^k', async t => {
   t.equal(expectedCommit(0, 5), 1)
@@ -66,4 +66,22 @@ t.test('measured cost: passes of one length on a device where rows are nearly fr
   for (let i = 0; i < 30; i++) c.observePass(cost(first.k + 1), first.k + 1)
   t.ok(Math.abs(c.r1 - 0.05) < 1e-6, `slope ${c.r1}`)
   t.equal(bestBlock(0.9, c, 15).k, 15)
+})
+
+t.test('the fixed cost per backend: a GPU prices rows low enough that a new sequence drafts at its first decode', async t => {
+  t.same(fixedCost('cpu'), FIXED_COST)
+  t.same(fixedCost(undefined), FIXED_COST, 'a model that does not say is priced as the CPU')
+  t.same(fixedCost('cuda'), FIXED_COST_GPU)
+  const prior = new Acceptance().alpha // a new sequence's optimistic start
+  t.ok(bestBlock(prior, FIXED_COST, 15).gain < 1, 'CPU prices: a new sequence waits for its probe')
+  const gpu = bestBlock(prior, FIXED_COST_GPU, 15)
+  t.ok(gpu.gain > 1 && gpu.k >= 3, `GPU prices: ${gpu.k} drafts at once (gain ${gpu.gain.toFixed(2)})`)
+  // the measured model starts from the backend's prior and keeps its shape until the rows per pass vary
+  const c = new MeasuredCost(FIXED_COST_GPU)
+  t.same([c.r0, c.r1], [FIXED_COST_GPU.r0, FIXED_COST_GPU.r1])
+  c.observePlain(0.002)
+  for (let i = 0; i < 30; i++) c.observePass(0.002 * 4, 10)
+  t.ok(Math.abs(c.r0 + 10 * c.r1 - 4) < 1e-9 && Math.abs(c.r1 / c.r0 - FIXED_COST_GPU.r1 / FIXED_COST_GPU.r0) < 1e-9)
+  // an acceptance a trained draft has at T = 0.7: the CPU's fixed model would never draft on a GPU, the GPU's does
+  t.ok(bestBlock(0.8, FIXED_COST, 15).gain < 1 && bestBlock(0.8, FIXED_COST_GPU, 15).gain > 1.2)
 })

@@ -2,8 +2,12 @@
 // SPLASH_DRAFT=off (default package and synthetic ones with a DFlash and a DFlash 2 draft, several prompts, batched with ragged acceptance), with
 // and without penalties (verify rows count the drafts before them); sampled output (rejection rule) follows the
 // target distribution (chi-square, end to end through the engine, top-k and top-p paths) and a seed gives the
-// same output on every run, serial or batched, with logprobs; acceptance is reported in usage and in the metrics.
+// same output on every run, serial or batched, with logprobs; acceptance is reported in usage and in the metrics;
+// the backend's pass prices decide whether a new sequence drafts at once.
 import t from 'tap'
+import {mkdtempSync, readFileSync, rmSync} from 'node:fs'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
 import {NativeModel, draftDisabled} from '../../src/runtime/native-model.js'
 import {Engine} from '../../src/runtime/engine.js'
 import {Metrics} from '../../src/runtime/metrics.js'
@@ -72,6 +76,30 @@ t.test('SPLASH_DRAFT=off is recognised', async t => {
   t.ok(draftDisabled({SPLASH_DRAFT: '0'}))
   t.notOk(draftDisabled({}))
   t.notOk(draftDisabled({SPLASH_DRAFT: 'on'}))
+})
+
+t.test('a new greedy sequence drafts from its first decode when the backend prices rows as a GPU does, and probes after 16 plain decodes at CPU prices (the default package, its real engine; only the backend the model reports differs)', async t => {
+  const [prompt] = await chatPrompts(DEFAULT)
+  const trace = join(mkdtempSync(join(tmpdir(), 'splash-spec-')), 'steps.txt')
+  const firstPass = await withModel(DEFAULT, true, async m => {
+    const out: Record<string, number> = {}
+    for (const backend of ['cuda', 'cpu']) {
+      const priced = Object.create(m, {backend: {value: backend}}) as NativeModel
+      rmSync(trace, {force: true})
+      process.env.SPLASH_TRACE_STEPS = trace
+      try {
+        await generate(new Engine(priced), prompt!, GREEDY, 24, [])
+      } finally {
+        delete process.env.SPLASH_TRACE_STEPS
+      }
+      // the steps after the prompt's: which one first verified drafts
+      const decodes = readFileSync(trace, 'utf8').trim().split('\n').slice(1)
+      out[backend] = decodes.findIndex(l => / verify=1$/.test(l))
+    }
+    return out
+  })
+  t.equal(firstPass.cuda, 0, 'GPU prices: the first decode is a verify pass')
+  t.ok(firstPass.cpu >= 15, `CPU prices: ${firstPass.cpu} plain decodes before the first probe`)
 })
 
 for (const [name, dir, stop] of [
