@@ -206,9 +206,9 @@ export class Scheduler {
    * most tokens per unit of cost at the sequence's acceptance, when that beats a plain decode. Greedy and
    * grammar-constrained sequences (whose output is the same either way) use the pass cost the engine measures
    * (observeStep) and decode plainly every 16th step so the plain cost stays current; sampled sequences use
-   * the backend's fixed cost model (fixedCost), so a seed gives the same output on every run. A sequence for which drafting does not
-   * pay drafts anyway after 16 plain steps, then 32, 64, … up to 256 while it still does not pay, to follow its
-   * acceptance at little cost. SPLASH_DRAFT_FIXED: always draft, SPLASH_DRAFT_K drafts (default B−1) per pass
+   * the backend's fixed cost model (fixedCost), so a seed gives the same output on every run. A sequence for
+   * which drafting does not pay drafts anyway after 16 plain steps, then 32, 64, … up to 256 while it still does
+   * not pay, to follow its acceptance at little cost. SPLASH_DRAFT_FIXED: always draft, SPLASH_DRAFT_K drafts (default B−1) per pass
    * (tests and benchmarks).
    */
   private draftLength(seq: Sequence): number {
