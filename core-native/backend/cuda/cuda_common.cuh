@@ -277,6 +277,8 @@ inline unsigned blocks_for(int64_t n, int per) { return unsigned((n + per - 1) /
 // Entry points of the other translation units.
 // Prefill matmuls (cuda_gemm.cu): bf16 tensor cores; fp32 cuBLAS (false when cuBLAS is absent or unusable).
 void gemm(Ctx* c, const splash_weight* w, const float* x, int32_t nt, float* y, int64_t ys);
+// out[i] = x[i] rounded to bf16 (round to nearest even), n values
+void to_bf16(Ctx* c, const float* x, int64_t n, __nv_bfloat16* out);
 bool sgemm(Ctx* c, const splash_weight* w, const float* x, int32_t nt, float* y, int64_t ys);
 void matmul(void* ctx, const splash_weight* w, const float* x, int32_t n, float* y, int64_t ys);
 // Stacked-expert GEMVs (q4/q8, ≤ 1 token per pair) of n ≤ 4 weights on the same activations, one launch:

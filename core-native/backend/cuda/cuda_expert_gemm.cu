@@ -7,8 +7,6 @@
 // operands of the dense prefill path (bf16 weights and activations on the tensor cores), with no dequantised copy
 // of the experts and no host round trip. Each output element is one dot product in a fixed order, so the result
 // does not depend on which slots share a tile.
-#include <algorithm>
-
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/wmma_tile.cuh"
@@ -113,11 +111,6 @@ bool expert_gemm_fits(const splash_weight& w) { return w.cols % kGk == 0 && w.ro
 
 int expert_gemm_rows() { return kGm; }
 
-__global__ void k_to_bf16(const float* x, int64_t n, __nv_bfloat16* out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16(x[i]);
-}
-
 void expert_gemm(Ctx* c, const ExpertGemm& a, int32_t row_tiles) {
   if (row_tiles <= 0) return;
   ExpertGemm b = a;
@@ -126,8 +119,7 @@ void expert_gemm(Ctx* c, const ExpertGemm& a, int32_t row_tiles) {
   const int64_t n = int64_t(a.x_rows) * a.w[0].cols;
   auto* xb = static_cast<__nv_bfloat16*>(scratch(c, kEgX, size_t(n) * 2));
   if (!xb) return;
-  k_to_bf16<<<std::min<unsigned>(blocks_for(n, 256), unsigned(c->sms) * 16), 256, 0, strm(c)>>>(a.x, n, xb);
-  SPLASH_LAUNCHED(c, "expert_gemm_x");
+  to_bf16(c, a.x, n, xb);
   b.xb = xb;
   if (a.w[0].dtype == SPLASH_Q4) k_expert_gemm<true><<<grid, 128, 0, strm(c)>>>(b);
   else k_expert_gemm<false><<<grid, 128, 0, strm(c)>>>(b);

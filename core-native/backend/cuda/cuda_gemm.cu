@@ -72,6 +72,11 @@ __global__ void __launch_bounds__(128) k_gemm_wmma(const __nv_bfloat16* A, const
 
 }  // namespace
 
+void to_bf16(Ctx* c, const float* x, int64_t n, __nv_bfloat16* out) {
+  k_to_bf16_x<<<std::min<unsigned>(blocks_for(n, 256), unsigned(c->sms) * 16), 256, 0, strm(c)>>>(x, n, out);
+  SPLASH_LAUNCHED(c, "to_bf16_x");
+}
+
 void gemm(Ctx* c, const splash_weight* w, const float* x, int32_t nt, float* y, int64_t ys) {
   const int64_t R = w->rows, K = w->cols;
   const __nv_bfloat16* B;
@@ -86,9 +91,7 @@ void gemm(Ctx* c, const splash_weight* w, const float* x, int32_t nt, float* y, 
   }
   auto* xb = static_cast<__nv_bfloat16*>(scratch(c, kXbf, size_t(nt) * K * 2));
   if (!xb) return;
-  k_to_bf16_x<<<std::min<unsigned>(blocks_for(int64_t(nt) * K, 256), unsigned(c->sms) * 16), 256, 0, strm(c)>>>(
-      x, int64_t(nt) * K, xb);
-  SPLASH_LAUNCHED(c, "to_bf16_x");
+  to_bf16(c, x, int64_t(nt) * K, xb);
   if (c->gemm_ex && c->use_cublas) {
     const float one = 1.f, zero = 0.f;
     // column-major view: C[R×nt] (ld ys) = op(B)ᵀ… W is K×R column-major (ld K), transposed; x is K×nt (ld K)
