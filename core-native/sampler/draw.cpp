@@ -7,6 +7,7 @@
 // at or after it in the order weighs at most w*, and together they weigh more than total − target, so
 // w* > (total − target) / V. For a trained model's peaked rows that leaves a handful of candidates.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -142,6 +143,65 @@ int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scr
   return weighted_select(s.cands, u * kept, through).id;
 }
 
+
+int32_t draw_allowed(const float* v, int V, int32_t best, const Params& p, const uint32_t* allowed, double u, Scratch& s) {
+  auto ok = [&](int32_t id) { return (allowed[size_t(id) >> 5] >> (id & 31)) & 1u; };
+  const float wmin = min_p_floor(p);
+  // s.cands ends up holding the allowed tokens of F with their probabilities (as w), in id order
+  if (p.top_k > 0 && p.top_k < V) {
+    double total = 0;
+    const size_t n = kept_top_k(v, V, p, wmin, s, total);
+    size_t m = 0;
+    for (size_t i = 0; i < n; ++i) {
+      Cand c = s.cands[i];
+      if (!ok(c.id)) continue;
+      c.w = float(double(c.w) / total);
+      s.cands[m++] = c;
+    }
+    s.cands.resize(m);
+    std::sort(s.cands.begin(), s.cands.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
+  } else {
+    const float m = v[best], inv = 1.f / p.temperature;
+    s.weights.resize(size_t(V));
+    float* w = s.weights.data();
+    const double total = exp_weights(v, V, m, inv, wmin, w);
+    bool has_cut = false;
+    Cand cut{};
+    if (p.top_p < 1.0) {
+      const double target = p.top_p * total;
+      const float floor = float((total - target) / double(V) * 0.999);
+      s.cands.clear();
+      for (int i = 0; i < V; ++i)
+        if (w[i] > floor && w[i] != 0.f) s.cands.push_back({v[i], int32_t(i), w[i]});
+      double through = 0;
+      cut = weighted_select(s.cands, target, through);
+      has_cut = true;
+    }
+    auto kept_at = [&](int i) { return w[i] != 0.f && !(has_cut && before(cut, Cand{v[i], int32_t(i), w[i]})); };
+    double kept = 0;
+    for (int i = 0; i < V; ++i)
+      if (kept_at(i)) kept += w[i];
+    s.cands.clear();
+    for (int word = 0; word < (V + 31) / 32; ++word)
+      for (uint32_t bits = allowed[word]; bits != 0; bits &= bits - 1) {
+        const int i = word * 32 + std::countr_zero(bits);
+        if (i < V && kept_at(i)) s.cands.push_back({v[i], int32_t(i), float(double(w[i]) / kept)});
+      }
+  }
+  // draw_probs over those probabilities (zeros elsewhere add nothing to its sums)
+  double total = 0;
+  for (const Cand& c : s.cands) total += c.w;
+  const double target = u * total;
+  double acc = 0;
+  int32_t last = -1;
+  for (const Cand& c : s.cands) {
+    if (!(c.w > 0.f)) continue;
+    acc += c.w;
+    last = c.id;
+    if (acc > target) return c.id;
+  }
+  return last;
+}
 
 void distribution(const float* v, int V, int32_t best, const Params& p, Scratch& s, std::vector<float>& probs) {
   probs.assign(size_t(V), 0.f);

@@ -22,13 +22,8 @@ int32_t draw_then_mask(const float* logits, int V, const Request& req, const Row
   if (best >= 0) {
     const int32_t first = draw(v, V, best, req.params, row.uniform, s);
     if (allowed(row, first)) return first;
-    distribution(v, V, best, req.params, s, s.probs);
-    bool any = false;
-    for (int i = 0; i < V; ++i) {
-      if (!allowed(row, i)) s.probs[size_t(i)] = 0.f;
-      else any = any || s.probs[size_t(i)] > 0.f;
-    }
-    if (any) return draw_probs(s.probs.data(), V, row.retry);
+    const int32_t t = draw_allowed(v, V, best, req.params, row.allowed.data(), row.retry, s);
+    if (t >= 0) return t;
   }
   const float* m = adjust(logits, V, req, row, s, extra, n_extra);
   const int32_t masked_best = argmax(m, V);

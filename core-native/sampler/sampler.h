@@ -130,6 +130,9 @@ int32_t argmax(const float* v, int V);
 int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scratch& scratch);
 // The distribution draw() samples from, as V probabilities (0 outside the kept candidates).
 void distribution(const float* v, int V, int32_t best, const Params& p, Scratch& scratch, std::vector<float>& probs);
+// draw_probs over distribution() with the tokens `allowed` refuses zeroed (the same bits), visiting only the
+// allowed ids after the weights; −1 when F gives the allowed tokens no mass.
+int32_t draw_allowed(const float* v, int V, int32_t best, const Params& p, const uint32_t* allowed, double u, Scratch& scratch);
 // Inverse CDF over probabilities in id order (the last positive one if rounding leaves u unreached).
 int32_t draw_probs(const float* probs, int V, double u);
 // log Σ exp(v): the log-softmax normaliser.
