@@ -33,8 +33,11 @@ void take_ids(const int32_t* ids, size_t n, std::vector<sampler::Sampled>& sampl
 
 bool backend_samples(const sampler::Request& req) {
   if (req.n_top >= 0) return false;
-  for (const auto& row : req.rows)
-    if (row.token >= 0 || (!row.allowed.empty() && row.retry >= 0.0 && req.params.temperature > 0.f)) return false;
+  for (const auto& row : req.rows) {
+    if (row.token >= 0) return false;
+    // the grammar after the filters on a row that verifies a draft: the host's sampler
+    if (!row.allowed.empty() && row.retry >= 0.0 && req.params.temperature > 0.f && row.draft >= 0) return false;
+  }
   return true;
 }
 
@@ -61,6 +64,7 @@ void SampleDescs::add(const sampler::Request& req, int64_t first_row, const int3
     d.q = d.draft >= 0 && q ? q + size_t(first + int(r)) * size_t(V) : nullptr;
     d.q_out = q_out && p.temperature > 0.f ? q_out + r * size_t(V) : nullptr;
     d.mask_at = -1;
+    if (!row.allowed.empty() && row.retry >= 0.0 && p.temperature > 0.f) d.mask_after = 1, d.retry = row.retry;
     if (!row.allowed.empty()) {
       d.mask_at = int64_t(ints.size());
       for (uint32_t w : row.allowed) ints.push_back(int32_t(w));

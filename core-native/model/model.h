@@ -182,8 +182,8 @@ void take_ids(const int32_t* ids, size_t n, std::vector<sampler::Sampled>& sampl
 // How an item's rows come back from a pass (Model::fetch_rows): whole rows for the host's sampler, argmax ids
 // (greedy_only), or the tokens the backend's sampler chose (backend_samples).
 enum RowMode : char { kRowsHost = 0, kRowsArgmax = 1, kRowsSampled = 2 };
-// Requests the backend's sampler takes (slot sample_rows): no forced tokens, log-probabilities or grammar applied after
-// the filters (Row::retry at T > 0); a plain grammar mask goes with the row.
+// Requests the backend's sampler takes (slot sample_rows): no forced tokens or log-probabilities; a grammar mask goes
+// with the row, applied first or after the filters (Row::retry at T > 0), except on a row that verifies a draft.
 bool backend_samples(const sampler::Request& req);
 // The backend sampler's rows of a pass, and the penalty pairs they name.
 struct SampleDescs {

@@ -25,6 +25,7 @@ struct Config {
   double top_p, min_p;
   float rep, freq, pres;
   bool masked = false;  // a grammar mask allowing about a third of the tokens (the rows' peaks among the refused)
+  bool after = false;   // the mask after the filters (mask_after, retry: a constrained row at T > 0)
 };
 
 // one row of logits of the given shape
@@ -50,6 +51,13 @@ void test_sample(Be& cpu, Be& g) {
       {"T=0.7 top-k 20 top-p 0.95 masked", 0.7f, 20, 0.95, 0.0, 1.f, 0.f, 0.f, true},
       {"T=1 masked", 1.f, 0, 1.0, 0.0, 1.f, 0.f, 0.f, true},
       {"T=0 masked", 0.f, 0, 1.0, 0.0, 1.f, 0.f, 0.f, true},
+      {"T=0.7 top-k 20 top-p 0.95 masked after", 0.7f, 20, 0.95, 0.0, 1.f, 0.f, 0.f, true, true},
+      {"T=1 masked after", 1.f, 0, 1.0, 0.0, 1.f, 0.f, 0.f, true, true},
+      {"T=0.6 top-p 0.9 min-p 0.05 masked after", 0.6f, 0, 0.9, 0.05, 1.f, 0.f, 0.f, true, true},
+      {"T=0.8 top-k 3000 top-p 0.8 masked after", 0.8f, 3000, 0.8, 0.0, 1.f, 0.f, 0.f, true, true},
+      {"T=1 penalties masked after", 1.f, 0, 0.95, 0.0, 1.3f, 0.4f, 0.5f, true, true},
+      // top-1 keeps only the peak, which the mask refuses in half the rows: F gives the allowed tokens no mass
+      {"T=0.7 top-k 1 masked after", 0.7f, 1, 1.0, 0.0, 1.f, 0.f, 0.f, true, true},
   };
   std::mt19937 r(7);
   std::uniform_real_distribution<double> U(0.0, 1.0);
@@ -80,7 +88,7 @@ void test_sample(Be& cpu, Be& g) {
     for (const Config& cf : configs) {
       if (cf.top_k >= V) continue;
       for (Kind kind : {kPlain, kDraft, kVerify}) {
-        if (cf.T <= 0.f && kind != kPlain) continue;
+        if ((cf.T <= 0.f || cf.after) && kind != kPlain) continue;
         // q for verify rows: the host's distribution of another row under the same filters, its draft a token of q
         std::vector<float> q(kind == kVerify ? x.size() : 0);
         std::vector<splash_sample_desc> hd(static_cast<size_t>(R));
@@ -92,6 +100,7 @@ void test_sample(Be& cpu, Be& g) {
           d.n_penalized = (cf.rep != 1.f || cf.freq != 0.f || cf.pres != 0.f) ? n_pen : 0;
           d.uniform = U(r), d.draft = -1;
           d.mask_at = cf.masked ? mask_at : -1;
+          if (cf.after) d.mask_after = 1, d.retry = U(r);
         }
         if (kind == kVerify) {
           std::vector<splash_sample_desc> qd = hd;
@@ -125,12 +134,13 @@ void test_sample(Be& cpu, Be& g) {
           // the host's tokens with the uniforms moved by ±1e-6: a boundary between two candidates
           bool explained = false;
           for (double du : {-1e-6, 1e-6})
-            for (int which : {0, 1}) {
+            for (int which : {0, 1, 2}) {
               splash_sample_desc d = cd[size_t(i)];
               std::vector<float> cq2(kind == kDraft ? size_t(V) : 0);
               if (kind == kDraft) d.q_out = cq2.data();
               if (which == 0) d.uniform = std::clamp(d.uniform + du, 0.0, 1.0 - 1e-12);
-              else d.accept = std::clamp(d.accept + du, 0.0, 1.0 - 1e-12);
+              else if (which == 1) d.accept = std::clamp(d.accept + du, 0.0, 1.0 - 1e-12);
+              else d.retry = std::clamp(d.retry + du, 0.0, 1.0 - 1e-12);
               d.row = 0;
               std::vector<float> xs(x.begin() + i * V, x.begin() + (i + 1) * V);
               int32_t t = -1;
@@ -177,21 +187,23 @@ void test_sample(Be& cpu, Be& g) {
     // time: 8 rows, each setting, plain rows (no penalties: x unchanged between calls)
     if (V > 100000)
       for (const Config& cf : configs) {
-        if (cf.rep != 1.f || cf.T <= 0.f || cf.masked) continue;
+        if (cf.rep != 1.f || cf.T <= 0.f || (cf.masked && !cf.after) || cf.top_k == 1) continue;
         std::vector<splash_sample_desc> d(8);
         for (int i = 0; i < 8; ++i) {
           d[size_t(i)] = {};
           d[size_t(i)].row = i, d[size_t(i)].temperature = cf.T, d[size_t(i)].top_k = cf.top_k;
           d[size_t(i)].top_p = cf.top_p, d[size_t(i)].min_p = cf.min_p, d[size_t(i)].repetition = 1.f;
           d[size_t(i)].uniform = U(r), d[size_t(i)].draft = -1, d[size_t(i)].mask_at = -1;
+          if (cf.after) d[size_t(i)].mask_at = mask_at, d[size_t(i)].mask_after = 1, d[size_t(i)].retry = U(r);
         }
         g.i->copy_to_device(g.c, dx, x.data(), x.size() * 4);
         int32_t sink[8];
-        g.i->sample_rows(g.c, dx, V, d.data(), 8, nullptr, 0, dout);
+        g.i->sample_rows(g.c, dx, V, d.data(), 8, pairs.data(), int64_t(pairs.size()), dout);
         g.i->copy_to_host(g.c, sink, dout, 32);
         const int iters = 50;
         const auto t0 = std::chrono::steady_clock::now();
-        for (int it = 0; it < iters; ++it) g.i->sample_rows(g.c, dx, V, d.data(), 8, nullptr, 0, dout);
+        for (int it = 0; it < iters; ++it)
+          g.i->sample_rows(g.c, dx, V, d.data(), 8, pairs.data(), int64_t(pairs.size()), dout);
         g.i->copy_to_host(g.c, sink, dout, 32);
         const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
         std::printf("time sample_rows V=%lld rows=8 %s: %.1f us a call\n", (long long)V, cf.name, us);

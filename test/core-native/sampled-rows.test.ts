@@ -1,5 +1,5 @@
 // Sampled rows chosen by the backend's sampler (the sample_rows slot; core-native/model/forward.cpp, draft.cpp,
-// item_rows.cpp): items the slot takes (no masks, forced tokens or log-probabilities) send descriptors with their
+// item_rows.cpp): items the slot takes (no forced tokens or log-probabilities) send descriptors with their
 // penalty counts, drafts and uniforms, and only ids come back; a draft pass keeps its distributions where the
 // backend is and the verify pass checks its drafts against them there. On the CPU the slot is the host sampler
 // itself ($SPLASH_DEVICE_SAMPLE=1 takes it there), so every token must equal the host path's ($SPLASH_DEVICE_SAMPLE=0):
@@ -90,6 +90,16 @@ async function scenario(h: number, seed: number): Promise<number[][]> {
       native.truncateSequence(h, b, native.sequenceLength(h, b) - 3)
     }
     take((await native.step(h, [{seq: b, tokens: Int32Array.of(8), logits: 'none', capture: true, sample: {params: hot, rows: [{uniform: next(), allowed: mask(7)}]}}]))[0])
+    // the grammar after the filters (a constrained row at T > 0: a second uniform redraws a refused first draw), in
+    // a verify pass and a plain row; a sparse mask under top-k 40 leaves some rows without mass in F
+    const sparse = (salt: number) => Int32Array.from({length: words}, (_, w) => ((w * 7 + salt) % 5 === 0 ? 0x01010101 << (salt % 8) : 0))
+    for (const [params, m] of [[warm, mask], [hot, mask], [warm, sparse]] as const) {
+      const rows = [0, 1, 2].map(r => ({uniform: next(), retry: next(), allowed: m(r)}))
+      const [v] = await native.step(h, [{seq: b, tokens: Int32Array.of(8, 30, 31), logits: 'none', capture: true, verify: true, sample: {params, rows}}])
+      take(v)
+      native.truncateSequence(h, b, native.sequenceLength(h, b) - 3)
+    }
+    take((await native.step(h, [{seq: b, tokens: Int32Array.of(8), logits: 'none', capture: true, sample: {params: warm, rows: [{uniform: next(), retry: next(), allowed: mask(9)}]}}]))[0])
   }
   // a verify pass the host samples (log-probabilities asked for) after a draft pass the slot sampled
   {

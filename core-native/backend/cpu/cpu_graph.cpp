@@ -44,6 +44,7 @@ void sample_rows(void*, float* x, int64_t width, const splash_sample_desc* rows,
       row.allowed.assign(w, w + (width + 31) / 32);
     }
     row.uniform = d.uniform;
+    if (d.mask_after && d.mask_at >= 0) row.retry = d.retry;
     row.draft = d.draft;
     row.accept = d.accept;
     const float* v = x + d.row * width;

@@ -1,6 +1,7 @@
 // The sampler on the device (slot sample_rows): sampler/sampler.h's penalties, grammar mask, temperature, top-k,
 // min-p, top-p and draws, and the speculative rule, on rows of logits where they lie, so a sampled step sends back one id per
-// row instead of a vocabulary-sized row (1 MB a row at the Qwen3.5 vocabulary). One block of 1024 threads per row.
+// row instead of a vocabulary-sized row (1 MB a row at the Qwen3.5 vocabulary). One block of 1024 threads per row. A
+// grammar mask applies first, or after the filters (mask_after: a constrained row at T > 0, sampler/grammar.cpp).
 //
 // Candidate order (value descending, id ascending) is a 56-bit key: the value's bits made order-preserving above
 // the id complemented in 24 bits, so no two elements share a key. "The element of that order at which the running
@@ -33,8 +34,8 @@ constexpr double kFix = 17592186044416.0;  // 2^44
 struct Desc {
   int64_t row, pen_at, mask_at;
   float temperature, inv, wmin, rep, freq, pres;
-  int32_t top_k, n_pen, draft;
-  double top_p, u, accept;
+  int32_t top_k, n_pen, draft, mask_after;
+  double top_p, u, accept, retry;
   const float* q;
   float* q_out;
 };
@@ -277,178 +278,198 @@ __global__ void __launch_bounds__(kST) k_sample(float* x, int V, const Desc* des
     }
     __syncthreads();
   }
-  // 2. the grammar mask: disallowed tokens become −inf
-  if (d.mask_at >= 0) {
-    const auto* mw = reinterpret_cast<const uint32_t*>(ints + d.mask_at);
-    for (int i = tid; i < V; i += kST)
-      if (!((mw[i >> 5] >> (i & 31)) & 1u)) v[i] = -INFINITY;
-    __syncthreads();
-  }
-  // 3. the argmax (first index of the largest value above −inf; NaN never counts)
-  u64 best = 0;
-  for (int i = tid; i < V; i += kST) {
-    const float a = v[i];
-    if (a > -INFINITY) {
-      const uint32_t b = __float_as_uint(a);
-      const uint32_t o = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-      best = max(best, (u64(o) << 32) | u64(0xFFFFFFFFu - uint32_t(i)));
+  const auto* mw = d.mask_at >= 0 ? reinterpret_cast<const uint32_t*>(ints + d.mask_at) : nullptr;
+  auto allowed = [&](int i) { return ((mw[i >> 5] >> (i & 31)) & 1u) != 0u; };
+  // The grammar after the filters (mask_after, sampler/grammar.cpp): pass 0 draws from the unmasked row's filtered
+  // distribution F; an allowed token stands, a refused one is redrawn from F restricted to the allowed tokens with
+  // the second uniform, and when F gives them no mass, pass 1 runs steps 2–4 on the masked row with that uniform.
+  for (int pass = 0;; ++pass) {
+    const bool after = d.mask_after && pass == 0;
+    const double u = pass == 0 ? d.u : d.retry;
+    // 2. the grammar mask: disallowed tokens become −inf
+    if (mw && !after) {
+      for (int i = tid; i < V; i += kST)
+        if (!allowed(i)) v[i] = -INFINITY;
+      __syncthreads();
     }
-  }
-  best = block_reduce(best, MaxOp{}, s.red64);
-  if (best == 0) {
-    if (tid == 0) out[d.row] = -1;
-    return;
-  }
-  const int bi = int(0xFFFFFFFFu - uint32_t(best & 0xFFFFFFFFull));
-  if (!(d.temperature > 0.f)) {
-    if (tid == 0) out[d.row] = bi;
-    return;
-  }
-  // 4. weights w = exp((v − max) / T), 0 under min-p; the kept candidates are those of key ≥ kmin with w > 0
-  const float m = v[bi];
-  auto weight = [&](float a) {
-    const float w = fexp(__fmul_rn(__fsub_rn(a, m), d.inv));
-    return w >= d.wmin ? w : 0.f;
-  };
-  // w > 0 without the exponential: fast_exp is 0 exactly below −87, and min-p 0 keeps every positive weight
-  auto positive = [&](float a) { return d.wmin > 0.f ? weight(a) > 0.f : __fmul_rn(__fsub_rn(a, m), d.inv) >= -87.f; };
-  // the weights, once the general path has stored them (wcache: a row of V floats per row sampled)
-  float* wb = wcache + size_t(blockIdx.x) * size_t(V);
-  bool cached = false;
-  auto wt = [&](int i, float a) { return cached ? wb[i] : weight(a); };
-  const bool topk = d.top_k > 0 && d.top_k < V, has_cut = d.top_p < 1.0;
-  u64 klo = 0;  // top-k: the k-th largest key among positive weights
-  if (topk) {
-    auto count = [&](int i, const auto& ok, u64& key, u64& wq) {
+    // 3. the argmax (first index of the largest value above −inf; NaN never counts)
+    u64 best = 0;
+    for (int i = tid; i < V; i += kST) {
       const float a = v[i];
-      key = ckey(a, i), wq = 1;
-      return ok(key) && positive(a);
+      if (a > -INFINITY) {
+        const uint32_t b = __float_as_uint(a);
+        const uint32_t o = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+        best = max(best, (u64(o) << 32) | u64(0xFFFFFFFFu - uint32_t(i)));
+      }
+    }
+    best = block_reduce(best, MaxOp{}, s.red64);
+    if (best == 0) {
+      if (tid == 0) out[d.row] = -1;
+      return;
+    }
+    const int bi = int(0xFFFFFFFFu - uint32_t(best & 0xFFFFFFFFull));
+    if (!(d.temperature > 0.f)) {
+      if (tid == 0) out[d.row] = bi;
+      return;
+    }
+    // 4. weights w = exp((v − max) / T), 0 under min-p; the kept candidates are those of key ≥ kmin with w > 0
+    const float m = v[bi];
+    auto weight = [&](float a) {
+      const float w = fexp(__fmul_rn(__fsub_rn(a, m), d.inv));
+      return w >= d.wmin ? w : 0.f;
     };
-    klo = radix_select(count, V, double(d.top_k), s, true).key;
-  }
-  u64 kmin = klo, kcut = 0, through = 0;
-  double kept = 0;
-  int token = -1;  // the plain draw, when already known
-  if (topk && d.top_k <= kSmallK) {
-    // the k candidates sorted in shared memory, then the host's sequential loops (draw.cpp: kept_top_k, draw_top_k)
-    if (tid == 0) s.n = 0;
-    __syncthreads();
-    for (int i = tid; i < V; i += kST) {
-      const float a = v[i];
-      if (!positive(a)) continue;
-      const u64 k = ckey(a, i);
-      if (k >= klo) {
-        const int at = atomicAdd(&s.n, 1);
-        if (at < kSmallK) s.u.keys[at] = k;
-      }
+    // w > 0 without the exponential: fast_exp is 0 exactly below −87, and min-p 0 keeps every positive weight
+    auto positive = [&](float a) {
+      return d.wmin > 0.f ? weight(a) > 0.f : __fmul_rn(__fsub_rn(a, m), d.inv) >= -87.f;
+    };
+    // the weights, once the general path has stored them (wcache: a row of V floats per row sampled)
+    float* wb = wcache + size_t(blockIdx.x) * size_t(V);
+    bool cached = false;
+    auto wt = [&](int i, float a) { return cached ? wb[i] : weight(a); };
+    const bool topk = d.top_k > 0 && d.top_k < V, has_cut = d.top_p < 1.0;
+    u64 klo = 0;  // top-k: the k-th largest key among positive weights
+    if (topk) {
+      auto count = [&](int i, const auto& ok, u64& key, u64& wq) {
+        const float a = v[i];
+        key = ckey(a, i), wq = 1;
+        return ok(key) && positive(a);
+      };
+      klo = radix_select(count, V, double(d.top_k), s, true).key;
     }
-    __syncthreads();
-    const int n = min(s.n, kSmallK);
-    int n2 = 1;
-    while (n2 < n) n2 <<= 1;
-    for (int j = n + tid; j < n2; j += kST) s.u.keys[j] = 0;
-    __syncthreads();
-    bitonic_desc(s.u.keys, n2);
-    if (tid == 0) {
-      auto cw = [&](int c) { return fexp(__fmul_rn(__fsub_rn(v[key_id(s.u.keys[c])], m), d.inv)); };
-      double total = 0;
-      int nk = 0;
-      for (; nk < n; ++nk) {
-        const float w = cw(nk);
-        if (!(w >= d.wmin) || v[key_id(s.u.keys[nk])] == -INFINITY) break;
-        total += w;
+    u64 kmin = klo, kcut = 0, through = 0;
+    double kept = 0;
+    int token = -1;  // the plain draw, when already known
+    if (topk && d.top_k <= kSmallK) {
+      // the k candidates sorted in shared memory, then the host's sequential loops (draw.cpp: kept_top_k, draw_top_k)
+      if (tid == 0) s.n = 0;
+      __syncthreads();
+      for (int i = tid; i < V; i += kST) {
+        const float a = v[i];
+        if (!positive(a)) continue;
+        const u64 k = ckey(a, i);
+        if (k >= klo) {
+          const int at = atomicAdd(&s.n, 1);
+          if (at < kSmallK) s.u.keys[at] = k;
+        }
       }
+      __syncthreads();
+      const int n = min(s.n, kSmallK);
+      int n2 = 1;
+      while (n2 < n) n2 <<= 1;
+      for (int j = n + tid; j < n2; j += kST) s.u.keys[j] = 0;
+      __syncthreads();
+      bitonic_desc(s.u.keys, n2);
+      if (tid == 0) {
+        auto cw = [&](int c) { return fexp(__fmul_rn(__fsub_rn(v[key_id(s.u.keys[c])], m), d.inv)); };
+        double total = 0;
+        int nk = 0;
+        for (; nk < n; ++nk) {
+          const float w = cw(nk);
+          if (!(w >= d.wmin) || v[key_id(s.u.keys[nk])] == -INFINITY) break;
+          total += w;
+        }
+        if (has_cut) {
+          const double target = d.top_p * total;
+          double cum = 0;
+          int i = 0;
+          while (i < nk) {
+            cum += cw(i++);
+            if (cum >= target) break;
+          }
+          nk = i, total = cum;
+        }
+        nk = max(nk, 1);
+        double xx = u * total;
+        int tk = key_id(s.u.keys[nk - 1]);
+        for (int i = 0; i < nk; ++i) {
+          xx -= cw(i);
+          if (xx <= 0) {
+            tk = key_id(s.u.keys[i]);
+            break;
+          }
+        }
+        s.kept = total, s.kmin = s.u.keys[nk - 1], s.token = tk;
+      }
+      __syncthreads();
+      kept = s.kept, kmin = s.kmin, token = s.token;
+      __syncthreads();
+    } else {
+      u64 part = 0;
+      for (int i = tid; i < V; i += kST) {
+        const float a = v[i], w = weight(a);
+        wb[i] = w;
+        if (w > 0.f && (!topk || ckey(a, i) >= klo)) part += fixq(w);
+      }
+      const u64 W = block_reduce(part, AddOp{}, s.red64);  // (its barrier also makes wb visible to the block)
+      cached = true;
+      through = W;
       if (has_cut) {
-        const double target = d.top_p * total;
-        double cum = 0;
-        int i = 0;
-        while (i < nk) {
-          cum += cw(i++);
-          if (cum >= target) break;
-        }
-        nk = i, total = cum;
+        const double target = d.top_p * double(W), floor = (double(W) - target) / double(V) * 0.999;
+        auto item = [&](int i, const auto& ok, u64& key, u64& wq) {
+          const float a = v[i];
+          key = ckey(a, i);
+          if (!ok(key) || (topk && key < klo)) return false;
+          wq = fixq(wt(i, a));
+          return wq > 0 && double(wq) > floor;
+        };
+        const Pick c = radix_select(item, V, target, s);
+        kcut = c.key, through = c.before + c.w, kmin = c.key;
       }
-      nk = max(nk, 1);
-      double xx = d.u * total;
-      int tk = key_id(s.u.keys[nk - 1]);
-      for (int i = 0; i < nk; ++i) {
-        xx -= cw(i);
-        if (xx <= 0) {
-          tk = key_id(s.u.keys[i]);
-          break;
-        }
-      }
-      s.kept = total, s.kmin = s.u.keys[nk - 1], s.token = tk;
+      kept = double(through) / kFix;
     }
-    __syncthreads();
-    kept = s.kept, kmin = s.kmin, token = s.token;
-    __syncthreads();
-  } else {
-    u64 part = 0;
-    for (int i = tid; i < V; i += kST) {
-      const float a = v[i], w = weight(a);
-      wb[i] = w;
-      if (w > 0.f && (!topk || ckey(a, i) >= klo)) part += fixq(w);
-    }
-    const u64 W = block_reduce(part, AddOp{}, s.red64);  // (its barrier also makes wb visible to the block)
-    cached = true;
-    through = W;
-    if (has_cut) {
-      const double target = d.top_p * double(W), floor = (double(W) - target) / double(V) * 0.999;
+    // the plain draw in candidate order over the kept candidates (sampler::draw)
+    auto plain = [&]() {
+      if (token >= 0) return token;
+      const double target = u * double(through), floor = (double(through) - target) / double(V) * 0.999;
       auto item = [&](int i, const auto& ok, u64& key, u64& wq) {
         const float a = v[i];
         key = ckey(a, i);
-        if (!ok(key) || (topk && key < klo)) return false;
+        if (!ok(key) || key < kmin) return false;
         wq = fixq(wt(i, a));
         return wq > 0 && double(wq) > floor;
       };
-      const Pick c = radix_select(item, V, target, s);
-      kcut = c.key, through = c.before + c.w, kmin = c.key;
-    }
-    kept = double(through) / kFix;
-  }
-  // the plain draw in candidate order over the kept candidates (sampler::draw)
-  auto plain = [&]() {
-    if (token >= 0) return token;
-    const double target = d.u * double(through), floor = (double(through) - target) / double(V) * 0.999;
-    auto item = [&](int i, const auto& ok, u64& key, u64& wq) {
-      const float a = v[i];
-      key = ckey(a, i);
-      if (!ok(key) || key < kmin) return false;
-      wq = fixq(wt(i, a));
-      return wq > 0 && double(wq) > floor;
+      const Pick p = radix_select(item, V, target, s);
+      return p.found ? key_id(p.key) : (has_cut ? key_id(kcut) : bi);
     };
-    const Pick p = radix_select(item, V, target, s);
-    return p.found ? key_id(p.key) : (has_cut ? key_id(kcut) : bi);
-  };
-  // the kept distribution p (sampler::distribution)
-  auto prob = [&](int i) {
-    const float a = v[i];
-    if (ckey(a, i) < kmin) return 0.f;
-    const float w = wt(i, a);
-    return w > 0.f ? float(double(w) / kept) : 0.f;
-  };
-  if (d.draft >= 0 && d.draft < V && d.q) {
-    // speculative.cpp: accept the drafted token with probability min(1, p/q), else draw from max(0, p − q)
-    const int dt = d.draft;
-    if (d.accept * double(d.q[dt]) < double(prob(dt))) {
-      token = dt;
+    // the kept distribution p (sampler::distribution)
+    auto prob = [&](int i) {
+      const float a = v[i];
+      if (ckey(a, i) < kmin) return 0.f;
+      const float w = wt(i, a);
+      return w > 0.f ? float(double(w) / kept) : 0.f;
+    };
+    if (after) {
+      token = plain();
+      if (!allowed(token)) {
+        auto kept_allowed = [&](int i) { return allowed(i) ? prob(i) : 0.f; };
+        int any = 0;
+        for (int i = tid; i < V && !any; i += kST) any = kept_allowed(i) > 0.f;
+        if (!block_reduce(any, MaxOp{}, s.redi)) continue;  // no mass under F: the mask first (pass 1)
+        token = draw_ids(kept_allowed, V, d.retry, s, nullptr);
+      }
+    } else if (d.draft >= 0 && d.draft < V && d.q) {
+      // speculative.cpp: accept the drafted token with probability min(1, p/q), else draw from max(0, p − q)
+      const int dt = d.draft;
+      if (d.accept * double(d.q[dt]) < double(prob(dt))) {
+        token = dt;
+      } else {
+        auto res = [&](int i) {
+          const float r = prob(i) - d.q[i];
+          return r > 0.f ? r : 0.f;
+        };
+        int any = 0;
+        for (int i = tid; i < V && !any; i += kST) any = res(i) > 0.f;
+        any = block_reduce(any, MaxOp{}, s.redi);
+        token = any ? draw_ids(res, V, d.u, s, nullptr) : plain();
+      }
+    } else if (d.q_out) {
+      token = draw_ids(prob, V, d.u, s, d.q_out);
     } else {
-      auto res = [&](int i) {
-        const float r = prob(i) - d.q[i];
-        return r > 0.f ? r : 0.f;
-      };
-      int any = 0;
-      for (int i = tid; i < V && !any; i += kST) any = res(i) > 0.f;
-      any = block_reduce(any, MaxOp{}, s.redi);
-      token = any ? draw_ids(res, V, d.u, s, nullptr) : plain();
+      token = plain();
     }
-  } else if (d.q_out) {
-    token = draw_ids(prob, V, d.u, s, d.q_out);
-  } else {
-    token = plain();
+    if (tid == 0) out[d.row] = token;
+    return;
   }
-  if (tid == 0) out[d.row] = token;
 }
 
 }  // namespace
@@ -474,6 +495,7 @@ void sample_rows(void* ctx, float* x, int64_t width, const splash_sample_desc* r
     d.rep = r.repetition, d.freq = r.frequency, d.pres = r.presence;
     d.top_k = r.top_k, d.n_pen = r.n_penalized, d.draft = r.draft;
     d.top_p = r.top_p, d.u = r.uniform, d.accept = r.accept;
+    d.mask_after = r.mask_after && r.mask_at >= 0 && r.temperature > 0.f && r.draft < 0, d.retry = r.retry;
     d.q = r.q, d.q_out = r.q_out;
     if (r.n_penalized > 0 && (r.pen_at < 0 || 2 * (r.pen_at + r.n_penalized) > n_ints)) {
       check(c, cudaErrorInvalidValue, "sample_rows: penalty pairs out of range");

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define SPLASH_BACKEND_ABI 7
+#define SPLASH_BACKEND_ABI 8
 
 typedef enum splash_dtype {
   SPLASH_F32 = 0,
@@ -123,8 +123,8 @@ static inline splash_weight splash_weight_expert(const splash_weight* base, int6
 }
 
 // One row for the sampler on the backend (slot sample_rows, ABI 6): sampler/sampler.h's steps 1–4 (the grammar mask
-// applied first) and its speculative rule on a row of logits where it lies. The grammar after the filters (Row::retry),
-// forced tokens and log-probabilities stay on the host's sampler.
+// applied first) and its speculative rule on a row of logits where it lies; since ABI 8 also the grammar after the
+// filters (Row::retry: `mask_after`). Forced tokens and log-probabilities stay on the host's sampler.
 typedef struct splash_sample_desc {
   int64_t row;        // row of x; the token goes to out[row]
   float temperature;  // 0: the argmax of the penalised row
@@ -137,12 +137,14 @@ typedef struct splash_sample_desc {
   double uniform;       // the draw: in candidate order (as sampler::draw), or in id order over the distribution
                         //   a draft row keeps or over a verify row's residual (as sampler::draw_probs)
   int32_t draft;        // ≥ 0, temperature > 0: the drafted token this row verifies against q (rejection rule)
-  int32_t pad;
+  int32_t mask_after;   // 1 (ABI 8; temperature > 0, a mask, no draft): the mask applies after the filters — an
+                        //   allowed first draw stands, a refused one is redrawn with `retry` (sampler/grammar.cpp)
   double accept;        //   with this uniform
   const float* q;       // the draft's distribution for this position (backend memory, `width` floats)
   float* q_out;         // NULL, or where this row's filtered distribution goes (a draft row: drawn in id order)
   int64_t mask_at;      // ≥ 0: the grammar mask, ceil(width/32) words at ints[mask_at ..] (bit id & 31 of word id >> 5
                         //   set = allowed); disallowed tokens become −inf before anything chooses. < 0: none
+  double retry;         // mask_after: the uniform of the draw under the mask
 } splash_sample_desc;
 
 typedef struct splash_backend_i {
