@@ -6,8 +6,10 @@
 // a mask (the first try, from the filtered distribution F); the grammar keeps that token when it allows it, else
 // the row is drawn again natively from F restricted to the allowed tokens with the token's second uniform (or,
 // when F gives them no mass, from the filters applied to the masked row). Greedy rows are the special case
-// where F is the argmax. A verify pass and the draft's rows carry their masks and draw the same way natively, so
-// constrained output with the draft is token for token the output without it.
+// where F is the argmax. Speculation works the same way: the draft's tokens are first tries (the target's
+// uniforms), walked along the grammar without masks; the verify pass samples first tries too, and only the row
+// after the accepted drafts may need a mask and a second draw. So constrained output with the draft is token for
+// token the output without it, and a pass computes a mask only where the target's own token is refused.
 import {allows} from '../grammar/matcher.js'
 import type {Batch} from './scheduler.js'
 import type {SampledToken} from './sampling.js'
@@ -20,12 +22,13 @@ export class GrammarRows {
   /**
    * Computes the grammar masks the sequences of a batch need when its logits come back (the mask for the
    * token after each sequence's last accepted one). The engine runs this while the step runs, so the mask
-   * for step t+1 is ready when the sampler needs it. Verify passes have theirs from draft(); lazy rows none.
+   * for step t+1 is ready when the sampler needs it. Lazy rows, draft passes and verify passes need none
+   * (settle() and settleVerify() compute the one a refused token needs).
    */
   async prepare(batch: Batch): Promise<void> {
     for (const [i, seq] of batch.seqs.entries()) {
       const c = seq.request.constraint
-      if (!c || seq.status === 'finished' || seq.verifyMasks || this.lazy(batch, i)) continue
+      if (!c || seq.status === 'finished' || batch.drafting.includes(i) || batch.items[i]!.verify || this.lazy(batch, i)) continue
       await c.nextMask()
     }
   }
@@ -35,10 +38,10 @@ export class GrammarRows {
    * sampled without one: that token is then the row's answer (greedy: the masked argmax too). While the grammar
    * keeps allowing the in-step tokens such rows skip prepare(); after a refusal the next masks are computed
    * while the step runs again, until one allows the in-step token (refusals come in runs at the grammar's
-   * fixed parts). Drafting rows always have the mask computed while the step runs.
+   * fixed parts).
    */
   private lazy(batch: Batch, i: number): boolean {
-    return batch.seqs[i]!.grammarLazy && !batch.drafting.includes(i) && !batch.items[i]!.verify
+    return batch.seqs[i]!.grammarLazy
   }
 
   /**
@@ -50,6 +53,10 @@ export class GrammarRows {
     for (const [i, seq] of batch.seqs.entries()) {
       const c = seq.request.constraint
       const sampled = results[i]?.sampled
+      if (c && batch.items[i]!.verify) {
+        await this.settleVerify(seq, results[i]!)
+        continue
+      }
       if (!c || c.ready || !sampled || seq.cancelled || seq.status !== 'running' || seq.forced.length > 0 || !this.lazy(batch, i)) continue
       if (seq.inPrefill && seq.numComputed + batch.items[i]!.tokens.length < seq.promptLength) continue // not the prompt's end
       const token = sampled[sampled.length - 1]!.token
@@ -76,35 +83,68 @@ export class GrammarRows {
   }
 
   /**
-   * Drafts along the grammar from the draft pass's logits ([k × vocab]): draft r is sampled natively among the
-   * tokens allowed after the anchor and drafts 1..r−1, with the uniforms the target uses at that position;
-   * drafting stops before a stop token (the request's or the grammar's). Sets seq.drafts (k or fewer) and returns the masks of the verify rows
-   * (one per draft and one after the last), the matcher rolled back to the anchor.
+   * The drafted tokens a verify pass checks: the longest prefix the grammar allows, stopping before a stop token
+   * (the request's or the grammar's). The draft sampled them without masks (its first tries, with the uniforms
+   * the target's rows use), so walking them costs an accept each and no mask; the matcher is rolled back to the
+   * anchor (verify() advances it by what it commits).
    */
-  async draft(seq: Sequence, logits: Float32Array): Promise<Int32Array[]> {
+  walk(seq: Sequence, drafted: readonly number[]): number[] {
     const c = seq.request.constraint!
-    const vocab = this.model.vocabSize
-    const masks: Int32Array[] = []
-    let k = seq.drafts.length
-    for (let r = 0; r < k; r++) {
-      const mask = await c.nextMask()
-      masks.push(mask)
-      const row = {...seq.nextRow(r), allowed: mask}
-      const d = this.model.sampleRows(logits.subarray(r * vocab, (r + 1) * vocab), {params: seq.request.sampling, rows: [row]})[0]!.token
-      if (seq.request.stopTokenIds.includes(d) || !c.accept(d)) {
-        k = r
-        break
-      }
+    let k = 0
+    for (; k < drafted.length; k++) {
+      const d = drafted[k]!
+      if (seq.request.stopTokenIds.includes(d) || !c.accept(d)) break
       if (c.terminated) {
         c.rollBack(1) // a grammar stop token ends the draft like a request's stop token
-        k = r
         break
       }
-      seq.drafts[r] = d
     }
-    seq.drafts.length = k
-    masks.push(await c.nextMask())
     c.rollBack(k)
-    return masks
+    return drafted.slice(0, k)
   }
+
+  /**
+   * After a constrained verify pass, whose rows were sampled without masks (their first tries): a draft the pass
+   * accepted equals the target's token there and the grammar allowed it (walk), so it stands; the token after the
+   * accepted drafts stands when the grammar allows it too. Otherwise that row's mask is computed now and the row is
+   * drawn again under it from the pass's logits, with its uniforms and the drafts before it counted by the
+   * penalties, exactly as a plain constrained row would be (choose). When that draw gives the draft, the rows after
+   * it still hold (they follow that token) and are checked the same way. verify() then commits as usual.
+   */
+  async settleVerify(seq: Sequence, result: StepResult): Promise<void> {
+    const c = seq.request.constraint!
+    const rows = result.sampled
+    if (!rows || seq.cancelled || seq.status !== 'running' || seq.forced.length > 0) return
+    const drafts = seq.drafts
+    const V = this.model.vocabSize
+    let at = 0 // rows before `at` are accepted drafts, taken by the matcher
+    try {
+      for (;;) {
+        while (at < drafts.length && rows[at]!.token === drafts[at]) {
+          if (!c.accept(drafts[at]!)) throw new Error(`drafted token ${drafts[at]} no longer follows the request's grammar`)
+          at++
+        }
+        if (c.accept(rows[at]!.token)) {
+          c.rollBack(1)
+          return
+        }
+        const mask = await c.nextMask()
+        if (!result.logits || result.logits.length < (at + 1) * V) throw new Error('the verify pass returned no logits for a constrained row')
+        const request = seq.sampleRequest([{...seq.nextRow(at), allowed: mask}])
+        if (request.penalties && at > 0) request.penalties = withTokens(request.penalties, drafts.slice(0, at))
+        rows[at] = this.model.sampleRows(result.logits.subarray(at * V, (at + 1) * V), request)[0]!
+        if (at >= drafts.length || rows[at]!.token !== drafts[at]) return
+      }
+    } finally {
+      c.rollBack(at)
+    }
+  }
+}
+
+/** Penalty counts with `tokens` counted as output tokens too (the drafts before a verify row). */
+function withTokens(p: {ids: Int32Array; counts: Int32Array}, tokens: readonly number[]): {ids: Int32Array; counts: Int32Array} {
+  const counts = new Map<number, number>()
+  p.ids.forEach((id, i) => counts.set(id, p.counts[i]!))
+  for (const t of tokens) counts.set(t, (counts.get(t) ?? 0) + 1)
+  return {ids: Int32Array.from(counts.keys()), counts: Int32Array.from(counts.values())}
 }

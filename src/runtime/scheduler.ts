@@ -257,8 +257,6 @@ export class Scheduler {
     return batch.drafting.map(i => {
       const seq = batch.seqs[i]
       const n = seq.drafts.length
-      // with a grammar, draft r's mask depends on drafts 1..r−1: the logits come back and fillDrafts samples
-      if (seq.request.constraint) return {seq: seq.slot, token: seq.lastToken, n}
       const rows = Array.from({length: n}, (_, r) => (rejection(seq) ? {uniform: seq.rng.peek(3 * r)} : seq.nextRow(r)))
       return {seq: seq.slot, token: seq.lastToken, n, sample: {params: seq.request.sampling, rows, penalties: seq.penalties?.get()}}
     })
@@ -266,42 +264,33 @@ export class Scheduler {
 
   /**
    * Takes the drafted tokens and makes each speculative item a verify pass [anchor, drafts], every row sampled
-   * natively with its uniform. With a grammar, drafting walks it: the draft pass returned logits, and draft r is
-   * sampled (natively, sampleRows) among the tokens allowed after the anchor and drafts 1..r−1; every verify row
-   * carries its mask (SampleRow.allowed), the drafts stop before a stop token, and the matcher is rolled back to
-   * the anchor (verify() advances it by what it commits).
+   * natively with its uniform. With a grammar, the drafts are cut to the prefix it allows (GrammarRows.walk), and
+   * the pass's logits come back for the one row that may need a draw under a mask (GrammarRows.settleVerify).
    */
   async fillDrafts(batch: Batch, drafted: StepResult[]): Promise<void> {
     for (let j = 0; j < batch.drafting.length; j++) {
       const i = batch.drafting[j]!
       const seq = batch.seqs[i]!
-      let masks: Int32Array[] | undefined
-      if (seq.request.constraint) {
-        const logits = drafted[j]!.logits
-        if (!logits) throw new Error('the draft returned no logits')
-        masks = seq.verifyMasks = await this.grammar.draft(seq, logits)
-      } else {
-        const sampled = drafted[j]!.sampled
-        if (!sampled || sampled.length !== seq.drafts.length) throw new Error('the draft returned no tokens')
-        seq.drafts = sampled.map(x => x.token)
-      }
-      const rows = masks
-        ? Array.from({length: seq.drafts.length + 1}, (_, r) => ({...seq.nextRow(r), allowed: masks[r]}))
-        : this.verifyRows(seq)
+      const sampled = drafted[j]!.sampled
+      if (!sampled || sampled.length !== seq.drafts.length) throw new Error('the draft returned no tokens')
+      const tokens = sampled.map(x => x.token)
+      const c = seq.request.constraint
+      seq.drafts = c ? this.grammar.walk(seq, tokens) : tokens
       batch.items[i] = {
         seq: seq.slot,
         tokens: Int32Array.from([seq.lastToken, ...seq.drafts]),
-        logits: 'none',
+        logits: c ? 'all' : 'none',
         capture: true,
         verify: true,
-        sample: seq.sampleRequest(rows),
+        sample: seq.sampleRequest(this.verifyRows(seq)),
         ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, seq.drafts.length + 1),
       }
     }
   }
 
   /**
-   * The sampled rows of a verify pass [anchor, d1..dk] without a grammar. Greedy: argmax rows. T > 0: row r < k
+   * The sampled rows of a verify pass [anchor, d1..dk]. Greedy, or with a grammar: row r draws as plain decoding
+   * would (nextRow: argmax rows, or first tries with the r-th token's uniforms). T > 0 without a grammar: row r < k
    * verifies d(r+1) by the rejection rule with the uniforms 3r+1 (acceptance) and 3r+2 (residual) of the stream;
    * the draft sampled d(r+1) with uniform 3r; the last row (all drafts accepted) draws with uniform 3k.
    */
@@ -350,7 +339,6 @@ export class Scheduler {
   private verify(seq: Sequence, rows: SampledToken[]): number {
     const s = seq.request.sampling
     const k = seq.drafts.length
-    seq.verifyMasks = undefined // applied natively: each verify row carried its mask
     const commit: SampledToken[] = []
     let acc = 0
     const forced = seq.forced.shift()

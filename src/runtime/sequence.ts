@@ -49,8 +49,6 @@ export class Sequence {
   specPasses = 0
   specCommitted = 0
   specDrafted = 0
-  /** Grammar masks for the rows of this step's verify pass (row r follows the anchor and r drafts). */
-  verifyMasks: Int32Array[] | undefined
   /** A plain row's in-step token that the grammar already accepted (GrammarRows.settle). */
   grammarAccepted: number | undefined
   /** With a grammar: the last in-step token was allowed, so the next mask is left out until the grammar refuses one. */
