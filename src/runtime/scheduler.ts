@@ -275,6 +275,7 @@ export class Scheduler {
       if (!sampled || sampled.length !== seq.drafts.length) throw new Error('the draft returned no tokens')
       const tokens = sampled.map(x => x.token)
       const c = seq.request.constraint
+      seq.proposed = tokens.length
       seq.drafts = c ? this.grammar.walk(seq, tokens) : tokens
       batch.items[i] = {
         seq: seq.slot,
@@ -364,9 +365,10 @@ export class Scheduler {
     seq.specCommitted += commit.length
     seq.specDrafted += k
     this.onAcceptance?.(commit.length, k)
-    // adaptive block (draftLength): the acceptance estimate; after passes with nothing accepted, plain decodes
-    // for a while (backing off exponentially) so a useless draft costs little
-    if (forced === undefined) seq.acceptance.observe(acc, k)
+    // adaptive block (draftLength): the acceptance estimate (a draft the grammar cut counts as refused there);
+    // after passes with nothing accepted, plain decodes for a while (backing off exponentially) so a useless draft
+    // costs little
+    if (forced === undefined) seq.acceptance.observe(acc, Math.max(k, seq.proposed))
     if (acc === 0) {
       seq.specFails++
       if (seq.specFails >= 2 && !process.env.SPLASH_DRAFT_FIXED) seq.specSkip = Math.min(256, 4 << (seq.specFails - 2))

@@ -49,6 +49,8 @@ export class Sequence {
   specPasses = 0
   specCommitted = 0
   specDrafted = 0
+  /** Tokens the last draft pass proposed, before a grammar cut them to the prefix it allows (GrammarRows.walk). */
+  proposed = 0
   /** A plain row's in-step token that the grammar already accepted (GrammarRows.settle). */
   grammarAccepted: number | undefined
   /** With a grammar: the last in-step token was allowed, so the next mask is left out until the grammar refuses one. */
