@@ -26,6 +26,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("sequenceLength", Napi::Function::New(env, SequenceLength));
   exports.Set("step", Napi::Function::New(env, Step));
   exports.Set("draft", Napi::Function::New(env, Draft));
+  exports.Set("resample", Napi::Function::New(env, Resample));
   exports.Set("saveRows", Napi::Function::New(env, SaveRows));
   exports.Set("saveState", Napi::Function::New(env, SaveState));
   exports.Set("restoreSequence", Napi::Function::New(env, RestoreSequence));

@@ -22,6 +22,7 @@ Napi::Value SavedStats(const Napi::CallbackInfo& info);
 Napi::Value EncodeImage(const Napi::CallbackInfo& info);
 Napi::Value Step(const Napi::CallbackInfo& info);
 Napi::Value Draft(const Napi::CallbackInfo& info);
+Napi::Value Resample(const Napi::CallbackInfo& info);
 Napi::Value IsaList(const Napi::CallbackInfo& info);
 Napi::Value KernelSelfTest(const Napi::CallbackInfo& info);
 Napi::Value BenchMatmul(const Napi::CallbackInfo& info);

@@ -143,7 +143,7 @@ Napi::Object item_arg(Napi::Array arr, uint32_t i, const std::string& where) {
   return v.As<Napi::Object>();
 }
 
-// step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all', capture?, verify?, sample?}])
+// step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all', capture?, verify?, keep?, sample?}])
 //   → Promise<{logits: Float32Array|null, sampled: [...]|null}[]>
 Napi::Value Step(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
@@ -179,6 +179,7 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
       else fail("invalid_argument", where + ".logits must be 'none', 'last' or 'all'");
       it.capture = o.Get("capture").ToBoolean().Value();
       it.verify = o.Get("verify").ToBoolean().Value();
+      it.keep = o.Get("keep").ToBoolean().Value();
       multimodal_fields(*m, o, where, it);
       if (!o.Get("sample").IsUndefined()) {
         it.sample = splash::addon::parse_sample(o.Get("sample"), where + ".sample", V, int(it.tokens.size()));
@@ -212,6 +213,20 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
     Napi::Promise p = t->promise();
     t->Queue();
     return p;
+  });
+}
+
+// resample(handle, seq, row, sample) → {token, logprob?, top?}: row `row` of the sampled rows the last step kept
+// for sequence `seq` (its item had keep: true), drawn again with `sample` (one row), synchronously.
+Napi::Value Resample(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 4) fail("invalid_argument", "resample(handle, seq, row, sample)");
+    const int32_t seq = int_arg(info[1], "seq", 0, INT32_MAX);
+    const int32_t row = int_arg(info[2], "row", 0, INT32_MAX);
+    auto req = splash::addon::parse_sample(info[3], "sample", m->config().V, 1);
+    const sampler::Sampled s = m->resample(seq, row, *req);
+    return sampled_to_js(info.Env(), {s}, req->n_top >= 0).Get(uint32_t(0));
   });
 }
 

@@ -389,6 +389,7 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
              it.verify ? it.seq->draft_qd : nullptr, nullptr, c.V);
     }
   }
+  keep_rows(items, b.logits, off);
   const FetchedRows fetched = fetch_rows(b.logits, off, mode, sd);
   const int32_t* ids = fetched.ids;
   float* lh = fetched.rows;

@@ -155,6 +155,7 @@ struct StepItem {
   std::vector<int32_t> positions;
   std::shared_ptr<const sampler::Request> sample;  // sample (or score) the trailing rows inside the step
   std::vector<sampler::Sampled> sampled;           // filled by step(): one per sample->rows
+  bool keep = false;  // keep the sampled rows' logits where the backend is, for resample() until the next step
   int logit_rows() const { return logits == 0 ? 0 : logits == 1 ? 1 : int(tokens.size()); }
   // trailing rows that go through the LM head: those returned as logits and those sampled
   int head_rows() const { return std::max(logit_rows(), sample ? int(sample->rows.size()) : 0); }
@@ -247,6 +248,11 @@ class Model {
   // One batched step; out[i] gets logits per item (empty for 'none'), items[i].sampled the sampled rows.
   // Serialised by compute_mu_.
   void step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out);
+  // Samples again row `row` of the sampled rows (StepItem::sample) of sequence `seq_id`'s item in the last step,
+  // from the logits that item kept (StepItem::keep), with `req` (one row: e.g. the grammar mask that step did not
+  // have); a verify item's row counts the drafts before it for the penalties, as in the step. On the backend's
+  // sampler where it takes the request, else on the host's. Each kept row once (model/resample.cpp).
+  sampler::Sampled resample(int32_t seq_id, int row, const sampler::Request& req);
 
   // Prefix cache (saved_state.cpp): KV rows [start, start+n) (target, and the draft's context when it has
   // seen them) and the GDN/conv state at the current length, saved under ids the caller frees; restore()
@@ -332,7 +338,7 @@ class Model {
   // Step activations: one growable backend buffer per use, kept across steps.
   enum Buf { kH, kX, kY, kQKV, kZ, kB, kA, kConv, kO, kQG, kK, kV, kQ, kG, kU, kSh, kGate, kRouter, kTaps, kSel,
              kLogits, kDFeat, kDCtx, kDH, kDX, kDY, kDCk, kDCv, kDQ, kDBk, kDBv, kDO, kDI1, kDI2, kDQp, kDOp, kDDyn,
-             kDSelH, kDSelP, kDSelCb, kPick, kNumBufs };
+             kDSelH, kDSelP, kDSelCb, kPick, kKept, kNumBufs };
   float* buf(Buf b, size_t floats);
   void* alloc_state(size_t bytes, bool zero);  // sequence state (KV is not zeroed on host memory)
   void free_state(void* p);
@@ -383,6 +389,18 @@ class Model {
   };
   FetchedRows fetch_rows(float* logits, const std::vector<size_t>& off, const std::vector<char>& mode,
                          const SampleDescs& sd);
+  // The rows of the items that keep theirs (off: each item's first row in `logits`), copied before anything
+  // samples them (the backend's sampler may change rows in place); what resample() reads (model/resample.cpp).
+  struct Kept {
+    int32_t seq = 0;
+    size_t off = 0;  // first row in the kKept buffer
+    int rows = 0, sampled = 0;
+    bool verify = false;
+    std::vector<int32_t> tokens;
+    std::vector<char> used;
+  };
+  void keep_rows(const std::vector<StepItem>& items, const float* logits, const std::vector<size_t>& off);
+  std::vector<Kept> kept_;
   // A sequence's device copy of its last draft pass's distributions, room for `rows` rows (model/draft.cpp).
   float* draft_q_rows(Sequence* s, int rows);
   // The host copy of them, for a verify pass the host samples (a no-op when the host has them).

@@ -71,15 +71,16 @@ export class GrammarRows {
   /**
    * The token a constrained plain row commits when its mask is ready (computed during the step or by
    * settle()): the in-step token if the grammar allows it, else the native draw under the mask with the
-   * row's uniforms (SampleRow.retry), which repeats the in-step draw and, as it is refused, draws again.
+   * row's uniforms (SampleRow.retry), which repeats the in-step draw and, as it is refused, draws again; it runs
+   * on the row the step kept where the model is (StepItem.keep, StepModel.resample), so no logits row travels.
+   * `at`: the row among the item's sampled rows (the last one of a prompt's final chunk).
    */
-  choose(seq: Sequence, row: SampledToken, logits: Float32Array | null): SampledToken {
+  choose(seq: Sequence, row: SampledToken, at: number): SampledToken {
     const mask = seq.request.constraint?.ready
     if (!mask) throw new Error('the grammar mask for this position was not prepared')
     seq.grammarLazy = allows(mask, row.token)
     if (seq.grammarLazy) return row
-    if (!logits) throw new Error('the model returned no logits for a constrained position')
-    return this.model.sampleRows(logits, seq.sampleRequest([{...seq.nextRow(0), allowed: mask}]))[0]!
+    return this.model.resample(seq.slot, at, seq.sampleRequest([{...seq.nextRow(0), allowed: mask}]))
   }
 
   /**
@@ -107,8 +108,8 @@ export class GrammarRows {
    * After a constrained verify pass, whose rows were sampled without masks (their first tries): a draft the pass
    * accepted equals the target's token there and the grammar allowed it (walk), so it stands; the token after the
    * accepted drafts stands when the grammar allows it too. Otherwise that row's mask is computed now and the row is
-   * drawn again under it from the pass's logits, with its uniforms and the drafts before it counted by the
-   * penalties, exactly as a plain constrained row would be (choose). When that draw gives the draft, the rows after
+   * drawn again under it from the pass's logits, kept where the model is (StepModel.resample: its uniforms, the
+   * drafts before it counted by the penalties), exactly as a plain constrained row would be (choose). When that draw gives the draft, the rows after
    * it still hold (they follow that token) and are checked the same way. verify() then commits as usual.
    */
   async settleVerify(seq: Sequence, result: StepResult): Promise<void> {
@@ -116,7 +117,6 @@ export class GrammarRows {
     const rows = result.sampled
     if (!rows || seq.cancelled || seq.status !== 'running' || seq.forced.length > 0) return
     const drafts = seq.drafts
-    const V = this.model.vocabSize
     let at = 0 // rows before `at` are accepted drafts, taken by the matcher
     try {
       for (;;) {
@@ -129,22 +129,11 @@ export class GrammarRows {
           return
         }
         const mask = await c.nextMask()
-        if (!result.logits || result.logits.length < (at + 1) * V) throw new Error('the verify pass returned no logits for a constrained row')
-        const request = seq.sampleRequest([{...seq.nextRow(at), allowed: mask}])
-        if (request.penalties && at > 0) request.penalties = withTokens(request.penalties, drafts.slice(0, at))
-        rows[at] = this.model.sampleRows(result.logits.subarray(at * V, (at + 1) * V), request)[0]!
+        rows[at] = this.model.resample(seq.slot, at, seq.sampleRequest([{...seq.nextRow(at), allowed: mask}]))
         if (at >= drafts.length || rows[at]!.token !== drafts[at]) return
       }
     } finally {
       c.rollBack(at)
     }
   }
-}
-
-/** Penalty counts with `tokens` counted as output tokens too (the drafts before a verify row). */
-function withTokens(p: {ids: Int32Array; counts: Int32Array}, tokens: readonly number[]): {ids: Int32Array; counts: Int32Array} {
-  const counts = new Map<number, number>()
-  p.ids.forEach((id, i) => counts.set(id, p.counts[i]!))
-  for (const t of tokens) counts.set(t, (counts.get(t) ?? 0) + 1)
-  return {ids: Int32Array.from(counts.keys()), counts: Int32Array.from(counts.values())}
 }

@@ -77,6 +77,10 @@ export class NativeModel implements StepModel {
     return native.sampleLogits(logits, this.vocabSize, sample)
   }
 
+  resample(seq: number, row: number, sample: SampleRequest): SampledToken {
+    return native.resample(this.handle, seq, row, sample)
+  }
+
   truncate(seq: number, length: number): void {
     native.truncateSequence(this.handle, seq, length)
   }

@@ -206,6 +206,8 @@ export interface StepItem {
    * between the step's start and its end.
    */
   verify?: boolean
+  /** Keep the logits of the sampled rows where the backend is, for resample() until the next step. */
+  keep?: boolean
   /** Token indices of this item (image pads) whose embeddings are replaced by rows of `embeds`. */
   embedAt?: Int32Array
   /** embedAt.length × hiddenSize values. */
@@ -296,6 +298,7 @@ interface Binding {
   sequenceLength(h: ModelHandle, seq: SequenceId): number
   step(h: ModelHandle, items: StepItem[]): Promise<StepResult[]>
   draft(h: ModelHandle, items: DraftItem[]): Promise<StepResult[]>
+  resample(h: ModelHandle, seq: SequenceId, row: number, sample: SampleRequest): SampledToken
   saveRows(h: ModelHandle, seq: SequenceId, start: number, n: number): number
   saveState(h: ModelHandle, seq: SequenceId): number
   restoreSequence(h: ModelHandle, seq: SequenceId, rows: number[], state: number): boolean
@@ -369,6 +372,12 @@ export const native = {
   step: (h: ModelHandle, items: StepItem[]) => async(() => load().step(h, items)),
   /** One DFlash draft pass per item: logits of the n drafted positions ([n·V]) and/or their sampled tokens. */
   draft: (h: ModelHandle, items: DraftItem[]) => async(() => load().draft(h, items)),
+  /**
+   * Row `row` of the sampled rows the last step kept for `seq` (its item had `keep`), drawn again with `sample`
+   * (one row, e.g. under the grammar mask that step did not have), on the backend's sampler where it can;
+   * synchronous. A verify item's row counts the drafts before it for the penalties, as in the step.
+   */
+  resample: (h: ModelHandle, seq: SequenceId, row: number, sample: SampleRequest) => sync(() => load().resample(h, seq, row, sample)),
   /** Prefix cache: copies KV rows [start, start+n) of a sequence (target, and draft context when complete); returns an id. */
   saveRows: (h: ModelHandle, seq: SequenceId, start: number, n: number) => sync(() => load().saveRows(h, seq, start, n)),
   /** Prefix cache: copies a sequence's GDN + conv state at its current length; returns an id. */

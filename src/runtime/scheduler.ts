@@ -141,8 +141,9 @@ export class Scheduler {
       items.push({
         seq: seq.slot,
         tokens: Int32Array.of(seq.lastToken),
-        // with a grammar the logits row comes back too, for a draw under the mask when the grammar refuses the token
-        logits: seq.request.constraint ? 'last' : 'none',
+        logits: 'none',
+        // with a grammar the row stays where the model is, for a draw under the mask when the grammar refuses the token
+        keep: seq.request.constraint !== undefined,
         capture: seq.useDraft,
         sample: seq.sampleRequest([seq.nextRow(0)]),
         ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, 1),
@@ -157,8 +158,8 @@ export class Scheduler {
       const tokens = seq.request.prompt.subarray(seq.numComputed, seq.numComputed + n)
       seqs.push(seq)
       const last = seq.numComputed + n === seq.promptLength
-      const logits = seq.request.constraint && last ? 'last' : 'none'
-      items.push({seq: seq.slot, tokens, logits, capture: seq.useDraft, sample: this.prefillSample(seq, n), ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, n)})
+      const keep = seq.request.constraint !== undefined && last
+      items.push({seq: seq.slot, tokens, logits: 'none', keep, capture: seq.useDraft, sample: this.prefillSample(seq, n), ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, n)})
       budget -= n
     }
     for (const seq of seqs) seq.inFlight = true
@@ -265,7 +266,7 @@ export class Scheduler {
   /**
    * Takes the drafted tokens and makes each speculative item a verify pass [anchor, drafts], every row sampled
    * natively with its uniform. With a grammar, the drafts are cut to the prefix it allows (GrammarRows.walk), and
-   * the pass's logits come back for the one row that may need a draw under a mask (GrammarRows.settleVerify).
+   * the pass's rows stay where the model is for the one that may need a draw under a mask (GrammarRows.settleVerify).
    */
   async fillDrafts(batch: Batch, drafted: StepResult[]): Promise<void> {
     for (let j = 0; j < batch.drafting.length; j++) {
@@ -280,7 +281,8 @@ export class Scheduler {
       batch.items[i] = {
         seq: seq.slot,
         tokens: Int32Array.from([seq.lastToken, ...seq.drafts]),
-        logits: c ? 'all' : 'none',
+        logits: 'none',
+        keep: c !== undefined,
         capture: true,
         verify: true,
         sample: seq.sampleRequest(this.verifyRows(seq)),
@@ -317,12 +319,12 @@ export class Scheduler {
         if (seq.inPrefill) return
         if (seq.request.maxTokens === 0) return this.finish(seq, 'length')
         if (!sampled) throw new Error('the model sampled no token for the end of a prompt')
-        return this.accept(seq, sampled[sampled.length - 1], results[i].logits)
+        return this.accept(seq, sampled, sampled.length - 1)
       }
       if (!sampled) throw new Error('the model sampled no token for a decode step')
       if (item.verify) return void (batch.committed += this.verify(seq, sampled))
       seq.numComputed += 1
-      this.accept(seq, sampled[0], results[i].logits)
+      this.accept(seq, sampled, 0)
     })
   }
 
@@ -406,7 +408,8 @@ export class Scheduler {
    * grammar, the in-step token when the grammar allows it (already accepted by GrammarRows.settle, or checked
    * against the mask prepared while the step ran), else the draw under the mask (GrammarRows.choose).
    */
-  private accept(seq: Sequence, row: SampledToken, logits: Float32Array | null): void {
+  private accept(seq: Sequence, sampled: SampledToken[], at: number): void {
+    let row = sampled[at]!
     const forced = seq.forced.shift()
     const c = seq.request.constraint
     if (forced !== undefined) {
@@ -414,7 +417,7 @@ export class Scheduler {
       seq.grammarAccepted = undefined
       return this.acceptToken(seq, forced === row.token ? this.reported(seq, row) : {token: forced})
     }
-    if (c && seq.grammarAccepted === undefined) row = this.grammar.choose(seq, row, logits)
+    if (c && seq.grammarAccepted === undefined) row = this.grammar.choose(seq, row, at)
     seq.consumeUniforms(1) // the uniforms nextRow peeked are used now
     this.acceptToken(seq, this.reported(seq, row))
   }

@@ -11,6 +11,8 @@ export interface StepItem {
   capture?: boolean
   /** Speculative verification: rows computed exactly as single-token decodes; rollback possible inside it. */
   verify?: boolean
+  /** Keep the sampled rows' logits where the model is, for resample() after the step. */
+  keep?: boolean
   /** Image embeddings replacing rows of this item (token indices), and M-RoPE ids, 3 per token (media.ts). */
   embedAt?: Int32Array
   embeds?: Float32Array
@@ -76,6 +78,11 @@ export interface StepModel {
    * sample.rows.length rows), on the calling thread: for rows whose grammar mask is ready only after the step.
    */
   sampleRows(logits: Float32Array, sample: SampleRequest): SampledToken[]
+  /**
+   * Row `row` of the sampled rows of `seq`'s item in the last step (an item with `keep`), drawn again with
+   * `sample` (one row) from the logits that stayed where the model is: a constrained row the grammar refused.
+   */
+  resample(seq: number, row: number, sample: SampleRequest): SampledToken
   /** Rolls a sequence back to `length` tokens (after a verify step: to the accepted prefix). */
   truncate?(seq: number, length: number): void
   /** Saved state for the prefix cache (absent: no cache). */

@@ -134,3 +134,51 @@ t.test('rows the backend\'s sampler chooses are the host sampler\'s, in steps, d
     t.ok(on.flat().filter(x => x >= 0).length > 30, 'rows were sampled')
   }
 })
+
+t.test('resample draws a row the last step kept again, as the host sampler draws that row', async t => {
+  const dir = await synthFixture('tiny-hybrid', 'q4')
+  for (const onBackend of [true, false]) {
+    const h = await open(dir, onBackend)
+    t.teardown(() => native.closeModel(h))
+    const V = native.modelInfo(h).vocabSize
+    const words = Math.ceil(V / 32)
+    const mask = Int32Array.from({length: words}, (_, w) => ((w * 2654435761) ^ 0x5a5a5a5a) | 0)
+    const u = uniforms(11, 32)
+    const [a, b] = [0, 1].map(() => native.createSequence(h, {maxLength: 64}))
+    const prompt = Int32Array.of(5, 17, 99, 3, 41, 7)
+    await native.step(h, [{seq: a, tokens: prompt, logits: 'none'}, {seq: b, tokens: prompt, logits: 'none'}])
+    // a verify item (anchor and two drafts) under penalties, its rows' first tries sampled in the step and kept; its
+    // logits come back too, for the host's draw. Row r counts the drafts before it.
+    const drafts = [30, 31]
+    const [v] = await native.step(h, [
+      {seq: a, tokens: Int32Array.of(8, ...drafts), logits: 'all', keep: true, verify: true, sample: {params: penalised, penalties, rows: [0, 1, 2].map(r => ({uniform: u[r]!}))}},
+      {seq: b, tokens: Int32Array.of(8), logits: 'none', sample: {params: warm, rows: [{uniform: u[3]!}]}},
+    ])
+    for (const [r, params] of [[2, penalised], [0, samplingParams({temperature: 0})]] as const) {
+      const rows = [params.temperature > 0 ? {uniform: u[4 + r]!, retry: u[8 + r]!, allowed: mask} : {allowed: mask}]
+      const got = native.resample(h, a, r, {params, penalties, rows})
+      const counts = new Map<number, number>()
+      penalties.ids.forEach((id, i) => counts.set(id, penalties.counts[i]!))
+      for (const d of drafts.slice(0, r)) counts.set(d, (counts.get(d) ?? 0) + 1)
+      const withDrafts = {ids: Int32Array.from(counts.keys()), counts: Int32Array.from(counts.values())}
+      const [want] = native.sampleLogits(v!.logits!.subarray(r * V, (r + 1) * V), V, {params, penalties: withDrafts, rows})
+      t.equal(got.token, want!.token, `${onBackend ? 'backend' : 'host'} sampler, row ${r}, T=${params.temperature}: the host's token`)
+      t.ok((mask[got.token >> 5]! >>> (got.token & 31)) & 1, 'the token is one the mask allows')
+    }
+    // the drafts before a row count: row 1 under a mask that allows draft 1 (30) and the token just below it, with
+    // strong greedy penalties, gives that token only when 30 is counted
+    const row1 = v!.logits!.subarray(V, 2 * V)
+    let below = -1
+    for (let id = 0; id < V; id++) if (id !== 30 && row1[id]! < row1[30]! && (below < 0 || row1[id]! > row1[below]!)) below = id
+    const pair = new Int32Array(words)
+    for (const id of [30, below]) pair[id >> 5]! |= 1 << (id & 31)
+    const strong = samplingParams({temperature: 0, repetitionPenalty: 10, presencePenalty: 2, frequencyPenalty: 2})
+    t.equal(native.resample(h, a, 1, {params: strong, penalties, rows: [{allowed: pair}]}).token, below, 'row 1 counts draft 1 for the penalties')
+    const again = {params: warm, rows: [{uniform: 0.5}]}
+    t.throws(() => native.resample(h, a, 0, again), /already sampled again/, 'a kept row is drawn again once')
+    t.throws(() => native.resample(h, a, 3, again), /not one of the 3 sampled rows/, 'a row the item did not sample')
+    t.throws(() => native.resample(h, b, 0, again), /kept no rows/, 'an item without keep')
+    await native.step(h, [{seq: b, tokens: Int32Array.of(9), logits: 'none'}])
+    t.throws(() => native.resample(h, a, 1, again), /kept no rows/, 'the next step drops what the last one kept')
+  }
+})
