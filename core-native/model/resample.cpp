@@ -53,11 +53,11 @@ sampler::Sampled Model::resample(int32_t seq_id, int row, const sampler::Request
   void* bc = be_->ctx;
   if (sample_on_backend_ && backend_samples(req)) {
     SampleDescs sd;
-    sd.add(req, int64_t(at), extra, first, nullptr, nullptr, int64_t(V));
-    auto* d = reinterpret_cast<int32_t*>(buf(kPick, at + 1));
-    be->sample_rows(bc, rows, int64_t(V), sd.descs.data(), 1, sd.ints.data(), int64_t(sd.ints.size()), d);
+    sd.add(req, 0, extra, first, nullptr, nullptr, int64_t(V));  // row 0 of the rows starting at the kept one
+    auto* d = reinterpret_cast<int32_t*>(buf(kPick, 1));
+    be->sample_rows(bc, rows + at * V, int64_t(V), sd.descs.data(), 1, sd.ints.data(), int64_t(sd.ints.size()), d);
     int32_t id = -1;
-    be->copy_to_host(bc, &id, d + at, 4);
+    be->copy_to_host(bc, &id, d, 4);
     check_backend();
     if (id < 0) throw Error("invalid_argument", "the allowed-token mask leaves no token to sample");
     sampler::Sampled s;

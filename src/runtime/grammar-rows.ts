@@ -109,8 +109,9 @@ export class GrammarRows {
    * accepted equals the target's token there and the grammar allowed it (walk), so it stands; the token after the
    * accepted drafts stands when the grammar allows it too. Otherwise that row's mask is computed now and the row is
    * drawn again under it from the pass's logits, kept where the model is (StepModel.resample: its uniforms, the
-   * drafts before it counted by the penalties), exactly as a plain constrained row would be (choose). When that draw gives the draft, the rows after
-   * it still hold (they follow that token) and are checked the same way. verify() then commits as usual.
+   * drafts before it counted by the penalties), exactly as a plain constrained row would be (choose). When that
+   * draw gives the draft, the rows after it still hold (they follow that token) and are checked the same way.
+   * verify() then commits as usual.
    */
   async settleVerify(seq: Sequence, result: StepResult): Promise<void> {
     const c = seq.request.constraint!
