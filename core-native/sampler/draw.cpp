@@ -110,6 +110,38 @@ float min_p_floor(const Params& p) {
   return wmin;
 }
 
+// The kept candidates of the path without top-k, as draw() finds them: the weights (in s.weights) and, with
+// top-p < 1, the cut (the element where the running weight reaches top_p of the total); an element is kept when it
+// has weight and does not come after the cut.
+struct KeptSet {
+  const float* v = nullptr;
+  const float* w = nullptr;
+  bool has_cut = false;
+  Cand cut{};
+  bool kept(int i) const { return w[i] != 0.f && !(has_cut && before(cut, Cand{v[i], int32_t(i), w[i]})); }
+};
+
+KeptSet kept_set(const float* v, int V, int32_t best, const Params& p, float wmin, Scratch& s) {
+  KeptSet k;
+  k.v = v;
+  const float m = v[best], inv = 1.f / p.temperature;
+  s.weights.resize(size_t(V));
+  float* w = s.weights.data();
+  k.w = w;
+  const double total = exp_weights(v, V, m, inv, wmin, w);
+  if (p.top_p < 1.0) {
+    const double target = p.top_p * total;
+    const float floor = float((total - target) / double(V) * 0.999);
+    s.cands.clear();
+    for (int i = 0; i < V; ++i)
+      if (w[i] > floor && w[i] != 0.f) s.cands.push_back({v[i], int32_t(i), w[i]});
+    double through = 0;
+    k.cut = weighted_select(s.cands, target, through);
+    k.has_cut = true;
+  }
+  return k;
+}
+
 }  // namespace
 
 int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scratch& s) {
@@ -161,31 +193,15 @@ int32_t draw_allowed(const float* v, int V, int32_t best, const Params& p, const
     s.cands.resize(m);
     std::sort(s.cands.begin(), s.cands.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
   } else {
-    const float m = v[best], inv = 1.f / p.temperature;
-    s.weights.resize(size_t(V));
-    float* w = s.weights.data();
-    const double total = exp_weights(v, V, m, inv, wmin, w);
-    bool has_cut = false;
-    Cand cut{};
-    if (p.top_p < 1.0) {
-      const double target = p.top_p * total;
-      const float floor = float((total - target) / double(V) * 0.999);
-      s.cands.clear();
-      for (int i = 0; i < V; ++i)
-        if (w[i] > floor && w[i] != 0.f) s.cands.push_back({v[i], int32_t(i), w[i]});
-      double through = 0;
-      cut = weighted_select(s.cands, target, through);
-      has_cut = true;
-    }
-    auto kept_at = [&](int i) { return w[i] != 0.f && !(has_cut && before(cut, Cand{v[i], int32_t(i), w[i]})); };
+    const KeptSet k = kept_set(v, V, best, p, wmin, s);
     double kept = 0;
     for (int i = 0; i < V; ++i)
-      if (kept_at(i)) kept += w[i];
+      if (k.kept(i)) kept += k.w[i];
     s.cands.clear();
     for (int word = 0; word < (V + 31) / 32; ++word)
       for (uint32_t bits = allowed[word]; bits != 0; bits &= bits - 1) {
         const int i = word * 32 + std::countr_zero(bits);
-        if (i < V && kept_at(i)) s.cands.push_back({v[i], int32_t(i), float(double(w[i]) / kept)});
+        if (i < V && k.kept(i)) s.cands.push_back({v[i], int32_t(i), float(double(k.w[i]) / kept)});
       }
   }
   // draw_probs over those probabilities (zeros elsewhere add nothing to its sums)
@@ -212,32 +228,12 @@ void distribution(const float* v, int V, int32_t best, const Params& p, Scratch&
     for (size_t i = 0; i < n; ++i) probs[size_t(s.cands[i].id)] = float(double(s.cands[i].w) / total);
     return;
   }
-  // the weights and the top-p cut exactly as draw() finds them; kept = every weighted element not after the cut
-  const float m = v[best], inv = 1.f / p.temperature;
-  s.weights.resize(size_t(V));
-  float* w = s.weights.data();
-  const double total = exp_weights(v, V, m, inv, wmin, w);
-  bool has_cut = false;
-  Cand cut{};
-  if (p.top_p < 1.0) {
-    const double target = p.top_p * total;
-    const float floor = float((total - target) / double(V) * 0.999);
-    s.cands.clear();
-    for (int i = 0; i < V; ++i)
-      if (w[i] > floor && w[i] != 0.f) s.cands.push_back({v[i], int32_t(i), w[i]});
-    double through = 0;
-    cut = weighted_select(s.cands, target, through);
-    has_cut = true;
-  }
+  const KeptSet k = kept_set(v, V, best, p, wmin, s);
   double kept = 0;
-  for (int i = 0; i < V; ++i) {
-    if (w[i] == 0.f || (has_cut && before(cut, Cand{v[i], int32_t(i), w[i]}))) continue;
-    kept += w[i];
-  }
-  for (int i = 0; i < V; ++i) {
-    if (w[i] == 0.f || (has_cut && before(cut, Cand{v[i], int32_t(i), w[i]}))) continue;
-    probs[size_t(i)] = float(double(w[i]) / kept);
-  }
+  for (int i = 0; i < V; ++i)
+    if (k.kept(i)) kept += k.w[i];
+  for (int i = 0; i < V; ++i)
+    if (k.kept(i)) probs[size_t(i)] = float(double(k.w[i]) / kept);
 }
 
 }  // namespace splash::sampler
