@@ -148,7 +148,10 @@ export function deviceScratchBytes(c: ModelConfig): number {
   return Math.ceil(largest * 2 * 1.5) + 256 * 1024 ** 2
 }
 
-/** Activations of one step: the widest projection for every token of the budget, plus logits rows. */
+/**
+ * Activations of one step: the widest projection for every token of the budget, plus logits rows, twice: constrained
+ * rows keep a copy for a second draw under their grammar mask (StepItem.keep, model/resample.cpp).
+ */
 export function scratchBytes(c: ModelConfig, tokenBudget: number, maxBatch: number, draftBlock: number): number {
   const widest = Math.max(
     c.hidden_size * 4,
@@ -160,7 +163,7 @@ export function scratchBytes(c: ModelConfig, tokenBudget: number, maxBatch: numb
   const rows = Math.max(tokenBudget, maxBatch * draftBlock)
   const activations = rows * (widest + 4 * c.hidden_size) * 4
   const logits = maxBatch * draftBlock * c.vocab_size * 4
-  return activations + logits
+  return activations + 2 * logits
 }
 
 export function planMemory(input: PlanInput): MemoryPlan {
