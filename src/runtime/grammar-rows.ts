@@ -28,24 +28,16 @@ export class GrammarRows {
   async prepare(batch: Batch): Promise<void> {
     for (const [i, seq] of batch.seqs.entries()) {
       const c = seq.request.constraint
-      if (!c || seq.status === 'finished' || batch.drafting.includes(i) || batch.items[i]!.verify || this.lazy(batch, i)) continue
+      // a plain row needs no mask while the grammar keeps allowing its in-step tokens (Sequence.grammarLazy): after
+      // a refusal the next masks are computed here again, until one allows the in-step token (refusals come in runs
+      // at the grammar's fixed parts)
+      if (!c || seq.status === 'finished' || batch.drafting.includes(i) || batch.items[i]!.verify || seq.grammarLazy) continue
       await c.nextMask()
     }
   }
 
   /**
-   * A plain row (not drafting, not a verify pass) needs no mask when the grammar allows the token the step
-   * sampled without one: that token is then the row's answer (greedy: the masked argmax too). While the grammar
-   * keeps allowing the in-step tokens such rows skip prepare(); after a refusal the next masks are computed
-   * while the step runs again, until one allows the in-step token (refusals come in runs at the grammar's
-   * fixed parts).
-   */
-  private lazy(batch: Batch, i: number): boolean {
-    return batch.seqs[i]!.grammarLazy
-  }
-
-  /**
-   * After the step, for the rows lazy() left without a mask: the grammar takes the in-step token when it
+   * After the step, for the lazy plain rows (no mask): the grammar takes the in-step token when it
    * allows it (postprocess then commits it as it is); otherwise the mask is computed now and choose() draws
    * the row under it.
    */
@@ -57,7 +49,7 @@ export class GrammarRows {
         await this.settleVerify(seq, results[i]!)
         continue
       }
-      if (!c || c.ready || !sampled || seq.cancelled || seq.status !== 'running' || seq.forced.length > 0 || !this.lazy(batch, i)) continue
+      if (!c || c.ready || !sampled || seq.cancelled || seq.status !== 'running' || seq.forced.length > 0 || !seq.grammarLazy) continue
       if (seq.inPrefill && seq.numComputed + batch.items[i]!.tokens.length < seq.promptLength) continue // not the prompt's end
       const token = sampled[sampled.length - 1]!.token
       if (c.accept(token)) seq.grammarAccepted = token

@@ -73,10 +73,6 @@ export class NativeModel implements StepModel {
     return (pixels, grid) => native.encodeImage(this.handle, {pixels, grid})
   }
 
-  sampleRows(logits: Float32Array, sample: SampleRequest): SampledToken[] {
-    return native.sampleLogits(logits, this.vocabSize, sample)
-  }
-
   resample(seq: number, row: number, sample: SampleRequest): SampledToken {
     return native.resample(this.handle, seq, row, sample)
   }

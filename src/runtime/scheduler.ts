@@ -340,7 +340,6 @@ export class Scheduler {
    * back to the committed prefix (anchor + accepted drafts).
    */
   private verify(seq: Sequence, rows: SampledToken[]): number {
-    const s = seq.request.sampling
     const k = seq.drafts.length
     const commit: SampledToken[] = []
     let acc = 0

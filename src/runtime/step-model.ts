@@ -74,11 +74,6 @@ export interface StepModel {
   /** The vision encoder on one prepared image: merged embeddings [rows × hidden] (absent: no vision tower). */
   encodeImage?(pixels: Float32Array, grid: [number, number, number]): Promise<Float32Array>
   /**
-   * The native sampler on logits rows that came back from a step ([rows × vocab]; the trailing
-   * sample.rows.length rows), on the calling thread: for rows whose grammar mask is ready only after the step.
-   */
-  sampleRows(logits: Float32Array, sample: SampleRequest): SampledToken[]
-  /**
    * Row `row` of the sampled rows of `seq`'s item in the last step (an item with `keep`), drawn again with
    * `sample` (one row) from the logits that stayed where the model is: a constrained row the grammar refused.
    */
