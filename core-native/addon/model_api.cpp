@@ -109,6 +109,7 @@ Napi::Value ModelInfo(const Napi::CallbackInfo& info) {
     o.Set("kvBytesPerToken", double(m->kv_bytes_per_token()));
     o.Set("backend", std::string(m->backend().iface->name));
     o.Set("isa", std::string(m->backend().iface->variant));
+    o.Set("threads", m->threads());
     o.Set("deviceMemory", device_memory_js(env, m->backend()));
     o.Set("specialisedKernels", m->specialised_kernels().empty() ? Napi::Value(env.Null())
                                                                  : Napi::Value(Napi::String::New(env, m->specialised_kernels())));

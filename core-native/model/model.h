@@ -401,6 +401,7 @@ class Model {
   };
   void keep_rows(const std::vector<StepItem>& items, const float* logits, const std::vector<size_t>& off);
   std::vector<Kept> kept_;
+  sampler::Scratch resample_scratch_;  // resample()'s host sampler (under compute_mu_)
   // A sequence's device copy of its last draft pass's distributions, room for `rows` rows (model/draft.cpp).
   float* draft_q_rows(Sequence* s, int rows);
   // The host copy of them, for a verify pass the host samples (a no-op when the host has them).

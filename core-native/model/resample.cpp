@@ -64,11 +64,16 @@ sampler::Sampled Model::resample(int32_t seq_id, int row, const sampler::Request
     s.token = id;
     return s;
   }
-  std::vector<float> host(V);
-  be->copy_to_host(bc, host.data(), rows + at * V, V * 4);
-  check_backend();
-  sampler::Scratch scratch;
-  return sampler::sample_row(host.data(), int(V), req, req.rows[0], scratch, extra, first);
+  // the host sampler: on the row itself where the backend's memory is the host's, else on a copy
+  const float* row_data = rows + at * V;
+  std::vector<float> host;
+  if (!host_memory_) {
+    host.resize(V);
+    be->copy_to_host(bc, host.data(), row_data, V * 4);
+    check_backend();
+    row_data = host.data();
+  }
+  return sampler::sample_row(row_data, int(V), req, req.rows[0], resample_scratch_, extra, first);
 }
 
 }  // namespace splash

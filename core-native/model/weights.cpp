@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "model/model.h"
 #include "runtime/error.h"
@@ -352,7 +353,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
   m->bh_ = backend_open(backend, threads, isa, act_levels);
   m->be_ = m->bh_.backend;
   m->act_levels_ = act_levels;
-  m->threads_ = threads > 0 ? threads : 0;
+  m->threads_ = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));  // the pool's size
   m->host_memory_ = m->be_->iface->host_memory != 0;
   {
     const char* e = std::getenv("SPLASH_DEVICE_ARGMAX");  // 0: greedy rows chosen on the host (for measurement)

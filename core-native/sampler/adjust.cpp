@@ -1,6 +1,7 @@
 // Steps 1–2 of the sampler (sampler.h): penalties (on the counted tokens and any extra ones, e.g. a verify pass's
 // drafts), then the grammar mask, on a copy of the row.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -45,9 +46,21 @@ const float* adjust(const float* logits, int V, const Request& req, const Row& r
     }
   }
   if (masked) {
+    // word by word: a grammar's mask is mostly whole words of refused (or of allowed) tokens
     const float ninf = -std::numeric_limits<float>::infinity();
-    for (int id = 0; id < V; ++id)
-      if (!((row.allowed[id >> 5] >> (id & 31)) & 1u)) w[id] = ninf;
+    for (int base = 0; base < V; base += 32) {
+      const uint32_t bits = row.allowed[size_t(base) >> 5];
+      const int n = std::min(32, V - base);
+      if (bits == ~0u) continue;
+      if (bits == 0u) {
+        std::fill_n(w.data() + base, n, ninf);
+        continue;
+      }
+      for (uint32_t off = ~bits; off != 0; off &= off - 1) {
+        const int id = base + std::countr_zero(off);
+        if (id < V) w[id] = ninf;
+      }
+    }
   }
   return w.data();
 }

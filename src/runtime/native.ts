@@ -160,6 +160,8 @@ export interface ModelInfo {
   /** The backend the model runs on, and its variant: the CPU's ISA (Isa) or the GPU architecture (sm_90). */
   backend: 'cpu' | 'cuda'
   isa: string
+  /** The host threads of the model's pool (the CPU backend's matmuls run on them). */
+  threads: number
   /** The device's memory and this model's share of it (device backends), or null. */
   deviceMemory: DeviceMemory | null
   /** The package's specialised kernels when they are loaded and used ('cuda-sm90'), else null. */
