@@ -10,6 +10,7 @@
 // uniforms), walked along the grammar without masks; the verify pass samples first tries too, and only the row
 // after the accepted drafts may need a mask and a second draw. So constrained output with the draft is token for
 // token the output without it, and a pass computes a mask only where the target's own token is refused.
+import {availableParallelism} from 'node:os'
 import {allows} from '../grammar/matcher.js'
 import type {Batch} from './scheduler.js'
 import type {SampledToken} from './sampling.js'
@@ -17,7 +18,22 @@ import type {Sequence} from './sequence.js'
 import type {StepModel, StepResult} from './step-model.js'
 
 export class GrammarRows {
-  constructor(private readonly model: StepModel) {}
+  /**
+   * Whether prepare() computes masks while the step runs. That hides a mask's cost only where a core is free
+   * during the step (a device backend, or a CPU pool smaller than the machine). Where the pool takes every core, a
+   * mask computed during the step slows the step as much as it would cost after it, and computing them ahead
+   * (after a refusal, until one allows the in-step token) makes more of them than settle() alone: the sampled
+   * T = 0.7 generations of bench/grammar-mask.ts on the default package computed 90 masks in 128 tokens ahead,
+   * 50 without.
+   */
+  readonly ahead: boolean
+
+  constructor(
+    private readonly model: StepModel,
+    cores = availableParallelism(),
+  ) {
+    this.ahead = (model.hostThreads ?? 0) < cores
+  }
 
   /**
    * Computes the grammar masks the sequences of a batch need when its logits come back (the mask for the
@@ -31,8 +47,8 @@ export class GrammarRows {
       // a plain row needs no mask while the grammar keeps allowing its in-step tokens (Sequence.grammarLazy): after
       // a refusal the next masks are computed here again, until one allows the in-step token (refusals come in runs
       // at the grammar's fixed parts)
-      if (!c || seq.status === 'finished' || batch.drafting.includes(i) || batch.items[i]!.verify || seq.grammarLazy) continue
-      await c.nextMask()
+      if (!c || !this.ahead || seq.status === 'finished' || batch.drafting.includes(i) || batch.items[i]!.verify || seq.grammarLazy) continue
+      await c.nextMask().catch((err: Error) => void batch.failed.set(seq, err))
     }
   }
 
@@ -43,20 +59,23 @@ export class GrammarRows {
    */
   async settle(batch: Batch, results: StepResult[]): Promise<void> {
     for (const [i, seq] of batch.seqs.entries()) {
-      const c = seq.request.constraint
-      const sampled = results[i]?.sampled
-      if (c && batch.items[i]!.verify) {
-        await this.settleVerify(seq, results[i]!)
-        continue
-      }
-      if (!c || c.ready || !sampled || seq.cancelled || seq.status !== 'running' || seq.forced.length > 0 || !seq.grammarLazy) continue
-      if (seq.inPrefill && seq.numComputed + batch.items[i]!.tokens.length < seq.promptLength) continue // not the prompt's end
-      const token = sampled[sampled.length - 1]!.token
-      if (c.accept(token)) seq.grammarAccepted = token
-      else {
-        seq.grammarLazy = false
-        await c.nextMask()
-      }
+      // a sequence whose grammar fails is failed alone (Batch.failed)
+      if (seq.request.constraint && !batch.failed.has(seq))
+        await this.settleOne(batch, seq, i, results[i]!).catch((err: Error) => void batch.failed.set(seq, err))
+    }
+  }
+
+  private async settleOne(batch: Batch, seq: Sequence, i: number, result: StepResult): Promise<void> {
+    const c = seq.request.constraint!
+    const sampled = result.sampled
+    if (batch.items[i]!.verify) return this.settleVerify(seq, result)
+    if (c.ready || !sampled || seq.cancelled || seq.status !== 'running' || seq.forced.length > 0 || !seq.grammarLazy) return
+    if (seq.inPrefill && seq.numComputed + batch.items[i]!.tokens.length < seq.promptLength) return // not the prompt's end
+    const token = sampled[sampled.length - 1]!.token
+    if (c.accept(token)) seq.grammarAccepted = token
+    else {
+      seq.grammarLazy = !this.ahead
+      await c.nextMask()
     }
   }
 
@@ -70,8 +89,9 @@ export class GrammarRows {
   choose(seq: Sequence, row: SampledToken, at: number): SampledToken {
     const mask = seq.request.constraint?.ready
     if (!mask) throw new Error('the grammar mask for this position was not prepared')
-    seq.grammarLazy = allows(mask, row.token)
-    if (seq.grammarLazy) return row
+    const allowed = allows(mask, row.token)
+    seq.grammarLazy = allowed || !this.ahead
+    if (allowed) return row
     return this.model.resample(seq.slot, at, seq.sampleRequest([{...seq.nextRow(0), allowed: mask}]))
   }
 

@@ -52,6 +52,10 @@ export class NativeModel implements StepModel {
     return this.info.backend
   }
 
+  get hostThreads(): number {
+    return this.info.backend === 'cpu' ? this.info.threads : 0
+  }
+
   createSequence(maxLength: number): number {
     return native.createSequence(this.handle, {maxLength})
   }

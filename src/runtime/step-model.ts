@@ -65,6 +65,8 @@ export interface StepModel {
   readonly draftBlockSize?: number
   /** The backend the model runs on ('cpu', 'cuda'; absent: treated as the CPU): prices speculative passes. */
   readonly backend?: string
+  /** Host threads a step keeps busy: the CPU backend's pool, 0 when the step runs on a device (absent: 0). */
+  readonly hostThreads?: number
   createSequence(maxLength: number): number
   freeSequence(seq: number): void
   /** One forward pass over every item; returns for each item its logits rows ([rows × vocab]) and sampled rows. */

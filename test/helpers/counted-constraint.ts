@@ -1,9 +1,11 @@
 // A grammar constraint that counts what the engine asks of the real matcher it wraps: the masks computed
-// (nextMask calls that found none ready) and the tokens accepted (tests and bench/grammar-mask.ts).
+// (nextMask calls that found none ready), the tokens accepted and the tokens refused (tests and
+// bench/grammar-mask.ts).
 import type {TokenConstraint} from '../../src/runtime/request.js'
 
 export class CountedConstraint implements TokenConstraint {
   masks = 0
+  refusals = 0
   readonly tokens: number[] = []
 
   constructor(private readonly inner: TokenConstraint) {}
@@ -20,6 +22,7 @@ export class CountedConstraint implements TokenConstraint {
   accept(token: number): boolean {
     const ok = this.inner.accept(token)
     if (ok) this.tokens.push(token)
+    else this.refusals++
     return ok
   }
 
