@@ -29,6 +29,11 @@ export interface Batch {
   committed: number
   /** Sequences whose prefill reached a cache anchor in this step (saved by afterStep). */
   anchored: Sequence[]
+  /**
+   * Sequences whose own work around the step failed (their grammar's mask or second draw): postprocess fails each
+   * of them alone, and the rest of the batch goes on.
+   */
+  failed: Map<Sequence, Error>
 }
 
 /** Acceptance-length observer (tokens committed per target verify pass). */
@@ -163,7 +168,7 @@ export class Scheduler {
       budget -= n
     }
     for (const seq of seqs) seq.inFlight = true
-    return {seqs, items, drafting, committed: 0, anchored: []}
+    return {seqs, items, drafting, committed: 0, anchored: [], failed: new Map()}
   }
 
   /**
@@ -308,24 +313,33 @@ export class Scheduler {
   postprocess(batch: Batch, results: StepResult[]): void {
     batch.seqs.forEach((seq, i) => {
       seq.inFlight = false
-      const item = batch.items[i]
-      const sampled = results[i].sampled
-      if (seq.cancelled) return this.finish(seq, 'cancelled')
-      if (seq.inPrefill) {
-        const start = seq.numComputed
-        seq.numComputed += item.tokens.length
-        if (seq.anchors.includes(seq.numComputed)) batch.anchored.push(seq)
-        if (seq.request.promptLogprobs !== undefined && sampled) this.promptLogprobs(seq, start, sampled)
-        if (seq.inPrefill) return
-        if (seq.request.maxTokens === 0) return this.finish(seq, 'length')
-        if (!sampled) throw new Error('the model sampled no token for the end of a prompt')
-        return this.accept(seq, sampled, sampled.length - 1)
+      // a failure of one sequence's own work (its grammar, its second draw) ends that request alone
+      const failed = batch.failed.get(seq)
+      if (failed) return this.fail(seq, failed)
+      try {
+        this.postprocessOne(batch, seq, batch.items[i]!, results[i]!.sampled)
+      } catch (err) {
+        this.fail(seq, err as Error)
       }
-      if (!sampled) throw new Error('the model sampled no token for a decode step')
-      if (item.verify) return void (batch.committed += this.verify(seq, sampled))
-      seq.numComputed += 1
-      this.accept(seq, sampled, 0)
     })
+  }
+
+  private postprocessOne(batch: Batch, seq: Sequence, item: StepItem, sampled: SampledToken[] | null): void {
+    if (seq.cancelled) return this.finish(seq, 'cancelled')
+    if (seq.inPrefill) {
+      const start = seq.numComputed
+      seq.numComputed += item.tokens.length
+      if (seq.anchors.includes(seq.numComputed)) batch.anchored.push(seq)
+      if (seq.request.promptLogprobs !== undefined && sampled) this.promptLogprobs(seq, start, sampled)
+      if (seq.inPrefill) return
+      if (seq.request.maxTokens === 0) return this.finish(seq, 'length')
+      if (!sampled) throw new Error('the model sampled no token for the end of a prompt')
+      return this.accept(seq, sampled, sampled.length - 1)
+    }
+    if (!sampled) throw new Error('the model sampled no token for a decode step')
+    if (item.verify) return void (batch.committed += this.verify(seq, sampled))
+    seq.numComputed += 1
+    this.accept(seq, sampled, 0)
   }
 
   /**
