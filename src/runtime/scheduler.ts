@@ -30,8 +30,8 @@ export interface Batch {
   /** Sequences whose prefill reached a cache anchor in this step (saved by afterStep). */
   anchored: Sequence[]
   /**
-   * Sequences whose own work around the step failed (their grammar's mask or second draw): postprocess fails each
-   * of them alone, and the rest of the batch goes on.
+   * Sequences whose own work around the step failed (their grammar's walk, mask or second draw): postprocess fails
+   * each of them alone, and the rest of the batch goes on.
    */
   failed: Map<Sequence, Error>
 }
@@ -282,7 +282,13 @@ export class Scheduler {
       const tokens = sampled.map(x => x.token)
       const c = seq.request.constraint
       seq.proposed = tokens.length
-      seq.drafts = c ? this.grammar.walk(seq, tokens) : tokens
+      try {
+        seq.drafts = c ? this.grammar.walk(seq, tokens) : tokens
+      } catch (err) {
+        // its grammar failed: the sequence is failed after the step (Batch.failed), which verifies its anchor alone
+        batch.failed.set(seq, err as Error)
+        seq.drafts = []
+      }
       batch.items[i] = {
         seq: seq.slot,
         tokens: Int32Array.from([seq.lastToken, ...seq.drafts]),

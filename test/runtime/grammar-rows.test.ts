@@ -216,3 +216,52 @@ async function failingGrammar(t: Test, grammars: Grammars, e: Engine) {
   t.same(healthy.tokens, alone, 'and its tokens are those it makes alone')
   t.equal(e.scheduler.numRunning + e.scheduler.numWaiting, 0, 'nothing left running')
 }
+
+t.test('with the draft: a grammar that fails while drafts are walked, verified or committed ends its own request', async t => {
+  const dir = await synthFixture('tiny-hybrid', 'q4')
+  const manifest = await readManifest(dir)
+  const grammars = new Grammars({tokenizerPath: join(dir, manifest.tokenizer.file), vocabSize: manifest.config.vocab_size, stopTokenIds: [...manifest.tokenizer.eos_token_ids]})
+  process.env.SPLASH_DRAFT = 'on'
+  process.env.SPLASH_DRAFT_FIXED = '1'
+  const model = await NativeModel.open(dir, 4096, {threads: 2})
+  t.teardown(() => {
+    model.close()
+    delete process.env.SPLASH_DRAFT
+    delete process.env.SPLASH_DRAFT_FIXED
+  })
+  const e = new Engine(model)
+  const grammar = 'root ::= [0-9a-zA-Z ]+'
+  const sampling = (seed: number) => (seed % 2 ? samplingParams({temperature: 0.9, seed}) : samplingParams({temperature: 0}))
+  // the matcher's n-th accept throws: in a draft's walk, in a verify pass's settling, or in the commit
+  class Failing extends CountedConstraint {
+    private calls = 0
+    constructor(
+      inner: CountedConstraint,
+      private readonly at: number,
+    ) {
+      super(inner)
+    }
+    override accept(token: number): boolean {
+      if (++this.calls === this.at) throw new Error('the grammar broke')
+      return super.accept(token)
+    }
+  }
+  const outcome = async (c: CountedConstraint, seed: number) => {
+    const tokens: number[] = []
+    for await (const ev of e.generate({prompt: PROMPT, maxTokens: 24, sampling: sampling(seed), stopTokenIds: [], constraint: c})) {
+      if (ev.type === 'token') tokens.push(ev.token)
+      else if (ev.type === 'error') return {tokens, error: ev.error.message}
+    }
+    return {tokens, error: undefined}
+  }
+  for (const seed of [1, 2]) {
+    const alone = await outcome(new CountedConstraint(await matcher(grammars, grammar)), seed)
+    for (const at of [2, 5, 9, 14]) {
+      const broken = new Failing(new CountedConstraint(await matcher(grammars, grammar)), at)
+      const [b, h] = await Promise.all([outcome(broken, seed + 10), outcome(new CountedConstraint(await matcher(grammars, grammar)), seed)])
+      t.equal(b.error, 'the grammar broke', `seed ${seed}, accept ${at} throws: that request fails`)
+      t.same(h, alone, `seed ${seed}, accept ${at} throws: the other request is unchanged`)
+    }
+  }
+  t.equal(e.scheduler.numRunning + e.scheduler.numWaiting, 0, 'nothing left running')
+})
