@@ -59,6 +59,26 @@ std::shared_ptr<const sampler::Request> parse_sample(const Napi::Value& v, const
   Napi::Object o = v.As<Napi::Object>();
   auto req = std::make_shared<sampler::Request>();
   req->params = parse_params(o.Get("params"), where + ".params");
+  Napi::Value bv = o.Get("params").As<Napi::Object>().Get("logitBias");
+  if (!bv.IsUndefined()) {
+    const std::string bw = where + ".params.logitBias";
+    if (!bv.IsObject()) bad(bw + " must be an object");
+    Napi::Object bo = bv.As<Napi::Object>();
+    req->bias.ids = int32s(bo.Get("ids"), bw + ".ids");
+    Napi::Value vv = bo.Get("values");
+    if (!vv.IsTypedArray() || vv.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) bad(bw + ".values must be a Float32Array");
+    Napi::Float32Array va = vv.As<Napi::Float32Array>();
+    req->bias.values.assign(va.Data(), va.Data() + va.ElementLength());
+    if (req->bias.ids.size() != req->bias.values.size()) bad(bw + ": ids and values differ in length");
+    std::vector<bool> seen(size_t(V), false);
+    for (size_t i = 0; i < req->bias.ids.size(); ++i) {
+      const int32_t id = req->bias.ids[i];
+      if (id < 0 || id >= V) bad(bw + ".ids[" + std::to_string(i) + "] is outside the vocabulary");
+      if (seen[size_t(id)]) bad(bw + ".ids[" + std::to_string(i) + "] repeats token " + std::to_string(id));
+      seen[size_t(id)] = true;
+      if (!std::isfinite(req->bias.values[i])) bad(bw + ".values[" + std::to_string(i) + "] is not finite");
+    }
+  }
   Napi::Value lp = o.Get("logprobs");
   req->n_top = lp.IsUndefined() ? -1 : integer(lp, where + ".logprobs", 0, std::min(V, 1024));
   Napi::Value pen = o.Get("penalties");

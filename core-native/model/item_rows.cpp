@@ -17,7 +17,7 @@ void take_rows(const float* rows, int nrows, int V, int keep, const sampler::Req
 }
 
 bool greedy_only(const sampler::Request& req) {
-  if (req.params.temperature > 0.f || req.params.penalized() || req.n_top >= 0) return false;
+  if (req.params.temperature > 0.f || req.params.penalized() || !req.bias.empty() || req.n_top >= 0) return false;
   for (const auto& row : req.rows)
     if (row.token >= 0 || !row.allowed.empty()) return false;
   return true;
@@ -32,7 +32,7 @@ void take_ids(const int32_t* ids, size_t n, std::vector<sampler::Sampled>& sampl
 }
 
 bool backend_samples(const sampler::Request& req) {
-  if (req.n_top >= 0) return false;
+  if (req.n_top >= 0 || !req.bias.empty()) return false;  // (the descriptor carries no logit bias)
   for (const auto& row : req.rows) {
     if (row.token >= 0) return false;
     // the grammar after the filters on a row that verifies a draft: the host's sampler

@@ -1,5 +1,5 @@
-// Steps 1–2 of the sampler (sampler.h): penalties (on the counted tokens and any extra ones, e.g. a verify pass's
-// drafts), then the grammar mask, on a copy of the row.
+// Steps 0–2 of the sampler (sampler.h): the logit bias, penalties (on the counted tokens and any extra ones, e.g. a
+// verify pass's drafts), then the grammar mask, on a copy of the row.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -25,9 +25,10 @@ const float* adjust(const float* logits, int V, const Request& req, const Row& r
   const Params& p = req.params;
   const bool penalize = p.penalized() && (!req.penalties.ids.empty() || n_extra > 0);
   const bool masked = mask && !row.allowed.empty();
-  if (!penalize && !masked) return logits;
+  if (!penalize && !masked && req.bias.empty()) return logits;
   std::vector<float>& w = scratch.work;
   w.assign(logits, logits + V);
+  for (size_t i = 0; i < req.bias.ids.size(); ++i) w[size_t(req.bias.ids[i])] += req.bias.values[i];
   if (penalize) {
     // each id once, with its count in the output so far (the extra tokens are output tokens too)
     auto apply = [&](int32_t id, int32_t count) {

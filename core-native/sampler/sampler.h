@@ -4,6 +4,7 @@
 // log-probabilities from the unmodified distribution.
 //
 // Order of operations (the reference the tests hold the sampler to):
+//   0. logit bias: v += bias on the ids the request's bias names;
 //   1. penalties on the ids the request names: repetition (v > 0 ? v / r : v · r) on every id, then
 //      v −= frequency · count + presence on ids with count > 0 (count = occurrences in the output so far);
 //   2. grammar mask: disallowed tokens become −inf (before everything else that chooses, argmax included);
@@ -14,7 +15,7 @@
 //      weights reaches u · (kept total), the last kept one if rounding leaves u · total unreached.
 //
 // The grammar after the filters (a row with a mask and a `retry` uniform, T > 0; grammar.cpp): steps 1, 3–4 on
-// the unmasked row give the filtered distribution F and its draw with `uniform`; an allowed token stands.
+// the unmasked row (after step 0) give the filtered distribution F and its draw with `uniform`; an allowed token stands.
 // Otherwise `retry` draws from F restricted to the allowed tokens and renormalised (inverse CDF in id order), or,
 // when F gives them no mass, from steps 2–4 (the mask first, as above). The output follows F | allowed exactly.
 //
@@ -45,6 +46,13 @@ struct Penalties {
   std::vector<int32_t> ids, counts;
 };
 
+// Logit bias (OpenAI's logit_bias): values[i] is added to token ids[i]'s logit before anything else (unique ids).
+struct Bias {
+  std::vector<int32_t> ids;
+  std::vector<float> values;
+  bool empty() const { return ids.empty(); }
+};
+
 // One row to sample (or to score).
 struct Row {
   double uniform = 0.0;            // [0, 1): the draw at temperature > 0
@@ -59,6 +67,7 @@ struct Row {
 // A request for the trailing rows.size() rows of one item.
 struct Request {
   Params params;
+  Bias bias;
   Penalties penalties;
   int32_t n_top = -1;  // < 0: no log-probabilities; else the chosen token's and the top n_top
   std::vector<Row> rows;

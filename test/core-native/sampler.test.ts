@@ -209,6 +209,49 @@ t.test('malformed sampling requests are errors, never crashes', async t => {
   t.equal(native.sampleLogits(logits, V, {...ok, rows: [{uniform: 0.5, allowed: mask(V, id => id === 39)}]})[0].token, 39)
 })
 
+t.test('logit bias: the draws of the biased row, on every path; log-probabilities of the unbiased one; bad biases are errors', async t => {
+  const rng = new Rng(77)
+  const V = 1000
+  const logits = randomLogits(rng, V, 1, false)
+  const ids = Int32Array.from(new Set(Array.from({length: 40}, () => Math.floor(rng.next() * V))))
+  const values = Float32Array.from(ids, (_, i) => (i === 0 ? 100 : i === 1 ? -100 : (rng.next() - 0.5) * 20))
+  const biased = Float32Array.from(logits)
+  ids.forEach((id, i) => (biased[id] = Math.fround(biased[id]! + values[i]!)))
+  const logitBias = {ids, values}
+  const lse = Math.log(logits.reduce((a, x) => a + Math.exp(x), 0))
+  const paths: Array<[string, SampleRequest['params'], (u: number) => SampleRow]> = [
+    ['greedy', samplingParams({temperature: 0}), () => ({})],
+    ['T 0.7, top-p, min-p', samplingParams({temperature: 0.7, topP: 0.9, minP: 0.02}), u => ({uniform: u})],
+    ['T 1.2, top-k, penalties', samplingParams({temperature: 1.2, topK: 50, frequencyPenalty: 0.5, repetitionPenalty: 1.3}), u => ({uniform: u})],
+    ['T 0.9, mask first', samplingParams({temperature: 0.9}), u => ({uniform: u, allowed: mask(V, id => id % 3 !== 0)})],
+    ['T 0.9, grammar after the filters', samplingParams({temperature: 0.9, topK: 20}), u => ({uniform: u, retry: 1 - u, allowed: mask(V, id => id % 5 === 1)})],
+  ]
+  const penalties = {ids: Int32Array.of(ids[2]!, 5, 9), counts: Int32Array.of(1, 0, 2)}
+  for (const [name, params, row] of paths) {
+    let differ = 0
+    let forced = 0
+    for (let k = 0; k < 200; k++) {
+      const r = row(rng.next())
+      const a = native.sampleLogits(logits, V, {params: {...params, logitBias}, rows: [r], penalties, logprobs: 2})[0]!
+      const b = native.sampleLogits(biased, V, {params, rows: [r], penalties})[0]!
+      if (a.token !== b.token) differ++
+      if (a.token === ids[0]) forced++
+      if (Math.abs(a.logprob! - (logits[a.token]! - lse)) > 1e-4) differ++
+    }
+    t.equal(differ, 0, `${name}: the biased row's draws, the unbiased row's log-probabilities`)
+    if (!name.includes('mask') && !name.includes('grammar')) t.equal(forced, 200, `${name}: +100 takes every draw`)
+  }
+  const ok = {params: samplingParams({temperature: 1}), rows: [{uniform: 0.5}]}
+  const bad = (b: unknown, what: string) => t.throws(() => native.sampleLogits(logits, V, {...ok, params: {...ok.params, logitBias: b}} as SampleRequest), {code: 'invalid_argument'}, what)
+  bad({ids: Int32Array.of(V), values: Float32Array.of(1)}, 'an id outside the vocabulary')
+  bad({ids: Int32Array.of(-1), values: Float32Array.of(1)}, 'a negative id')
+  bad({ids: Int32Array.of(3, 3), values: Float32Array.of(1, 2)}, 'a repeated id')
+  bad({ids: Int32Array.of(3), values: Float32Array.of(NaN)}, 'a NaN bias')
+  bad({ids: Int32Array.of(3, 4), values: Float32Array.of(1)}, 'lengths that differ')
+  bad({ids: Int32Array.of(3), values: [1]}, 'values not a Float32Array')
+  bad('x', 'not an object')
+})
+
 t.test('sampling inside a step: equals sampling its logits; masks force tokens; bad requests leave the sequence usable', async t => {
   const pkg = await writeTinyPackage(`${root}/tiny`, 'hybrid', 'q4', 3)
   const h = await native.openModel(pkg.dir, {threads: 2})

@@ -90,6 +90,14 @@ t.test('a stop string is never emitted', async t => {
   t.equal(r.json.choices[0].finish_reason, 'stop')
 })
 
+t.test('logit_bias takes the draws it forces; a bad one is a 400', async t => {
+  const r = await raw({prompt: 'x y', max_tokens: 5, temperature: 0.8, seed: 1, logit_bias: {'300': 100}, return_token_ids: true, ignore_eos: true})
+  t.same(r.json.choices[0].token_ids, Array(5).fill(300))
+  const bad = await raw({prompt: 'x', logit_bias: {'300': -101}})
+  t.equal(bad.status, 400)
+  t.match(bad.json.error, {type: 'invalid_request_error', param: 'logit_bias'})
+})
+
 t.test('bad input gets 400 in the OpenAI shape', async t => {
   for (const body of [{prompt: 'x', logprobs: 21}, {prompt: [999999]}, {prompt: ''}, {prompt: 'x', max_tokens: -1}, {prompt: 'x', max_tokens: 100000}, {}]) {
     const r = await raw(body)

@@ -80,6 +80,35 @@ t.test('every sampling parameter through HTTP: the same seed gives the same outp
   t.equal(after.choices[0].finish_reason, 'length', 'the server still answers')
 })
 
+t.test('logit_bias: +100 takes every token, -100 bans one; bad biases are 400s naming logit_bias', async t => {
+  type WithIds = {choices: Array<{token_ids: number[]}>}
+  const ask = async (extra: Record<string, unknown>) => {
+    const res = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: {'content-type': 'application/json'},
+      body: JSON.stringify({messages: user('abc'), max_tokens: 8, return_token_ids: true, ignore_eos: true, ...extra}),
+    })
+    return {status: res.status, json: (await res.json()) as WithIds & {error: {type: string; param: string}}}
+  }
+  const plain = await ask({temperature: 0})
+  const first = plain.json.choices[0]!.token_ids[0]!
+  for (const temperature of [0, 1]) {
+    const forced = await ask({temperature, seed: 3, logit_bias: {'200': 100}})
+    t.same(forced.json.choices[0]!.token_ids, Array(8).fill(200), `T=${temperature}: +100 on token 200 takes every token`)
+  }
+  const banned = await ask({temperature: 0, logit_bias: {[String(first)]: -100}})
+  t.not(banned.json.choices[0]!.token_ids[0], first, 'the greedy first token, banned, is not chosen')
+  t.notOk(banned.json.choices[0]!.token_ids.includes(first), 'nor anywhere after')
+  // through the SDK (its type allows logit_bias)
+  const sdk = await client.chat.completions.create({model: modelId, messages: user('abc'), max_tokens: 4, temperature: 0, logit_bias: {'200': 100}})
+  t.equal(sdk.choices[0]!.finish_reason, 'length')
+  for (const bad of [{abc: 1}, {'01': 1}, {'5': 101}, {'5': 'x'}, {'99999999': 1}, {'-1': 5}]) {
+    const r = await ask({logit_bias: bad})
+    t.equal(r.status, 400, JSON.stringify(bad))
+    t.match(r.json.error, {type: 'invalid_request_error', param: 'logit_bias'})
+  }
+})
+
 t.test('streaming: deltas then finish then usage, and the same text as non-streaming', async t => {
   const full = await client.chat.completions.create({model: modelId, messages: user('stream me'), max_tokens: 10, temperature: 0})
   const stream = await client.chat.completions.create({

@@ -17,6 +17,7 @@ export const CompletionBody = Type.Object(
     frequency_penalty: Type.Optional(Type.Union([Type.Number({minimum: -2, maximum: 2}), Type.Null()])),
     repetition_penalty: Type.Optional(Type.Union([Type.Number({exclusiveMinimum: 0, maximum: 10}), Type.Null()])),
     seed: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
+    logit_bias: Type.Optional(Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()])),
     n: Type.Optional(Type.Union([Type.Integer({minimum: 1, maximum: 16}), Type.Null()])),
     stop: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String(), {maxItems: 16}), Type.Null()])),
     echo: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),

@@ -2,7 +2,7 @@
 import type {CompletionBody} from './schema.js'
 import type {TextCodec} from '../../../src/runtime/family.js'
 import type {TextRequest} from '../../../src/runtime/text-generation.js'
-import {samplingParams} from '../../../src/runtime/sampling.js'
+import {logitBias, samplingParams} from '../../../src/runtime/sampling.js'
 import {errors} from '../../../src/errors.js'
 
 export interface PromptJob {
@@ -38,6 +38,7 @@ export function toJobs(body: CompletionBody, codec: TextCodec, stopTokenIds: num
     frequencyPenalty: body.frequency_penalty ?? undefined,
     repetitionPenalty: body.repetition_penalty ?? undefined,
   })
+  const bias = logitBias(body.logit_bias)
   const stop = body.stop == null ? [] : typeof body.stop === 'string' ? [body.stop] : body.stop
   const jobs: PromptJob[] = []
   prompts.forEach((prompt, promptIndex) => {
@@ -50,7 +51,7 @@ export function toJobs(body: CompletionBody, codec: TextCodec, stopTokenIds: num
         request: {
           prompt,
           maxTokens: body.max_tokens ?? 16,
-          sampling: {...sampling, seed},
+          sampling: {...sampling, seed, logitBias: bias},
           stopTokenIds,
           stop,
           logprobs: body.logprobs ?? undefined,

@@ -109,6 +109,7 @@ export const ChatBody = Type.Object(
     frequency_penalty: Type.Optional(Nullable(Type.Number({minimum: -2, maximum: 2}))),
     repetition_penalty: Type.Optional(Nullable(Type.Number({exclusiveMinimum: 0, maximum: 10}))),
     seed: Type.Optional(Nullable(Type.Integer())),
+    logit_bias: Type.Optional(Nullable(Type.Record(Type.String(), Type.Unknown()))),
     n: Type.Optional(Nullable(Type.Integer({minimum: 1, maximum: 16}))),
     stop: Type.Optional(Nullable(Type.Union([Type.String(), Type.Array(Type.String(), {maxItems: 16})]))),
     logprobs: Type.Optional(Nullable(Type.Boolean())),

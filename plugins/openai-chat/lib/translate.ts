@@ -2,7 +2,7 @@
 import type {ChatBody, ChatMessageIn, ToolIn} from './schema.js'
 import type {ChatContentPart, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/runtime/chat.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
-import {samplingParams} from '../../../src/runtime/sampling.js'
+import {logitBias, samplingParams} from '../../../src/runtime/sampling.js'
 import {errors} from '../../../src/errors.js'
 
 function textOf(content: ChatMessageIn['content'], where: string, allowMedia: boolean): string | ChatContentPart[] {
@@ -101,6 +101,7 @@ export function toChatRequest(body: ChatBody, signal: AbortSignal, log: (msg: st
         repetitionPenalty: body.repetition_penalty ?? undefined,
       }),
       seed: body.seed ?? undefined,
+      logitBias: logitBias(body.logit_bias),
     },
     maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
     stop: body.stop == null ? undefined : typeof body.stop === 'string' ? [body.stop] : body.stop,
