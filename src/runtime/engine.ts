@@ -161,13 +161,13 @@ export class Engine {
       try {
         if (batch.drafting.length > 0) {
           const drafted = this.model.draft!(this.scheduler.draftRequests(batch))
-          await settled(this.scheduler.grammar.prepare(batch, drafted), drafted)
+          await settled(this.scheduler.grammar.prepare(batch), drafted)
           await this.scheduler.fillDrafts(batch, await drafted)
           trace?.mark('draft')
         }
         // the grammar masks for the tokens this step's logits will choose are computed while it runs
         const stepped = this.model.step(batch.items)
-        await settled(this.scheduler.grammar.prepare(batch, stepped), stepped)
+        await settled(this.scheduler.grammar.prepare(batch), stepped)
         results = await stepped
         trace?.mark('step')
         await this.scheduler.grammar.settle(batch, results)

@@ -17,17 +17,14 @@ import type {SampledToken} from './sampling.js'
 import type {Sequence} from './sequence.js'
 import type {StepModel, StepResult} from './step-model.js'
 
-/** An exponential moving average (the first sample as it is). */
-const average = (avg: number, x: number) => (avg === 0 ? x : 0.8 * avg + 0.2 * x)
-
 export class GrammarRows {
   /**
    * Whether prepare() computes masks while the step runs. That hides a mask's cost only where a core is free
    * during the step (a device backend, or a CPU pool smaller than the machine). Where the pool takes every core, a
-   * mask computed during the step slows the step as much as it would cost after it, and computing them ahead makes
-   * more of them than settle() alone (one per refused first try): masks after a refusal until one allows the
-   * in-step token gave 90 masks in 128 tokens instead of 50 in the sampled T = 0.7 generations of
-   * bench/grammar-mask.ts on the default package, and twice the wall time they add.
+   * mask computed during the step slows the step as much as it would cost after it, and computing them ahead
+   * (after a refusal, until one allows the in-step token) makes more of them than settle() alone: the sampled
+   * T = 0.7 generations of bench/grammar-mask.ts on the default package computed 90 masks in 128 tokens ahead,
+   * 50 without.
    */
   readonly ahead: boolean
 
@@ -38,47 +35,21 @@ export class GrammarRows {
     this.ahead = (model.hostThreads ?? 0) < cores
   }
 
-  /** Recent durations (ms, moving averages) of a step as prepare() sees it run, and of one mask. */
-  private stepMs = 0
-  private maskMs = 0
-
   /**
-   * Computes, while the step (`running`) runs, the grammar masks the plain rows of a batch will need when its logits
-   * come back (the mask for the token after each sequence's last accepted one), so that the mask for step t+1 is
-   * ready when t+1 is sampled. Only where a core is free (`ahead`). First the rows after a refusal (refusals come in
-   * runs at the grammar's fixed parts); then the lazy rows, whose in-step token the grammar has kept allowing, as
-   * long as a mask is expected to end before the step does (a refusal then finds its mask ready). Draft passes and
-   * verify passes need none (settle() and settleVerify() compute the one a refused token needs).
+   * Computes the grammar masks the sequences of a batch need when its logits come back (the mask for the
+   * token after each sequence's last accepted one). The engine runs this while the step runs, so the mask
+   * for step t+1 is ready when the sampler needs it. Lazy rows, draft passes and verify passes need none
+   * (settle() and settleVerify() compute the one a refused token needs).
    */
-  async prepare(batch: Batch, running?: Promise<unknown>): Promise<void> {
-    if (!this.ahead) return
-    const t0 = performance.now()
-    let done = false
-    void running?.then(
-      () => {
-        done = true
-        this.stepMs = average(this.stepMs, performance.now() - t0)
-      },
-      () => (done = true),
-    )
-    const rows = batch.seqs.filter((seq, i) => seq.request.constraint && seq.status !== 'finished' && !batch.drafting.includes(i) && !batch.items[i]!.verify)
-    for (const seq of rows) if (!seq.grammarLazy) await this.mask(batch, seq)
-    if (!running) return
-    for (const seq of rows) {
-      if (!seq.grammarLazy || seq.request.constraint!.ready || batch.failed.has(seq)) continue
-      await new Promise(resolve => setImmediate(resolve)) // lets the step's completion land
-      if (done || performance.now() - t0 + this.maskMs > this.stepMs) return
-      const m0 = performance.now()
-      await this.mask(batch, seq)
-      this.maskMs = average(this.maskMs, performance.now() - m0)
+  async prepare(batch: Batch): Promise<void> {
+    for (const [i, seq] of batch.seqs.entries()) {
+      const c = seq.request.constraint
+      // a plain row needs no mask while the grammar keeps allowing its in-step tokens (Sequence.grammarLazy): after
+      // a refusal the next masks are computed here again, until one allows the in-step token (refusals come in runs
+      // at the grammar's fixed parts)
+      if (!c || !this.ahead || seq.status === 'finished' || batch.drafting.includes(i) || batch.items[i]!.verify || seq.grammarLazy) continue
+      await c.nextMask().catch((err: Error) => void batch.failed.set(seq, err))
     }
-  }
-
-  private mask(batch: Batch, seq: Sequence): Promise<void> {
-    return seq.request.constraint!.nextMask().then(
-      () => {},
-      (err: Error) => void batch.failed.set(seq, err),
-    )
   }
 
   /**
