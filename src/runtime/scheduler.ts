@@ -98,7 +98,7 @@ export class Scheduler {
       if (t < 0 || t >= this.model.vocabSize) throw errors.invalidRequest(`Token id ${t} is outside the vocabulary (0..${this.model.vocabSize - 1})`, 'prompt')
     }
     for (const t of request.sampling.logitBias?.ids ?? []) {
-      if (t >= this.model.vocabSize) throw errors.invalidRequest(`logit_bias names token ${t}, outside the vocabulary (0..${this.model.vocabSize - 1})`, 'logit_bias')
+      if (t < 0 || t >= this.model.vocabSize) throw errors.invalidRequest(`logit_bias names token ${t}, outside the vocabulary (0..${this.model.vocabSize - 1})`, 'logit_bias')
     }
     if (this.waiting.length >= this.limits.maxWaiting) throw errors.overloaded(1)
     const seq = new Sequence(request, emit)
