@@ -38,6 +38,17 @@ std::vector<int32_t> int32s(const Napi::Value& v, const std::string& name) {
   return std::vector<int32_t>(a.Data(), a.Data() + a.ElementLength());
 }
 
+// Token ids that must each be in the vocabulary, once.
+void unique_ids(const std::vector<int32_t>& ids, int V, const std::string& name) {
+  std::vector<bool> seen(size_t(V), false);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t id = ids[i];
+    if (id < 0 || id >= V) bad(name + "[" + std::to_string(i) + "] is outside the vocabulary");
+    if (seen[size_t(id)]) bad(name + "[" + std::to_string(i) + "] repeats token " + std::to_string(id));
+    seen[size_t(id)] = true;
+  }
+}
+
 sampler::Params parse_params(const Napi::Value& v, const std::string& where) {
   if (!v.IsObject()) bad(where + " must be an object");
   Napi::Object o = v.As<Napi::Object>();
@@ -70,14 +81,9 @@ std::shared_ptr<const sampler::Request> parse_sample(const Napi::Value& v, const
     Napi::Float32Array va = vv.As<Napi::Float32Array>();
     req->bias.values.assign(va.Data(), va.Data() + va.ElementLength());
     if (req->bias.ids.size() != req->bias.values.size()) bad(bw + ": ids and values differ in length");
-    std::vector<bool> seen(size_t(V), false);
-    for (size_t i = 0; i < req->bias.ids.size(); ++i) {
-      const int32_t id = req->bias.ids[i];
-      if (id < 0 || id >= V) bad(bw + ".ids[" + std::to_string(i) + "] is outside the vocabulary");
-      if (seen[size_t(id)]) bad(bw + ".ids[" + std::to_string(i) + "] repeats token " + std::to_string(id));
-      seen[size_t(id)] = true;
+    unique_ids(req->bias.ids, V, bw + ".ids");
+    for (size_t i = 0; i < req->bias.values.size(); ++i)
       if (!std::isfinite(req->bias.values[i])) bad(bw + ".values[" + std::to_string(i) + "] is not finite");
-    }
   }
   Napi::Value lp = o.Get("logprobs");
   req->n_top = lp.IsUndefined() ? -1 : integer(lp, where + ".logprobs", 0, std::min(V, 1024));
@@ -88,14 +94,9 @@ std::shared_ptr<const sampler::Request> parse_sample(const Napi::Value& v, const
     req->penalties.ids = int32s(po.Get("ids"), where + ".penalties.ids");
     req->penalties.counts = int32s(po.Get("counts"), where + ".penalties.counts");
     if (req->penalties.ids.size() != req->penalties.counts.size()) bad(where + ".penalties: ids and counts differ in length");
-    std::vector<bool> seen(size_t(V), false);
-    for (size_t i = 0; i < req->penalties.ids.size(); ++i) {
-      const int32_t id = req->penalties.ids[i];
-      if (id < 0 || id >= V) bad(where + ".penalties.ids[" + std::to_string(i) + "] is outside the vocabulary");
-      if (seen[size_t(id)]) bad(where + ".penalties.ids[" + std::to_string(i) + "] repeats token " + std::to_string(id));
-      seen[size_t(id)] = true;
+    unique_ids(req->penalties.ids, V, where + ".penalties.ids");
+    for (size_t i = 0; i < req->penalties.counts.size(); ++i)
       if (req->penalties.counts[i] < 0) bad(where + ".penalties.counts[" + std::to_string(i) + "] is negative");
-    }
   }
   Napi::Value rv = o.Get("rows");
   if (!rv.IsArray()) bad(where + ".rows must be an array");

@@ -37,6 +37,16 @@ async function setup() {
 
 const matcher = (grammars: Grammars, grammar: string) => grammars.matcher({type: 'structural', format: {type: 'grammar', grammar}})
 
+/** The tokens a request made, and the message of the error that ended it (if one did). */
+async function tokensOrError(e: Engine, sampling: SamplingParams, constraint: CountedConstraint, maxTokens: number): Promise<{tokens: number[]; error?: string}> {
+  const tokens: number[] = []
+  for await (const ev of e.generate({prompt: PROMPT, maxTokens, sampling, stopTokenIds: [], constraint})) {
+    if (ev.type === 'token') tokens.push(ev.token)
+    else if (ev.type === 'error') return {tokens, error: ev.error.message}
+  }
+  return {tokens, error: undefined}
+}
+
 async function generate(e: Engine, sampling: SamplingParams, constraint: CountedConstraint, maxTokens = 1): Promise<number[]> {
   const tokens: number[] = []
   for await (const ev of e.generate({prompt: PROMPT, maxTokens, sampling, stopTokenIds: [], constraint})) {
@@ -202,14 +212,7 @@ async function failingGrammar(t: Test, grammars: Grammars, e: Engine) {
     }
   }
   const alone = await generate(e, sampling(5), new CountedConstraint(await matcher(grammars, grammar)), 32)
-  const outcome = async (c: CountedConstraint, seed: number) => {
-    const tokens: number[] = []
-    for await (const ev of e.generate({prompt: PROMPT, maxTokens: 32, sampling: sampling(seed), stopTokenIds: [], constraint: c})) {
-      if (ev.type === 'token') tokens.push(ev.token)
-      else if (ev.type === 'error') return {tokens, error: ev.error.message}
-    }
-    return {tokens, error: undefined}
-  }
+  const outcome = (c: CountedConstraint, seed: number) => tokensOrError(e, sampling(seed), c, 32)
   const [broken, healthy] = await Promise.all([outcome(new Failing(await matcher(grammars, grammar)), 6), outcome(new CountedConstraint(await matcher(grammars, grammar)), 5)])
   t.equal(broken.error, 'the grammar broke', 'the failing request gets its error')
   t.equal(healthy.error, undefined, 'the other request has no error')
@@ -246,14 +249,7 @@ t.test('with the draft: a grammar that fails while drafts are walked, verified o
       return super.accept(token)
     }
   }
-  const outcome = async (c: CountedConstraint, seed: number) => {
-    const tokens: number[] = []
-    for await (const ev of e.generate({prompt: PROMPT, maxTokens: 24, sampling: sampling(seed), stopTokenIds: [], constraint: c})) {
-      if (ev.type === 'token') tokens.push(ev.token)
-      else if (ev.type === 'error') return {tokens, error: ev.error.message}
-    }
-    return {tokens, error: undefined}
-  }
+  const outcome = (c: CountedConstraint, seed: number) => tokensOrError(e, sampling(seed), c, 24)
   for (const seed of [1, 2]) {
     const alone = await outcome(new CountedConstraint(await matcher(grammars, grammar)), seed)
     for (const at of [2, 5, 9, 14]) {
