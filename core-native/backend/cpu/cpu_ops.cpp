@@ -105,60 +105,6 @@ SPLASH_CLONES void conv1d_silu_ref(const float* x, int32_t nt, int32_t C, int32_
   std::memcpy(state, buf.data() + size_t(nt) * C, size_t(P) * C * sizeof(float));
 }
 
-// Causal attention, tiled for long prompts: a task is one KV head and a block of query tokens, i.e. every query
-// head that shares that KV head. Keys are visited in blocks of kAttnKeyBlock absolute positions with an online
-// softmax, so each K/V block is read once per task and reused by all its rows while it sits in cache (reading the
-// whole cache per query head made a 32K prefill memory-bound). Each query row does exactly the same arithmetic in
-// the same order whatever else shares its task, so a token's output does not depend on how a step was batched
-// (a verify row equals a single decode bit for bit).
-SPLASH_CLONES void attention_tile(const splash_attn_args* a, int32_t kvh, int32_t t0, int32_t t1) {
-  const int32_t hd = a->head_dim, G = a->n_heads / a->n_kv_heads;
-  const int64_t kvs = int64_t(a->n_kv_heads) * hd;
-  const int32_t rows = (t1 - t0) * G;
-  static thread_local std::vector<float> acc, mx, den;
-  float sc[kAttnKeyBlock];
-  acc.assign(size_t(rows) * hd, 0.f);
-  mx.assign(rows, -INFINITY);
-  den.assign(rows, 0.f);
-  const int32_t end = a->start + t1;  // the last token sees keys [0, end)
-  for (int32_t p0 = 0; p0 < end; p0 += kAttnKeyBlock) {
-    for (int32_t t = t0; t < t1; ++t) {
-      const int32_t npos = a->start + t + 1;
-      if (p0 >= npos) continue;
-      const int32_t p1 = std::min(p0 + kAttnKeyBlock, npos);
-      for (int32_t g = 0; g < G; ++g) {
-        const int32_t r = (t - t0) * G + g;
-        const float* q = a->q + t * a->q_stride + int64_t(kvh * G + g) * hd;
-        float m = mx[r];
-        for (int32_t p = p0; p < p1; ++p) {
-          const float s = dotf(q, a->k_cache + p * kvs + int64_t(kvh) * hd, hd) * a->scale;
-          sc[p - p0] = s;
-          m = std::max(m, s);
-        }
-        const float corr = std::exp(mx[r] - m);  // 0 on the first block (mx = -inf), 1 when the max holds
-        float* o = &acc[size_t(r) * hd];
-        float sum = den[r] * corr;
-        for (int32_t d = 0; d < hd; ++d) o[d] *= corr;
-        for (int32_t p = p0; p < p1; ++p) {
-          const float w = std::exp(sc[p - p0] - m);
-          sum += w;
-          const float* v = a->v_cache + p * kvs + int64_t(kvh) * hd;
-          for (int32_t d = 0; d < hd; ++d) o[d] += w * v[d];
-        }
-        mx[r] = m;
-        den[r] = sum;
-      }
-    }
-  }
-  for (int32_t t = t0; t < t1; ++t)
-    for (int32_t g = 0; g < G; ++g) {
-      const int32_t r = (t - t0) * G + g;
-      const float inv = 1.f / den[r];
-      float* out = a->out + int64_t(t) * a->n_heads * hd + int64_t(kvh * G + g) * hd;
-      for (int32_t d = 0; d < hd; ++d) out[d] = acc[size_t(r) * hd + d] * inv;
-    }
-}
-
 namespace {
 
 // q̂ = q·rsqrt(Σq²+1e-6)·scale

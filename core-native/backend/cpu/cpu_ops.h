@@ -24,7 +24,7 @@ void rope_ref(float* x, int32_t n_heads, int64_t head_stride, int32_t hd, int32_
               const int32_t* section, float theta);
 void swiglu_ref(const float* g, const float* u, int64_t n, float* out);
 void conv1d_silu_ref(const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state, float* y);
-// Tiled causal attention of query tokens [t0, t1) for the query heads of KV head `kvh` (see cpu_ops.cpp).
+// Tiled causal attention of query tokens [t0, t1) for the query heads of KV head `kvh` (see cpu_attention.cpp).
 constexpr int32_t kAttnKeyBlock = 64;    // keys per block (absolute positions: the same blocks for every row)
 constexpr int32_t kAttnQueryBlock = 16;  // query tokens per task
 void attention_tile(const splash_attn_args* a, int32_t kvh, int32_t t0, int32_t t1);

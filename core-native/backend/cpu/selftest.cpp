@@ -114,6 +114,61 @@ void batch_invariance(std::mt19937& rng, std::vector<SelfTestResult>& out) {
 
 }  // namespace
 
+// Causal attention (attention_tile, the clone this CPU runs) against an fp64 softmax, for head dims with a
+// register-resident output (64, 128, 256) and one without (40), one and three query heads per KV head, calls that
+// cross a key block; and every row of a multi-token call bit for bit equal to the same row computed alone.
+static void attention_check(std::mt19937& rng, std::vector<SelfTestResult>& out) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int32_t hd : {64, 128, 256, 40})
+    for (int32_t G : {1, 3})
+      for (auto [start, T] : {std::pair{70, 5}, std::pair{0, 20}}) {
+        const int32_t nkv = 2, nh = nkv * G, len = start + T;
+        const int64_t kvs = int64_t(nkv) * hd;
+        std::vector<float> q(size_t(T) * nh * hd), k(size_t(len) * kvs), v(size_t(len) * kvs);
+        for (auto* a : {&q, &k, &v})
+          for (float& x : *a) x = nd(rng);
+        splash_attn_args args{};
+        args.n_tokens = T, args.n_heads = nh, args.n_kv_heads = nkv, args.head_dim = hd, args.start = start;
+        args.q = q.data(), args.q_stride = int64_t(nh) * hd, args.k_cache = k.data(), args.v_cache = v.data();
+        args.scale = 1.f / std::sqrt(float(hd));
+        std::vector<float> y(size_t(T) * nh * hd);
+        args.out = y.data();
+        for (int32_t h = 0; h < nkv; ++h) attention_tile(&args, h, 0, T);
+        double err = 0, mag = 0;
+        int64_t differ = 0;
+        std::vector<float> one(size_t(nh) * hd);
+        for (int32_t t = 0; t < T; ++t) {
+          for (int32_t h = 0; h < nh; ++h) {
+            const float* qr = q.data() + (size_t(t) * nh + h) * hd;
+            const int32_t kh = h / G, n = start + t + 1;
+            std::vector<double> s(static_cast<size_t>(n));
+            double m = -INFINITY, z = 0;
+            for (int32_t p = 0; p < n; ++p) {
+              double d = 0;
+              for (int32_t i = 0; i < hd; ++i) d += double(qr[i]) * k[size_t(p) * kvs + size_t(kh) * hd + i];
+              s[size_t(p)] = d * args.scale;
+              m = std::max(m, s[size_t(p)]);
+            }
+            for (double& x : s) z += (x = std::exp(x - m));
+            for (int32_t i = 0; i < hd; ++i) {
+              double r = 0;
+              for (int32_t p = 0; p < n; ++p) r += s[size_t(p)] / z * v[size_t(p) * kvs + size_t(kh) * hd + i];
+              err = std::max(err, std::abs(r - y[(size_t(t) * nh + h) * hd + i]));
+              mag = std::max(mag, std::abs(r));
+            }
+          }
+          splash_attn_args a1 = args;
+          a1.n_tokens = 1, a1.start = start + t, a1.q = q.data() + size_t(t) * nh * hd, a1.out = one.data();
+          for (int32_t h = 0; h < nkv; ++h) attention_tile(&a1, h, 0, 1);
+          for (size_t i = 0; i < one.size(); ++i) differ += std::memcmp(&one[i], &y[size_t(t) * nh * hd + i], 4) != 0;
+        }
+        const std::string name = "attention_hd" + std::to_string(hd) + "_g" + std::to_string(G) + "_at" + std::to_string(start);
+        const double e = err / (mag + 1e-30);
+        out.push_back({name, "auto", "reference", e, 1e-5, e <= 1e-5});
+        out.push_back({name, "auto", "one-token", double(differ), 0.0, differ == 0});
+      }
+}
+
 std::vector<SelfTestResult> kernel_self_test(uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -179,6 +234,7 @@ std::vector<SelfTestResult> kernel_self_test(uint32_t seed) {
     }
   }
   batch_invariance(rng, out);
+  attention_check(rng, out);
   return out;
 }
 
