@@ -119,6 +119,13 @@ struct KeptSet {
   bool has_cut = false;
   Cand cut{};
   bool kept(int i) const { return w[i] != 0.f && !(has_cut && before(cut, Cand{v[i], int32_t(i), w[i]})); }
+  // the kept elements' total weight, summed in id order
+  double mass(int V) const {
+    double m = 0;
+    for (int i = 0; i < V; ++i)
+      if (kept(i)) m += w[i];
+    return m;
+  }
 };
 
 KeptSet kept_set(const float* v, int V, int32_t best, const Params& p, float wmin, Scratch& s) {
@@ -194,9 +201,7 @@ int32_t draw_allowed(const float* v, int V, int32_t best, const Params& p, const
     std::sort(s.cands.begin(), s.cands.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
   } else {
     const KeptSet k = kept_set(v, V, best, p, wmin, s);
-    double kept = 0;
-    for (int i = 0; i < V; ++i)
-      if (k.kept(i)) kept += k.w[i];
+    const double kept = k.mass(V);
     s.cands.clear();
     for (int word = 0; word < (V + 31) / 32; ++word)
       for (uint32_t bits = allowed[word]; bits != 0; bits &= bits - 1) {
@@ -229,9 +234,7 @@ void distribution(const float* v, int V, int32_t best, const Params& p, Scratch&
     return;
   }
   const KeptSet k = kept_set(v, V, best, p, wmin, s);
-  double kept = 0;
-  for (int i = 0; i < V; ++i)
-    if (k.kept(i)) kept += k.w[i];
+  const double kept = k.mass(V);
   for (int i = 0; i < V; ++i)
     if (k.kept(i)) probs[size_t(i)] = float(double(k.w[i]) / kept);
 }

@@ -16,33 +16,10 @@ export interface SamplingParams {
   logitBias?: LogitBias
 }
 
-/** Token ids (unique) and the bias each one's logit gets. */
+/** Token ids (unique) and the bias each one's logit gets (plugins/shared/logit-bias.ts reads the wire form). */
 export interface LogitBias {
   ids: Int32Array
   values: Float32Array
-}
-
-/** The most tokens one request's logit_bias may name. */
-export const MAX_LOGIT_BIAS = 4096
-
-/**
- * OpenAI's logit_bias (token id as a decimal string → a bias in [-100, 100]) as a LogitBias; undefined for none.
- * Whether each id is in the vocabulary is checked at admission (the scheduler knows the model).
- */
-export function logitBias(raw: Record<string, unknown> | null | undefined, param = 'logit_bias'): LogitBias | undefined {
-  if (raw == null) return undefined
-  const entries = Object.entries(raw)
-  if (entries.length === 0) return undefined
-  check(entries.length <= MAX_LOGIT_BIAS, `${param} may name at most ${MAX_LOGIT_BIAS} tokens`, param)
-  const ids = new Int32Array(entries.length)
-  const values = new Float32Array(entries.length)
-  entries.forEach(([key, value], i) => {
-    check(/^(0|[1-9][0-9]{0,9})$/.test(key) && Number(key) <= 0x7fffffff, `${param} keys must be token ids (decimal integers); got ${JSON.stringify(key)}`, param)
-    check(typeof value === 'number' && Number.isFinite(value) && value >= -100 && value <= 100, `${param}[${key}] must be a number between -100 and 100`, param)
-    ids[i] = Number(key)
-    values[i] = value as number
-  })
-  return {ids, values}
 }
 
 export const GREEDY: SamplingParams = {

@@ -2,7 +2,8 @@
 import type {CompletionBody} from './schema.js'
 import type {TextCodec} from '../../../src/runtime/family.js'
 import type {TextRequest} from '../../../src/runtime/text-generation.js'
-import {logitBias, samplingParams} from '../../../src/runtime/sampling.js'
+import {samplingParams} from '../../../src/runtime/sampling.js'
+import {logitBias} from '../../shared/logit-bias.js'
 import {errors} from '../../../src/errors.js'
 
 export interface PromptJob {

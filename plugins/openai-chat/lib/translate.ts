@@ -2,7 +2,8 @@
 import type {ChatBody, ChatMessageIn, ToolIn} from './schema.js'
 import type {ChatContentPart, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/runtime/chat.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
-import {logitBias, samplingParams} from '../../../src/runtime/sampling.js'
+import {samplingParams} from '../../../src/runtime/sampling.js'
+import {logitBias} from '../../shared/logit-bias.js'
 import {errors} from '../../../src/errors.js'
 
 function textOf(content: ChatMessageIn['content'], where: string, allowMedia: boolean): string | ChatContentPart[] {
