@@ -131,20 +131,18 @@ void Model::linear_attention(const Layer& l, std::vector<StepItem>& items, const
       return g;
     };
     if (it.verify) {
-      // token by token, exactly as single-token decodes; the state after each token goes to its slot, or (replay)
-      // the tokens' conv inputs and gates to the tape
+      // one call each, with a decode's arithmetic per token (stepwise); the state after each token goes to its
+      // slot, or (replay) the tokens' conv inputs and gates to the tape
       Sequence* s = it.seq;
-      const size_t convn = size_t(c.conv_k - 1) * C, ssmn = size_t(c.nv) * c.dk * c.dv;
-      for (int i = 0; i < n; ++i) {
-        const int64_t t = off + i;
-        be->conv1d_silu(bc, qkv + t * C, 1, int(C), c.conv_k, l.conv, st + l.conv_off, conv + t * C);
-        splash_gdn_args g = args(t, 1);
-        be->gdn_recurrent(bc, &g);
-        if (replay_) continue;
-        float* slot = s->slots + size_t(i + 1) * gdn_floats_;
-        be->copy2d(bc, slot + l.conv_off, 0, st + l.conv_off, 0, convn * 4, 1);
-        be->copy2d(bc, slot + l.ssm_off, 0, st + l.ssm_off, 0, ssmn * 4, 1);
+      be->conv1d_silu(bc, qkv + off * C, n, int(C), c.conv_k, l.conv, st + l.conv_off, conv + off * C);
+      splash_gdn_args g = args(off, n);
+      g.stepwise = 1;
+      if (!replay_) {
+        g.states = s->slots + gdn_floats_ + l.ssm_off;
+        g.states_stride = gdn_floats_;
+        keep_conv_states(l, s, qkv + off * C, n);
       }
+      be->gdn_recurrent(bc, &g);
       if (replay_) keep_replay_inputs(l, s, qkv, bb, aa, off, n);
       off += n;
       continue;

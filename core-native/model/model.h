@@ -348,6 +348,9 @@ class Model {
   // rollback (model/rollback.cpp)
   void choose_rollback();
   int64_t tape_row() const { return cfg_.conv_ch() + 2 * int64_t(cfg_.nv); }  // replay inputs of one layer, one token
+  // states: layer l's conv state after each of a verify's n tokens (conv inputs x) into slots 1..n, from the
+  // block's start state in slot 0 and x
+  void keep_conv_states(const Layer& l, Sequence* s, const float* x, int n);
   // replay: after layer l's verify rows [off, off + n) of item s ran, keep their conv inputs and gates
   void keep_replay_inputs(const Layer& l, Sequence* s, const float* qkv, const float* beta, const float* g, int64_t off,
                           int n);

@@ -3,8 +3,10 @@
 // - states: the verify step keeps the whole state after every verified position; rollback copies one back.
 // - replay: the verify step keeps the state at the block's start and, per linear layer and token, the conv
 //   input row and the two gates; rollback restores the start state and re-runs the accepted tokens through the
-//   same single-token conv and recurrence a decode uses, so the result is bit-identical to decoding them.
+//   conv and recurrence with a decode's arithmetic per token (stepwise), so the result is bit-identical to
+//   decoding them.
 // Both go through the backend table only (copy2d, conv1d_silu, gdn_recurrent), so every backend runs them.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -35,6 +37,24 @@ size_t Model::rollback_floats(int32_t tokens) const {
   return size_t(gdn_floats_) + size_t(tokens) * size_t(n_linear_) * size_t(tape_row());
 }
 
+// Row j of slot i+1's conv state (the last K−1 inputs up to token i) is row i+1+j of [start state (K−1 rows);
+// the block's inputs]: per row j, the first slots take start-state rows, the rest input rows, two strided copies.
+void Model::keep_conv_states(const Layer& l, Sequence* s, const float* x, int n) {
+  const auto* be = be_->iface;
+  void* bc = be_->ctx;
+  const int64_t C = cfg_.conv_ch();
+  const int P = cfg_.conv_k - 1;
+  const size_t row = size_t(C) * 4, pitch = size_t(gdn_floats_) * 4;
+  float* dst = s->slots + gdn_floats_ + l.conv_off;
+  const float* start = s->slots + l.conv_off;
+  for (int j = 0; j < P; ++j) {
+    const int from_start = std::min(n, P - 1 - j);  // slots i+1 with i+1+j < P
+    float* d = dst + size_t(j) * C;
+    if (from_start > 0) be->copy2d(bc, d, pitch, start + size_t(j + 1) * C, row, row, size_t(from_start));
+    if (n > from_start) be->copy2d(bc, d + size_t(from_start) * gdn_floats_, pitch, x, row, row, size_t(n - from_start));
+  }
+}
+
 // Tape layout after the start state: [linear layer][token (slots_cap)][conv input C | beta nv | g nv].
 void Model::keep_replay_inputs(const Layer& l, Sequence* s, const float* qkv, const float* beta, const float* g,
                                int64_t off, int n) {
@@ -58,32 +78,40 @@ void Model::roll_back(Sequence* s, int32_t len) {
   be->copy2d(bc, s->gdn, 0, s->slots, 0, size_t(gdn_floats_) * 4, 1);
   if (n == 0) return;
   const ModelConfig& c = cfg_;
-  const int64_t C = c.conv_ch(), Dk = c.Dk(), W = tape_row();
-  float* conv = buf(kConv, size_t(C));
-  float* o = buf(kO, size_t(c.Dv()));
+  const int64_t C = c.conv_ch(), Dk = c.Dk(), W = tape_row(), nv = c.nv;
+  float* conv = buf(kConv, size_t(n) * C);
+  float* o = buf(kO, size_t(n) * c.Dv());
+  // the kept tokens' inputs as the calls take them (rows of C, of nv, of nv); one token reads the tape in place
+  float* x = n > 1 ? buf(kQKV, size_t(n) * C) : nullptr;
+  float* beta = n > 1 ? buf(kB, size_t(n) * nv) : nullptr;
+  float* g = n > 1 ? buf(kA, size_t(n) * nv) : nullptr;
   for (const Layer& l : layers_) {
     if (!l.linear) continue;
     const float* tape = s->slots + gdn_floats_ + size_t(l.gdn_index) * s->slots_cap * W;
-    for (int32_t i = 0; i < n; ++i) {
-      const float* row = tape + size_t(i) * W;
-      be->conv1d_silu(bc, row, 1, int(C), c.conv_k, l.conv, s->gdn + l.conv_off, conv);
-      splash_gdn_args g{};
-      g.n_tokens = 1;
-      g.nk = c.nk;
-      g.nv = c.nv;
-      g.dk = c.dk;
-      g.dv = c.dv;
-      g.q = conv;
-      g.k = conv + Dk;
-      g.v = conv + 2 * Dk;
-      g.qk_stride = C;
-      g.v_stride = C;
-      g.beta = row + C;
-      g.g = row + C + c.nv;
-      g.state = s->gdn + l.ssm_off;
-      g.out = o;
-      be->gdn_recurrent(bc, &g);
+    if (n > 1) {
+      be->copy2d(bc, x, size_t(C) * 4, tape, size_t(W) * 4, size_t(C) * 4, size_t(n));
+      be->copy2d(bc, beta, size_t(nv) * 4, tape + C, size_t(W) * 4, size_t(nv) * 4, size_t(n));
+      be->copy2d(bc, g, size_t(nv) * 4, tape + C + nv, size_t(W) * 4, size_t(nv) * 4, size_t(n));
     }
+    // one call each, with a decode's arithmetic per token (stepwise): the bits of decoding them
+    be->conv1d_silu(bc, n > 1 ? x : tape, n, int(C), c.conv_k, l.conv, s->gdn + l.conv_off, conv);
+    splash_gdn_args a{};
+    a.n_tokens = n;
+    a.nk = c.nk;
+    a.nv = c.nv;
+    a.dk = c.dk;
+    a.dv = c.dv;
+    a.q = conv;
+    a.k = conv + Dk;
+    a.v = conv + 2 * Dk;
+    a.qk_stride = C;
+    a.v_stride = C;
+    a.beta = n > 1 ? beta : tape + C;
+    a.g = n > 1 ? g : tape + C + nv;
+    a.state = s->gdn + l.ssm_off;
+    a.out = o;
+    a.stepwise = 1;
+    be->gdn_recurrent(bc, &a);
   }
   be->synchronize(bc);
   check_backend();

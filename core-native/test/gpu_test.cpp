@@ -527,6 +527,7 @@ int main(int argc, char** argv) {
         test_sample(cpu, g);
         test_stream(g);
         test_fused(cpu, g);
+        test_verify(cpu, g);
         test_moe_fused(cpu, g);
         splash_backend_cpu_free(cb);
       } else if (cmd == "bench-spec-gemv" && argc >= 3) {

@@ -183,6 +183,8 @@ void test_sample(Be& cpu, Be& g);
 // gpu_test_fused.cpp: the CUDA backend's fused steps against the CPU's slots
 void test_fused(Be& cpu, Be& g);
 void test_moe_fused(Be& cpu, Be& g);
+// gpu_test_verify.cpp: a speculative verify's GDN calls against one-token calls
+void test_verify(Be& cpu, Be& g);
 // gpu_test_model.cpp: whole-model logits, CUDA vs CPU (precise: fp32 activations in every CUDA matmul), and a
 // package's specialised kernels against the generic ones
 void test_model(const std::string& dir, bool precise);

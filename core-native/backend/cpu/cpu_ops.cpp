@@ -150,6 +150,8 @@ SPLASH_CLONES void gdn_recurrent_head(const splash_gdn_args* a, int32_t h) {
       const float ki = kn[i];
       for (int32_t j = 0; j < dv; ++j) Si[j] = decay * Si[j] + ki * u[j];
     }
+    if (a->states)  // a verify keeps the state after every token (the rollback's slots)
+      std::memcpy(a->states + t * a->states_stride + int64_t(h) * dk * dv, S, size_t(dk) * dv * sizeof(float));
   }
 }
 

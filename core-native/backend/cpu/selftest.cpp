@@ -169,6 +169,51 @@ static void attention_check(std::mt19937& rng, std::vector<SelfTestResult>& out)
       }
 }
 
+// A speculative verify runs its tokens through one conv call and one stepwise recurrence (with the state after each
+// token kept); the rollback copies one of those states back. Both must give the bits of one-token decodes.
+static void gdn_verify_check(std::mt19937& rng, std::vector<SelfTestResult>& out) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> un(0.f, 1.f);
+  for (auto [dk, dv] : {std::pair{32, 32}, std::pair{64, 48}}) {
+    const int32_t T = 6, nk = 2, nv = 4, K = 4, C = 2 * nk * dk + nv * dv;
+    const size_t S = size_t(nv) * dk * dv;
+    std::vector<float> x(size_t(T) * C), w(size_t(C) * K), cst(size_t(K - 1) * C), beta(size_t(T) * nv), g(size_t(T) * nv), st(S);
+    for (auto* a : {&x, &w, &cst, &st})
+      for (float& v : *a) v = 0.3f * nd(rng);
+    for (float& v : beta) v = un(rng);
+    for (float& v : g) v = -2.f * un(rng);
+    // one call of T tokens
+    std::vector<float> c1 = cst, y1(size_t(T) * C), s1 = st, o1(size_t(T) * nv * dv), states(size_t(T) * S);
+    conv1d_silu_ref(x.data(), T, C, K, w.data(), c1.data(), y1.data());
+    auto args = [&](int32_t n, const float* y, const float* bt, const float* gt, float* state, float* o) {
+      splash_gdn_args r{};
+      r.n_tokens = n, r.nk = nk, r.nv = nv, r.dk = dk, r.dv = dv;
+      r.q = y, r.k = y + nk * dk, r.v = y + 2 * nk * dk, r.beta = bt, r.g = gt, r.qk_stride = C, r.v_stride = C;
+      r.state = state, r.out = o;
+      return r;
+    };
+    splash_gdn_args a = args(T, y1.data(), beta.data(), g.data(), s1.data(), o1.data());
+    a.stepwise = 1, a.states = states.data(), a.states_stride = int64_t(S);
+    for (int32_t h = 0; h < nv; ++h) gdn_recurrent_head(&a, h);
+    // T calls of one token
+    std::vector<float> c2 = cst, y2(size_t(T) * C), s2 = st, o2(size_t(T) * nv * dv);
+    int64_t differ = 0;
+    for (int32_t t = 0; t < T; ++t) {
+      conv1d_silu_ref(x.data() + size_t(t) * C, 1, C, K, w.data(), c2.data(), y2.data() + size_t(t) * C);
+      const float* yt = y2.data() + size_t(t) * C;
+      splash_gdn_args b = args(1, yt, beta.data() + t * nv, g.data() + t * nv, s2.data(), o2.data() + size_t(t) * nv * dv);
+      for (int32_t h = 0; h < nv; ++h) gdn_recurrent_head(&b, h);
+      differ += std::memcmp(s2.data(), states.data() + size_t(t) * S, S * 4) != 0;
+    }
+    differ += std::memcmp(y1.data(), y2.data(), y1.size() * 4) != 0;
+    differ += std::memcmp(c1.data(), c2.data(), c1.size() * 4) != 0;
+    differ += std::memcmp(o1.data(), o2.data(), o1.size() * 4) != 0;
+    differ += std::memcmp(s1.data(), s2.data(), S * 4) != 0;
+    const std::string name = "gdn_verify_dk" + std::to_string(dk) + "_dv" + std::to_string(dv);
+    out.push_back({name, "auto", "one-token", double(differ), 0.0, differ == 0});
+  }
+}
+
 std::vector<SelfTestResult> kernel_self_test(uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -235,6 +280,7 @@ std::vector<SelfTestResult> kernel_self_test(uint32_t seed) {
   }
   batch_invariance(rng, out);
   attention_check(rng, out);
+  gdn_verify_check(rng, out);
   return out;
 }
 

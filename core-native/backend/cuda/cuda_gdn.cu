@@ -226,6 +226,14 @@ __device__ __forceinline__ void gdn_body(const splash_gdn_args& a, const GdnNorm
       const float kr = row < dk ? kn[row] : 0.f;
       s[r] = decay * s[r] + kr * d;
     }
+    if (a.states) {  // a verify keeps the state after every token (the rollback's slots)
+      float* St = a.states + t * a.states_stride + int64_t(h) * dk * dv;
+#pragma unroll
+      for (int r = 0; r < RW; ++r) {
+        const int row = warp * RW + r;
+        if (colok && row < dk) St[int64_t(row) * dv + col] = s[r];
+      }
+    }
     __syncthreads();  // qn/kn/red are rewritten by the next token
   }
 #pragma unroll
@@ -316,12 +324,14 @@ namespace {
 // The recurrence's kernels for one call, the form chosen by head size and tokens (a waiting call's too: gdn_flush).
 void launch_recurrent(Ctx* c, const splash_gdn_args* a) {
   dim3 grid(unsigned(a->nv), unsigned((a->dv + 31) / 32));
-  if (a->n_tokens <= kGdnFewTokens && a->dk % 16 == 0 && a->dk <= 16 * kMaxDkWarps) {
+  // stepwise (a verify, a replay): the form a one-token call takes, at any length, so the bits are a decode's
+  const bool stepwise = a->stepwise || a->states;
+  if ((a->n_tokens <= kGdnFewTokens || stepwise) && a->dk % 16 == 0 && a->dk <= 16 * kMaxDkWarps) {
     launch_dep(c, c->pdl_small, k_gdn<16>, dim3(grid), dim3((a->dk / 16) * 32), 0, *a);
     SPLASH_LAUNCHED(c, "gdn");
     return;
   }
-  if (a->dk == 32 || a->dk == 64 || a->dk == 128) {
+  if (!stepwise && (a->dk == 32 || a->dk == 64 || a->dk == 128)) {
     auto* prep = static_cast<float*>(scratch(c, kGdn, size_t(a->n_tokens) * a->nk * (2 * a->dk + 4) * 4));
     if (!prep) return;
     gdn_prep(c, *a, prep);

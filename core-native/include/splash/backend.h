@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define SPLASH_BACKEND_ABI 8
+#define SPLASH_BACKEND_ABI 9
 
 typedef enum splash_dtype {
   SPLASH_F32 = 0,
@@ -55,6 +55,12 @@ typedef struct splash_gdn_args {
   int64_t qk_stride, v_stride;  // row strides (floats) of q/k and v
   float* state;        // [nv, dk, dv] fp32, updated in place
   float* out;          // [T, nv*dv]
+  // (ABI 9, gdn_recurrent only) a speculative verify or its replay. `stepwise` 1: every token's arithmetic is a
+  // one-token call's, so one call of T tokens gives the bits of T calls of one. `states` (implies stepwise): the
+  // state after token t is also written at states + t·states_stride (floats), in the layout of `state`.
+  int32_t stepwise;
+  float* states;
+  int64_t states_stride;
 } splash_gdn_args;
 
 // Causal attention of T new tokens of one sequence against its cache (which already holds them).
@@ -178,6 +184,7 @@ typedef struct splash_backend_i {
   // ---- sequence mixers
   void (*attention)(void* ctx, const splash_attn_args* a);
   // Causal depthwise conv (kernel K) over T tokens with state = last K-1 inputs ([K-1, C]); SiLU applied.
+  // Each output is the same sum in the same order whatever T, so a call of T tokens equals T calls of one.
   void (*conv1d_silu)(void* ctx, const float* x, int32_t n_tokens, int32_t channels, int32_t kernel,
                       const float* w /*[C,K]*/, float* state, float* y);
   void (*gdn_recurrent)(void* ctx, const splash_gdn_args* a);  // one step per token (decode)
