@@ -1,9 +1,10 @@
-// Decode steps as recorded graphs. A small decode batch (≤ 8 tokens, no verify rows, no images) queues the
-// same slots every step except for its tokens and positions; on a backend with graph slots those two come
-// from a device array (gvars_dev_: [tokens | each item's length]) uploaded before the step, so the step is
-// recorded once per batch shape and then replayed with one launch. The shape (the key) is what the
-// recorded slots bake in: each item's state buffers, token count, tapped rows and logits rows, and the
-// attention capacity (the length rounded up to a power of two, which sizes the attention grid). A shape is
+// Decode and verify steps as recorded graphs. A small step (≤ 16 tokens: a decode batch, a verify block; no
+// images) queues the same slots every step except for its tokens and positions; on a backend with graph slots
+// those two come from a device array (gvars_dev_: [tokens | each item's length]) uploaded before the step, so the
+// step is recorded once per batch shape and then replayed with one launch. The shape (the key) is what the
+// recorded slots bake in: each item's state buffers (a verify's rollback slots too), token count, tapped rows and
+// logits rows, and the attention capacity (the length rounded up to a power of two, which sizes the attention
+// grid). A shape is
 // recorded on its second step (the first one runs directly and sizes every activation buffer); a recording
 // that needed the host (host-side MoE routing, precise mode) marks the shape as never recorded.
 #include <cstdio>
@@ -15,7 +16,7 @@
 namespace splash {
 namespace {
 
-constexpr int kGraphMaxTokens = 8;  // the GEMV path; larger steps are matmul-bound anyway
+constexpr int kGraphMaxTokens = 16;  // a verify block; larger steps are matmul-bound anyway
 constexpr size_t kMaxGraphs = 64;
 constexpr int32_t kMinCap = 1024;
 
@@ -48,7 +49,7 @@ bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   void* bc = be_->ctx;
   if (!be->graph_capture_begin || N > kGraphMaxTokens || !graphs_enabled()) return false;
   for (auto& it : items)
-    if (it.verify || !it.positions.empty() || !it.embed_at.empty()) return false;
+    if (!it.positions.empty() || !it.embed_at.empty()) return false;
   const uint64_t epoch = be->graph_epoch(bc);
   if (graph_debug())
     std::fprintf(stderr, "graph: epoch %llu/%llu bufs %llu/%llu graphs %zu\n", (unsigned long long)epoch,
@@ -68,7 +69,9 @@ bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
     const int n = int(it.tokens.size());
     // s->cap: a recycled KV buffer (state_pool.h) may come back with another plane stride
     key.insert(key.end(), {int64_t(reinterpret_cast<uintptr_t>(s->gdn)), int64_t(reinterpret_cast<uintptr_t>(s->kv)), s->cap, n,
-                           it.head_rows(), graph_cap(s, n)});
+                           it.head_rows(), graph_cap(s, n), it.verify});
+    // a verify keeps its states (or replay inputs) in the sequence's slots, laid out by their capacity
+    if (it.verify) key.insert(key.end(), {int64_t(reinterpret_cast<uintptr_t>(s->slots)), s->slots_cap});
     vars.insert(vars.end(), it.tokens.begin(), it.tokens.end());
   }
   for (auto& it : items) vars.push_back(it.seq->len);

@@ -324,8 +324,8 @@ class Model {
     std::vector<std::pair<int, int>> runs;  // logits rows: (first row, count) runs
   };
   void queue_step(std::vector<StepItem>& items, int N, const StepBufs& b);
-  // Decode graphs (model/decode_graph.cpp): runs the step as a recorded graph when the backend has graph
-  // slots and the batch is a small decode batch; false when the caller must queue it directly.
+  // Step graphs (model/decode_graph.cpp): runs the step as a recorded graph when the backend has graph
+  // slots and the step is small (a decode batch, a verify block); false when the caller must queue it directly.
   bool graph_step(std::vector<StepItem>& items, int N, const StepBufs& b);
   void drop_graphs();
   int32_t graph_cap(const Sequence* s, int n) const;

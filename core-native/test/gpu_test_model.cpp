@@ -12,6 +12,61 @@
 
 namespace splash::gputest {
 
+namespace {
+
+// Verify blocks as recorded graphs: a speculative loop (verify blocks of 5 and 16 tokens, each rolled back to a
+// varying accepted prefix, then a decode) on CUDA with step graphs and without (SPLASH_CUDA_GRAPHS=0), for both
+// rollback methods: every step's logits the same bits, and the loop's later verify blocks replayed as graphs.
+void verify_graphs(const std::string& dir) {
+  const char* methods[] = {"states", "replay"};
+  for (const char* method : methods) {
+    setenv("SPLASH_GDN_ROLLBACK", method, 1);
+    auto gpu = Model::open(dir, 0, nullptr, 0, true, "cuda");
+    unsetenv("SPLASH_GDN_ROLLBACK");
+    const int V = gpu->config().V;
+    auto launches = reinterpret_cast<int64_t (*)(void*)>(
+        gpu->backend().iface->get_proc_address(gpu->backend().ctx, "splash_cuda_graph_launches"));
+    auto run = [&](std::vector<std::vector<float>>& all) {
+      OneSeq one(*gpu, 256);
+      auto& items = one.items;
+      auto step = [&](std::vector<int32_t> toks, int logits, bool verify) {
+        items[0].tokens = std::move(toks);
+        items[0].logits = logits;
+        items[0].verify = verify;
+        gpu->step(items, one.out);
+        all.push_back(one.out[0]);
+      };
+      std::vector<int32_t> prompt;
+      for (int i = 0; i < 23; ++i) prompt.push_back((i * 37 + 11) % V);
+      step(prompt, 1, false);
+      for (int r = 0; r < 8; ++r) {
+        const int n = r < 5 ? 5 : 16;
+        std::vector<int32_t> block;
+        for (int i = 0; i < n; ++i) block.push_back(int32_t((r * 31 + i * 7 + 3) % V));
+        step(block, 2, true);
+        gpu->truncate_sequence(one.id, gpu->find(one.id)->len - n + 1 + (r % 3));  // keep 1 to 3 tokens
+        step({int32_t((r * 13 + 5) % V)}, 1, false);
+      }
+    };
+    std::vector<std::vector<float>> a, b;
+    const int64_t l0 = launches(gpu->backend().ctx);
+    run(a);
+    const int64_t used = launches(gpu->backend().ctx) - l0;
+    setenv("SPLASH_CUDA_GRAPHS", "0", 1);
+    run(b);
+    unsetenv("SPLASH_CUDA_GRAPHS");
+    const std::string name = dir.substr(dir.rfind('/') + 1) + " [" + method + "]: ";
+    // 8 decodes and verify blocks of 5 (five) and 16 (three): at least decodes 3–8, blocks of 5 from the third
+    const bool replayed = used >= 9;
+    std::printf("%-44s %lld graph launches  %s\n", (name + "verify graphs").c_str(), (long long)used, replayed ? "ok" : "FAIL");
+    g_fail += !replayed;
+    for (size_t k = 0; k < a.size(); ++k)
+      report((name + "graph vs direct, step " + std::to_string(k)).c_str(), b[k], a[k], 0);
+  }
+}
+
+}  // namespace
+
 // Whole model: prefill of a prompt (all logits), decode steps, a verify step and a rollback, CUDA against
 // the CPU backend with fp32 activations. `precise`: every CUDA matmul on fp32 activations too, so the
 // kernels of the whole graph are checked tightly; otherwise the default (int8x2 GEMVs, bf16 GEMMs).
@@ -150,6 +205,7 @@ void test_model(const std::string& dir, bool precise) {
     report((name + what[i]).c_str(), a[i], b[i], precise ? 1e-4 : 1.5e-1);
   }
   if (cpu->vision()) test_image(*cpu, *gpu, name, precise);
+  if (!precise) verify_graphs(dir);
 }
 
 
