@@ -1,5 +1,5 @@
-// Decode and verify steps as recorded graphs. A small step (≤ 16 tokens: a decode batch, a verify block; no
-// images) queues the same slots every step except for its tokens and positions; on a backend with graph slots
+// Decode and verify steps as recorded graphs. A small step (≤ 16 tokens: a decode batch, a verify block on a small
+// model; no images) queues the same slots every step except for its tokens and positions; on a backend with graph slots
 // those two come from a device array (gvars_dev_: [tokens | each item's length]) uploaded before the step, so the
 // step is recorded once per batch shape and then replayed with one launch. The shape (the key) is what the
 // recorded slots bake in: each item's state buffers (a verify's rollback slots too), token count, tapped rows and
@@ -30,6 +30,21 @@ bool graphs_enabled() {
   return !(e && std::strcmp(e, "0") == 0);
 }
 
+// Verify blocks are graphed on small models only, whose steps are bound by their launches (the default package on
+// the H200: a verify of 4 / 16 rows 0.79 / 1.21 → 0.49 / 0.98 ms). On the full-depth 27B and 35B-A3B shapes a verify
+// step is bound by its kernels and a block's shape (rows, attention capacity, the sequence's buffers) repeats less
+// than a decode's, and graphing them measured slower: over HTTP, one client's aggregate decode 770 / 864 with them
+// against 1035 / 1137 tok/s without (35B-A3B), 435 / 428 against 573 / 552 (27B); whether the recordings or the
+// graph cache they fill (64 shapes, then every graph is dropped, decode graphs too) cost most was not measured.
+// SPLASH_VERIFY_GRAPHS=1 / 0 forces either way.
+constexpr uint64_t kVerifyGraphMaxWeights = uint64_t(1) << 30;
+
+bool verify_graphs_enabled(uint64_t weight_bytes) {
+  const char* e = std::getenv("SPLASH_VERIFY_GRAPHS");
+  if (e && *e) return std::strcmp(e, "0") != 0;
+  return weight_bytes < kVerifyGraphMaxWeights;
+}
+
 }  // namespace
 
 int32_t Model::graph_cap(const Sequence* s, int n) const {
@@ -49,7 +64,7 @@ bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   void* bc = be_->ctx;
   if (!be->graph_capture_begin || N > kGraphMaxTokens || !graphs_enabled()) return false;
   for (auto& it : items)
-    if (!it.positions.empty() || !it.embed_at.empty()) return false;
+    if (!it.positions.empty() || !it.embed_at.empty() || (it.verify && !verify_graphs_enabled(weight_bytes()))) return false;
   const uint64_t epoch = be->graph_epoch(bc);
   if (graph_debug())
     std::fprintf(stderr, "graph: epoch %llu/%llu bufs %llu/%llu graphs %zu\n", (unsigned long long)epoch,
