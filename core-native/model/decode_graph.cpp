@@ -1,12 +1,11 @@
-// Decode and verify steps as recorded graphs. A small step (≤ 16 tokens: a decode batch, a verify block on a small
-// model; no images) queues the same slots every step except for its tokens and positions; on a backend with graph slots
-// those two come from a device array (gvars_dev_: [tokens | each item's length]) uploaded before the step, so the
-// step is recorded once per batch shape and then replayed with one launch. The shape (the key) is what the
+// Decode and verify steps as recorded graphs. A small step (≤ 16 tokens: a decode batch, or a verify block on a
+// small model; no images) queues the same slots every step except for its tokens and positions; on a backend with
+// graph slots those two come from a device array (gvars_dev_: [tokens | each item's length]) uploaded before the
+// step, so the step is recorded once per shape and then replayed with one launch. The shape (the key) is what the
 // recorded slots bake in: each item's state buffers (a verify's rollback slots too), token count, tapped rows and
 // logits rows, and the attention capacity (the length rounded up to a power of two, which sizes the attention
-// grid). A shape is
-// recorded on its second step (the first one runs directly and sizes every activation buffer); a recording
-// that needed the host (host-side MoE routing, precise mode) marks the shape as never recorded.
+// grid). A shape is recorded on its second step (the first one runs directly and sizes every activation buffer); a
+// recording that needed the host (host-side MoE routing, precise mode) marks the shape as never recorded.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,8 +62,10 @@ bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   const auto* be = be_->iface;
   void* bc = be_->ctx;
   if (!be->graph_capture_begin || N > kGraphMaxTokens || !graphs_enabled()) return false;
-  for (auto& it : items)
-    if (!it.positions.empty() || !it.embed_at.empty() || (it.verify && !verify_graphs_enabled(weight_bytes()))) return false;
+  for (auto& it : items) {
+    if (!it.positions.empty() || !it.embed_at.empty()) return false;
+    if (it.verify && !verify_graphs_enabled(weight_bytes())) return false;
+  }
   const uint64_t epoch = be->graph_epoch(bc);
   if (graph_debug())
     std::fprintf(stderr, "graph: epoch %llu/%llu bufs %llu/%llu graphs %zu\n", (unsigned long long)epoch,

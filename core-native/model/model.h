@@ -325,7 +325,8 @@ class Model {
   };
   void queue_step(std::vector<StepItem>& items, int N, const StepBufs& b);
   // Step graphs (model/decode_graph.cpp): runs the step as a recorded graph when the backend has graph
-  // slots and the step is small (a decode batch, a verify block); false when the caller must queue it directly.
+  // slots and the step is small (a decode batch, a small model's verify block); false when the caller must queue
+  // it directly.
   bool graph_step(std::vector<StepItem>& items, int N, const StepBufs& b);
   void drop_graphs();
   int32_t graph_cap(const Sequence* s, int n) const;
