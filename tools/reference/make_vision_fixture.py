@@ -18,7 +18,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_fixtures as mf  # noqa: E402
+import fixture_common as fc  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
@@ -26,7 +26,7 @@ from PIL import Image  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
 NAME = "qwen3_5-vl-image"
-WEIGHT_SEED = mf.SEED + 100
+WEIGHT_SEED = fc.SEED + 100
 # vision special ids inside the tiny vocabulary (the real family uses 248053..248057)
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = 251, 252, 253, 254
 MIN_PIXELS, MAX_PIXELS = 1024, 65536
@@ -40,8 +40,8 @@ N_GREEDY = 8
 
 
 def build_config():
-    tc = mf.hybrid_text(num_hidden_layers=4, tie_word_embeddings=False)
-    vc = dict(depth=2, hidden_size=64, num_heads=2, intermediate_size=128, out_hidden_size=mf.HIDDEN,
+    tc = fc.hybrid_text(num_hidden_layers=4, tie_word_embeddings=False)
+    vc = dict(depth=2, hidden_size=64, num_heads=2, intermediate_size=128, out_hidden_size=fc.HIDDEN,
               patch_size=16, temporal_patch_size=2, spatial_merge_size=2, in_channels=3,
               num_position_embeddings=64, hidden_act="gelu_pytorch_tanh")
     return transformers.Qwen3_5Config(text_config=tc, vision_config=vc, tie_word_embeddings=False,
@@ -148,32 +148,32 @@ def main():
     ap.add_argument("--out", default="test/fixtures/reference")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args()
-    mf.set_numerics()
+    fc.set_numerics()
     dev = a.device
     t0 = time.time()
-    mf.log(f"torch {torch.__version__} transformers {transformers.__version__} device {dev}")
-    mf.log("classes: " + ", ".join(n for n in dir(transformers) if "Qwen3_5" in n or "Qwen2VLImage" in n))
+    fc.log(f"torch {torch.__version__} transformers {transformers.__version__} device {dev}")
+    fc.log("classes: " + ", ".join(n for n in dir(transformers) if "Qwen3_5" in n or "Qwen2VLImage" in n))
     vdir = os.path.join(a.out, NAME)
     if os.path.isdir(vdir):
         shutil.rmtree(vdir)
     cfg = build_config()
     cfg._attn_implementation = "eager"
     model = transformers.Qwen3_5ForConditionalGeneration(cfg).float().eval()
-    mf.init_weights(model, WEIGHT_SEED)
-    mf.round_to_bf16_(model)
+    fc.init_weights(model, WEIGHT_SEED)
+    fc.round_to_bf16_(model)
     model.to(torch.bfloat16).save_pretrained(vdir)
-    mf.clean_checkpoint_dir(vdir)
+    fc.clean_checkpoint_dir(vdir)
     with open(os.path.join(vdir, "preprocessor_config.json"), "w") as f:
         json.dump(PREPROCESSOR, f, indent=2)
         f.write("\n")
-    imgs = [make_image(64, 96, mf.SEED + 1), make_image(50, 75, mf.SEED + 2)]
+    imgs = [make_image(64, 96, fc.SEED + 1), make_image(50, 75, fc.SEED + 2)]
     for nm, im in zip(("image-a.png", "image-b.png"), imgs):
         Image.fromarray(im).save(os.path.join(vdir, nm))
     pil = [Image.open(os.path.join(vdir, nm)).convert("RGB") for nm in ("image-a.png", "image-b.png")]
     assert all(np.array_equal(np.asarray(p), im) for p, im in zip(pil, imgs))
 
     procs = processor_classes()
-    mf.log(f"image processors: {procs}")
+    fc.log(f"image processors: {procs}")
     ref_proc = procs[0]
     pv, grid = run_processor(ref_proc, pil)
     M = {"processor": ref_proc, "grid_thw": grid.tolist()}
@@ -187,21 +187,21 @@ def main():
                 M[f"{other}_pixel_maxabs_image_b"] = float((pv2[na:] - pv[na:]).abs().max())
         except Exception as ex:  # noqa
             M[f"{other}_failed"] = f"{type(ex).__name__}: {ex}"
-    mf.log(f"processor {json.dumps(M)}")
+    fc.log(f"processor {json.dumps(M)}")
 
-    rng = np.random.default_rng(mf.SEED)
+    rng = np.random.default_rng(fc.SEED)
     ids = prompt_ids(grid.tolist(), rng)
-    m32 = mf.load_hf("Qwen3_5ForConditionalGeneration", vdir, torch.float32, dev)
-    m16 = mf.load_hf("Qwen3_5ForConditionalGeneration", vdir, torch.bfloat16, dev)
+    m32 = fc.load_hf("Qwen3_5ForConditionalGeneration", vdir, torch.float32, dev)
+    m16 = fc.load_hf("Qwen3_5ForConditionalGeneration", vdir, torch.bfloat16, dev)
     lg32, emb32, patch32, pos = forward(m32, ids, pv, grid, dev)
     lg16, _, _, _ = forward(m16, ids, pv, grid, dev)
     mine = expected_positions(ids, grid.tolist())
     if pos is None:
-        mf.log("position_ids were not passed to the language model; using the documented rule")
+        fc.log("position_ids were not passed to the language model; using the documented rule")
         pos3 = mine
     else:
         pos = pos.detach().cpu().long()
-        mf.log(f"position_ids shape {list(pos.shape)}")
+        fc.log(f"position_ids shape {list(pos.shape)}")
         pos3 = pos[-3:, 0, :] if pos.dim() == 3 else pos   # [3, T] (T, H, W); a leading text row, if any, is dropped
     M["positions_match_documented_rule"] = bool(torch.equal(pos3, mine))
     g32, gl32 = greedy(m32, ids, pv, grid, dev)
@@ -211,14 +211,14 @@ def main():
     M.update({
         "prompt_len": len(ids),
         "fp32_logit_std": float(lg32.std()),
-        "fp32_top1_margin_min": mf.margin_min(lg32),
-        "greedy_fp32_top1_margin_min": mf.margin_min(gl32),
+        "fp32_top1_margin_min": fc.margin_min(lg32),
+        "greedy_fp32_top1_margin_min": fc.margin_min(gl32),
         "bf16_vs_fp32_logits_maxabs": float((lg16 - lg32).abs().max()),
         "decode_vs_prefill_logits_maxabs": float((gl32 - tf_at).abs().max()),
         "image_embeds_absmax": float(emb32.abs().max()),
     })
     if dev != "cpu":
-        mc = mf.load_hf("Qwen3_5ForConditionalGeneration", vdir, torch.float32, "cpu")
+        mc = fc.load_hf("Qwen3_5ForConditionalGeneration", vdir, torch.float32, "cpu")
         lgc, embc, _, _ = forward(mc, ids, pv, grid, "cpu")
         M["cpu_vs_device_fp32_logits_maxabs"] = float((lgc - lg32).abs().max())
         M["cpu_vs_device_image_embeds_maxabs"] = float((embc - emb32).abs().max())
@@ -236,20 +236,20 @@ def main():
     save_file(T, os.path.join(vdir, "reference.safetensors"), metadata={"format": "pt", "variant": NAME})
     ref = {
         "format_version": 1, "variant": NAME, "hf_class": "Qwen3_5ForConditionalGeneration",
-        "weight_seed": WEIGHT_SEED, "seed": mf.SEED, "versions": mf.versions(dev),
+        "weight_seed": WEIGHT_SEED, "seed": fc.SEED, "versions": fc.versions(dev),
         "images": [{"file": "image-a.png", "height": 64, "width": 96}, {"file": "image-b.png", "height": 50, "width": 75}],
         "vision_token_ids": {"vision_start": VISION_START, "vision_end": VISION_END, "image_pad": IMAGE_PAD},
         "input_ids": ids, "greedy_fp32": g32, "n_greedy": N_GREEDY, "tensors_file": "reference.safetensors",
-        "tensors": mf.tensor_index(T), "metrics": M,
+        "tensors": fc.tensor_index(T), "metrics": M,
         "config": json.load(open(os.path.join(vdir, "config.json"))), "preprocessor": PREPROCESSOR,
     }
     with open(os.path.join(vdir, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)
         f.write("\n")
-    mf.log(f"[{NAME}] done in {time.time() - t0:.1f}s metrics {json.dumps(M)}")
-    mf.log(f"sizes {json.dumps({fn: os.path.getsize(os.path.join(vdir, fn)) for fn in sorted(os.listdir(vdir))})}")
+    fc.log(f"[{NAME}] done in {time.time() - t0:.1f}s metrics {json.dumps(M)}")
+    fc.log(f"sizes {json.dumps({fn: os.path.getsize(os.path.join(vdir, fn)) for fn in sorted(os.listdir(vdir))})}")
     with open(os.path.join(a.out, "vision-generation-log.txt"), "w") as f:
-        f.write("\n".join(mf.LOG) + "\n")
+        f.write("\n".join(fc.LOG) + "\n")
 
 
 if __name__ == "__main__":
@@ -258,5 +258,5 @@ if __name__ == "__main__":
     except Exception:
         traceback.print_exc()
         with open(os.path.join("/tmp", "vision-generation-log.txt"), "w") as f:
-            f.write("\n".join(mf.LOG) + "\n")
+            f.write("\n".join(fc.LOG) + "\n")
         sys.exit(1)
