@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/gdn_args.h"
 #include "model/model.h"
 #include "runtime/error.h"
 
@@ -96,7 +97,7 @@ void Model::linear_attention(const Layer& l, std::vector<StepItem>& items, const
   const ModelConfig& c = cfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;
-  const int64_t C = c.conv_ch(), Dk = c.Dk(), Dv = c.Dv();
+  const int64_t C = c.conv_ch(), Dv = c.Dv();
   float* qkv = buf(kQKV, size_t(N) * C);
   float* z = buf(kZ, size_t(N) * Dv);
   float* bb = buf(kB, size_t(N) * c.nv);
@@ -113,22 +114,8 @@ void Model::linear_attention(const Layer& l, std::vector<StepItem>& items, const
     const int n = int(it.tokens.size());
     float* st = it.seq->gdn;
     auto args = [&](int64_t t, int nt) {
-      splash_gdn_args g{};
-      g.n_tokens = nt;
-      g.nk = c.nk;
-      g.nv = c.nv;
-      g.dk = c.dk;
-      g.dv = c.dv;
-      g.q = conv + t * C;
-      g.k = g.q + Dk;
-      g.v = g.q + 2 * Dk;
-      g.qk_stride = C;
-      g.v_stride = C;
-      g.beta = bb + t * c.nv;
-      g.g = aa + t * c.nv;
-      g.state = st + l.ssm_off;
-      g.out = o + t * Dv;
-      return g;
+      return gdn_call(nt, c.nk, c.nv, c.dk, c.dv, conv + t * C, C, bb + t * c.nv, aa + t * c.nv, st + l.ssm_off,
+                      o + t * Dv);
     };
     if (it.verify) {
       // one call each, with a decode's arithmetic per token (stepwise); the state after each token goes to its

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/gdn_args.h"
 #include "model/model.h"
 #include "runtime/error.h"
 
@@ -78,7 +79,7 @@ void Model::roll_back(Sequence* s, int32_t len) {
   be->copy2d(bc, s->gdn, 0, s->slots, 0, size_t(gdn_floats_) * 4, 1);
   if (n == 0) return;
   const ModelConfig& c = cfg_;
-  const int64_t C = c.conv_ch(), Dk = c.Dk(), W = tape_row(), nv = c.nv;
+  const int64_t C = c.conv_ch(), W = tape_row(), nv = c.nv;
   float* conv = buf(kConv, size_t(n) * C);
   float* o = buf(kO, size_t(n) * c.Dv());
   // the kept tokens' inputs as the calls take them (rows of C, of nv, of nv); one token reads the tape in place
@@ -95,21 +96,8 @@ void Model::roll_back(Sequence* s, int32_t len) {
     }
     // one call each, with a decode's arithmetic per token (stepwise): the bits of decoding them
     be->conv1d_silu(bc, n > 1 ? x : tape, n, int(C), c.conv_k, l.conv, s->gdn + l.conv_off, conv);
-    splash_gdn_args a{};
-    a.n_tokens = n;
-    a.nk = c.nk;
-    a.nv = c.nv;
-    a.dk = c.dk;
-    a.dv = c.dv;
-    a.q = conv;
-    a.k = conv + Dk;
-    a.v = conv + 2 * Dk;
-    a.qk_stride = C;
-    a.v_stride = C;
-    a.beta = n > 1 ? beta : tape + C;
-    a.g = n > 1 ? g : tape + C + nv;
-    a.state = s->gdn + l.ssm_off;
-    a.out = o;
+    splash_gdn_args a = gdn_call(n, c.nk, c.nv, c.dk, c.dv, conv, C, n > 1 ? beta : tape + C, n > 1 ? g : tape + C + nv,
+                                 s->gdn + l.ssm_off, o);
     a.stepwise = 1;
     be->gdn_recurrent(bc, &a);
   }

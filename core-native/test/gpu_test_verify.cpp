@@ -6,6 +6,7 @@
 #include <string>
 #include <tuple>
 
+#include "backend/gdn_args.h"
 #include "test/gpu_test_util.h"
 
 namespace splash::gputest {
@@ -18,11 +19,7 @@ void test_verify(Be& cpu, Be& g) {
     auto beta = randv(size_t(T) * nv, 0.f, 1.f), gg = randv(size_t(T) * nv, -2.f, 0.f);
     auto st = randv(S, -0.1f, 0.1f);
     auto args = [&](int n, const float* y, const float* bt, const float* gt, float* state, float* o) {
-      splash_gdn_args r{};
-      r.n_tokens = n, r.nk = nk, r.nv = nv, r.dk = dk, r.dv = dv;
-      r.q = y, r.k = y + nk * dk, r.v = y + 2 * nk * dk, r.beta = bt, r.g = gt, r.qk_stride = Cc, r.v_stride = Cc;
-      r.state = state, r.out = o;
-      return r;
+      return gdn_call(n, nk, nv, dk, dv, y, Cc, bt, gt, state, o);
     };
     float *dx = g.up(x), *dw = g.up(w), *db = g.up(beta), *dg = g.up(gg);
     float *c1 = g.up(cst), *y1 = static_cast<float*>(g.alloc(x.size() * 4)), *s1 = g.up(st);

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/gdn_args.h"
 #include "backend/cpu/isa.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
@@ -186,11 +187,7 @@ static void gdn_verify_check(std::mt19937& rng, std::vector<SelfTestResult>& out
     std::vector<float> c1 = cst, y1(size_t(T) * C), s1 = st, o1(size_t(T) * nv * dv), states(size_t(T) * S);
     conv1d_silu_ref(x.data(), T, C, K, w.data(), c1.data(), y1.data());
     auto args = [&](int32_t n, const float* y, const float* bt, const float* gt, float* state, float* o) {
-      splash_gdn_args r{};
-      r.n_tokens = n, r.nk = nk, r.nv = nv, r.dk = dk, r.dv = dv;
-      r.q = y, r.k = y + nk * dk, r.v = y + 2 * nk * dk, r.beta = bt, r.g = gt, r.qk_stride = C, r.v_stride = C;
-      r.state = state, r.out = o;
-      return r;
+      return gdn_call(n, nk, nv, dk, dv, y, C, bt, gt, state, o);
     };
     splash_gdn_args a = args(T, y1.data(), beta.data(), g.data(), s1.data(), o1.data());
     a.stepwise = 1, a.states = states.data(), a.states_stride = int64_t(S);
