@@ -82,22 +82,23 @@ void Model::roll_back(Sequence* s, int32_t len) {
   const int64_t C = c.conv_ch(), W = tape_row(), nv = c.nv;
   float* conv = buf(kConv, size_t(n) * C);
   float* o = buf(kO, size_t(n) * c.Dv());
-  // the kept tokens' inputs as the calls take them (rows of C, of nv, of nv); one token reads the tape in place
-  float* x = n > 1 ? buf(kQKV, size_t(n) * C) : nullptr;
-  float* beta = n > 1 ? buf(kB, size_t(n) * nv) : nullptr;
-  float* g = n > 1 ? buf(kA, size_t(n) * nv) : nullptr;
   for (const Layer& l : layers_) {
     if (!l.linear) continue;
+    // the kept tokens' inputs as the calls take them (rows of C, of nv, of nv); one token reads the tape in place
     const float* tape = s->slots + gdn_floats_ + size_t(l.gdn_index) * s->slots_cap * W;
+    const float *x = tape, *beta = tape + C, *g = tape + C + nv;
     if (n > 1) {
-      be->copy2d(bc, x, size_t(C) * 4, tape, size_t(W) * 4, size_t(C) * 4, size_t(n));
-      be->copy2d(bc, beta, size_t(nv) * 4, tape + C, size_t(W) * 4, size_t(nv) * 4, size_t(n));
-      be->copy2d(bc, g, size_t(nv) * 4, tape + C + nv, size_t(W) * 4, size_t(nv) * 4, size_t(n));
+      float* xr = buf(kQKV, size_t(n) * C);
+      float* br = buf(kB, size_t(n) * nv);
+      float* gr = buf(kA, size_t(n) * nv);
+      be->copy2d(bc, xr, size_t(C) * 4, x, size_t(W) * 4, size_t(C) * 4, size_t(n));
+      be->copy2d(bc, br, size_t(nv) * 4, beta, size_t(W) * 4, size_t(nv) * 4, size_t(n));
+      be->copy2d(bc, gr, size_t(nv) * 4, g, size_t(W) * 4, size_t(nv) * 4, size_t(n));
+      x = xr, beta = br, g = gr;
     }
     // one call each, with a decode's arithmetic per token (stepwise): the bits of decoding them
-    be->conv1d_silu(bc, n > 1 ? x : tape, n, int(C), c.conv_k, l.conv, s->gdn + l.conv_off, conv);
-    splash_gdn_args a = gdn_call(n, c.nk, c.nv, c.dk, c.dv, conv, C, n > 1 ? beta : tape + C, n > 1 ? g : tape + C + nv,
-                                 s->gdn + l.ssm_off, o);
+    be->conv1d_silu(bc, x, n, int(C), c.conv_k, l.conv, s->gdn + l.conv_off, conv);
+    splash_gdn_args a = gdn_call(n, c.nk, c.nv, c.dk, c.dv, conv, C, beta, g, s->gdn + l.ssm_off, o);
     a.stepwise = 1;
     be->gdn_recurrent(bc, &a);
   }

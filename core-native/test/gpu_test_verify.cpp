@@ -52,7 +52,8 @@ void test_verify(Be& cpu, Be& g) {
     cpu.i->gdn_recurrent(cpu.c, &h);
     report((name + " states (CPU)").c_str(), cstates, all, 1e-4);
   };
-  // a block of 16 and of 3 (the fused gdn + norm's sizes), longer than the few-token form, odd head sizes
+  // blocks of 16 and 3 (the few-token form a decode takes), of 20 (past it: the form forced by `stepwise`), odd head
+  // sizes (dk 48; dk 40, not a multiple of 16, the block form with 32 rows per warp)
   for (auto [dk, dv, T] : {std::tuple{128, 128, 16}, std::tuple{128, 128, 3}, std::tuple{64, 128, 20}, std::tuple{48, 64, 9},
                            std::tuple{40, 32, 5}})
     verify_case(dk, dv, T);

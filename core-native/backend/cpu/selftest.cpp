@@ -8,8 +8,8 @@
 #include <random>
 
 #include "backend/cpu/cpu_ops.h"
-#include "backend/gdn_args.h"
 #include "backend/cpu/isa.h"
+#include "backend/gdn_args.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
