@@ -73,7 +73,11 @@ sampler::Sampled Model::resample(int32_t seq_id, int row, const sampler::Request
     check_backend();
     row_data = host.data();
   }
-  return sampler::sample_row(row_data, int(V), req, req.rows[0], resample_scratch_, extra, first);
+  // the row's first try (its `uniform`) is the token the step drew and the grammar refused: only the second draw
+  // is made (Row::refused), not the first again
+  sampler::Row r = req.rows[0];
+  r.refused = true;
+  return sampler::sample_row(row_data, int(V), req, r, resample_scratch_, extra, first);
 }
 
 }  // namespace splash

@@ -186,40 +186,61 @@ int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scr
 int32_t draw_allowed(const float* v, int V, int32_t best, const Params& p, const uint32_t* allowed, double u, Scratch& s) {
   auto ok = [&](int32_t id) { return (allowed[size_t(id) >> 5] >> (id & 31)) & 1u; };
   const float wmin = min_p_floor(p);
-  // s.cands ends up holding the allowed tokens of F with their probabilities (as w), in id order
   if (p.top_k > 0 && p.top_k < V) {
+    // the allowed tokens among the k kept candidates, in id order, with their weights
     double total = 0;
     const size_t n = kept_top_k(v, V, p, wmin, s, total);
     size_t m = 0;
-    for (size_t i = 0; i < n; ++i) {
-      Cand c = s.cands[i];
-      if (!ok(c.id)) continue;
-      c.w = float(double(c.w) / total);
-      s.cands[m++] = c;
-    }
+    for (size_t i = 0; i < n; ++i)
+      if (ok(s.cands[i].id)) s.cands[m++] = s.cands[i];
     s.cands.resize(m);
     std::sort(s.cands.begin(), s.cands.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
-  } else {
-    const KeptSet k = kept_set(v, V, best, p, wmin, s);
-    const double kept = k.mass(V);
-    s.cands.clear();
-    for (int word = 0; word < (V + 31) / 32; ++word)
-      for (uint32_t bits = allowed[word]; bits != 0; bits &= bits - 1) {
-        const int i = word * 32 + std::countr_zero(bits);
-        if (i < V && k.kept(i)) s.cands.push_back({v[i], int32_t(i), float(double(k.w[i]) / kept)});
-      }
+    double sum = 0;
+    for (const Cand& c : s.cands) sum += c.w;
+    const double target = u * sum;
+    double acc = 0;
+    int32_t last = -1;
+    for (const Cand& c : s.cands) {
+      if (!(c.w > 0.f)) continue;
+      acc += c.w;
+      last = c.id;
+      if (acc > target) return c.id;
+    }
+    return last;
   }
-  // draw_probs over those probabilities (zeros elsewhere add nothing to its sums)
-  double total = 0;
-  for (const Cand& c : s.cands) total += c.w;
+  // the kept weights (zero outside F), the allowed weight of each word, then the word where the running sum passes
+  // u · total and the element inside it: two vectorised passes over the vocabulary and one over its words, where a
+  // grammar often allows thousands of tokens (a string's characters)
+  const KeptSet k = kept_set(v, V, best, p, wmin, s);
+  float* w = s.weights.data();
+  if (k.has_cut) zero_after_cut(v, V, k.cut.v, k.cut.id, w);
+  const int words = (V + 31) / 32;
+  s.word_sums.resize(size_t(words));
+  float* ws = s.word_sums.data();
+  const double total = allowed_word_sums(w, allowed, V, ws);
+  if (!(total > 0)) return -1;
   const double target = u * total;
   double acc = 0;
+  int last_word = -1;
+  for (int word = 0; word < words; ++word) {
+    if (!(ws[word] > 0.f)) continue;
+    last_word = word;
+    if (acc + ws[word] <= target) {
+      acc += ws[word];
+      continue;
+    }
+    for (uint32_t bits = allowed[word]; bits != 0; bits &= bits - 1) {
+      const int i = word * 32 + std::countr_zero(bits);
+      if (i >= V || !(w[i] > 0.f)) continue;
+      acc += w[i];
+      if (acc > target) return i;
+    }
+  }
+  // rounding left the target unreached: the last allowed element with weight
   int32_t last = -1;
-  for (const Cand& c : s.cands) {
-    if (!(c.w > 0.f)) continue;
-    acc += c.w;
-    last = c.id;
-    if (acc > target) return c.id;
+  for (uint32_t bits = allowed[last_word]; bits != 0; bits &= bits - 1) {
+    const int i = last_word * 32 + std::countr_zero(bits);
+    if (i < V && w[i] > 0.f) last = i;
   }
   return last;
 }

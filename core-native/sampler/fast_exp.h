@@ -30,5 +30,11 @@ inline float fast_exp(float x) {
 double exp_sum(const float* v, int n, float m, float inv, float floor = 0.f);
 // The same weights stored in w[0, n) (0 below `floor`); returns their sum.
 double exp_weights(const float* v, int n, float m, float inv, float floor, float* w);
+// Per 32-token word of the mask `allowed` (bit (id & 31) of word id >> 5), the sum of the weights w its set bits
+// select, in ws[word] (float, summed inside the word); returns the sum over the words (double).
+double allowed_word_sums(const float* w, const uint32_t* allowed, int n, float* ws);
+// Zeroes the weights of the elements after `cut` in candidate order (value descending, id ascending): v[i] < cut_v,
+// or v[i] == cut_v with i > cut_id.
+void zero_after_cut(const float* v, int n, float cut_v, int32_t cut_id, float* w);
 
 }  // namespace splash::sampler

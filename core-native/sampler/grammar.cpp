@@ -20,8 +20,10 @@ int32_t draw_then_mask(const float* logits, int V, const Request& req, const Row
   const float* v = adjust(logits, V, req, row, s, extra, n_extra, /*mask=*/false);
   const int32_t best = argmax(v, V);
   if (best >= 0) {
-    const int32_t first = draw(v, V, best, req.params, row.uniform, s);
-    if (allowed(row, first)) return first;
+    if (!row.refused) {
+      const int32_t first = draw(v, V, best, req.params, row.uniform, s);
+      if (allowed(row, first)) return first;
+    }
     const int32_t t = draw_allowed(v, V, best, req.params, row.allowed.data(), row.retry, s);
     if (t >= 0) return t;
   }

@@ -62,6 +62,8 @@ struct Row {
   double accept = 0.0;             //   the uniform of its acceptance test (`uniform` draws from the residual)
   double retry = -1.0;             // ≥ 0 (T > 0, with `allowed`): the grammar applies after the filters, and this
                                    //   uniform draws when it refuses the first draw (see the top)
+  bool refused = false;            // with `retry`: the caller already drew the first try with `uniform` and the
+                                   //   grammar refused it (Model::resample), so only the second draw is made
 };
 
 // A request for the trailing rows.size() rows of one item.
@@ -94,6 +96,7 @@ struct Scratch {
   };
   std::vector<Cand> cands;
   std::vector<float> probs;
+  std::vector<float> word_sums;  // draw_allowed: the allowed weight of each 32-token word of the mask
 };
 
 // What a verify pass adds to its rows (speculative.cpp): row r of the item's sampled rows follows extra[0, first + r)
@@ -139,8 +142,9 @@ int32_t argmax(const float* v, int V);
 int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scratch& scratch);
 // The distribution draw() samples from, as V probabilities (0 outside the kept candidates).
 void distribution(const float* v, int V, int32_t best, const Params& p, Scratch& scratch, std::vector<float>& probs);
-// draw_probs over distribution() with the tokens `allowed` refuses zeroed (the same bits), visiting only the
-// allowed ids after the weights; −1 when F gives the allowed tokens no mass.
+// A draw from distribution() restricted to the tokens `allowed` keeps (the same bits): without top-k, in proportion
+// to the kept weights, found through the allowed weight of each 32-token word of the mask; −1 when F gives the
+// allowed tokens no mass.
 int32_t draw_allowed(const float* v, int V, int32_t best, const Params& p, const uint32_t* allowed, double u, Scratch& scratch);
 // Inverse CDF over probabilities in id order (the last positive one if rounding leaves u unreached).
 int32_t draw_probs(const float* probs, int V, double u);

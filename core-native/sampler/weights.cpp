@@ -41,4 +41,33 @@ SPLASH_VOCAB_PASS double exp_weights(const float* v, int n, float m, float inv, 
   return total;
 }
 
+SPLASH_VOCAB_PASS double allowed_word_sums(const float* w, const uint32_t* allowed, int n, float* ws) {
+  double total = 0;
+  const int full = n / 32;
+  for (int word = 0; word < full; ++word) {
+    const uint32_t bits = allowed[word];
+    float s = 0.f;
+    if (bits != 0) {
+      const float* x = w + size_t(word) * 32;
+#pragma omp simd reduction(+ : s)
+      for (int j = 0; j < 32; ++j) s += (bits >> j) & 1u ? x[j] : 0.f;
+    }
+    ws[word] = s;
+    total += s;
+  }
+  if (full * 32 < n) {
+    const uint32_t bits = allowed[full];
+    float s = 0.f;
+    for (int i = full * 32; i < n; ++i) s += (bits >> (i & 31)) & 1u ? w[i] : 0.f;
+    ws[full] = s;
+    total += s;
+  }
+  return total;
+}
+
+SPLASH_VOCAB_PASS void zero_after_cut(const float* v, int n, float cut_v, int32_t cut_id, float* w) {
+#pragma omp simd
+  for (int i = 0; i < n; ++i) w[i] = v[i] < cut_v || (v[i] == cut_v && i > cut_id) ? 0.f : w[i];
+}
+
 }  // namespace splash::sampler
