@@ -91,18 +91,31 @@ void swiglu_ref(const float* g, const float* u, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = silu(g[i]) * u[i];
 }
 
+// y[t][c] = silu(Σ_j w[c][j] · window_t[j][c]) over the window of the K − 1 inputs before t (state, then x) and x[t];
+// channels innermost (vectorised), no copy of the window: rows before the chunk come from the state.
 SPLASH_CLONES void conv1d_silu_ref(const float* x, int32_t nt, int32_t C, int32_t K, const float* w, float* state, float* y) {
   const int32_t P = K - 1;
-  std::vector<float> buf(size_t(P + nt) * C);
-  std::memcpy(buf.data(), state, size_t(P) * C * sizeof(float));
-  std::memcpy(buf.data() + size_t(P) * C, x, size_t(nt) * C * sizeof(float));
-  for (int32_t t = 0; t < nt; ++t)
-    for (int32_t c = 0; c < C; ++c) {
-      float s = 0.f;
-      for (int32_t j = 0; j < K; ++j) s += w[int64_t(c) * K + j] * buf[size_t(t + j) * C + c];
-      y[int64_t(t) * C + c] = silu(s);
+  auto at = [&](int32_t r) { return r < P ? state + size_t(r) * C : x + size_t(r - P) * C; };  // window row r of the chunk
+  for (int32_t t = 0; t < nt; ++t) {
+    float* yt = y + int64_t(t) * C;
+    const float* r0 = at(t);
+#pragma omp simd
+    for (int32_t c = 0; c < C; ++c) yt[c] = w[int64_t(c) * K] * r0[c];
+    for (int32_t j = 1; j < K; ++j) {
+      const float* rj = at(t + j);
+#pragma omp simd
+      for (int32_t c = 0; c < C; ++c) yt[c] += w[int64_t(c) * K + j] * rj[c];
     }
-  std::memcpy(state, buf.data() + size_t(nt) * C, size_t(P) * C * sizeof(float));
+#pragma omp simd
+    for (int32_t c = 0; c < C; ++c) yt[c] = silu(yt[c]);
+  }
+  // the new state: the last K − 1 rows of (state, x)
+  if (nt >= P) {
+    std::memcpy(state, x + size_t(nt - P) * C, size_t(P) * C * sizeof(float));
+  } else {
+    std::memmove(state, state + size_t(nt) * C, size_t(P - nt) * C * sizeof(float));
+    std::memcpy(state + size_t(P - nt) * C, x, size_t(nt) * C * sizeof(float));
+  }
 }
 
 namespace {
