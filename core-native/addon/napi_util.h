@@ -59,21 +59,29 @@ class Task : public Napi::AsyncWorker {
         done_(std::move(done)), cleanup_(std::move(cleanup)) {}
   Napi::Promise promise() { return deferred_.Promise(); }
 
+  // Runs the work on the calling (JS) thread instead of queueing it to libuv's pool, settles the promise and frees
+  // the task: for steps so short that the two thread hand-offs of a queued call (to a pool thread and back to the
+  // event loop) cost a noticeable part of them.
+  Napi::Promise run_here() {
+    Napi::Promise p = promise();
+    Execute();
+    if (message_.empty()) OnOK();
+    else OnError(Napi::Error::New(Env(), message_));
+    delete this;
+    return p;
+  }
+
   void Execute() override {
     try {
       exec_();
     } catch (const Error& e) {
-      code_ = e.code;
-      SetError(e.what());
+      fail(e.code, e.what());
     } catch (const std::bad_alloc&) {
-      code_ = "out_of_memory";
-      SetError("out of memory");
+      fail("out_of_memory", "out of memory");
     } catch (const std::exception& e) {
-      code_ = "internal";
-      SetError(e.what());
+      fail("internal", e.what());
     } catch (...) {
-      code_ = "internal";
-      SetError("unknown native error");
+      fail("internal", "unknown native error");
     }
   }
   void OnOK() override {
@@ -97,7 +105,13 @@ class Task : public Napi::AsyncWorker {
   std::function<void()> exec_;
   std::function<Napi::Value(Napi::Env)> done_;
   std::function<void()> cleanup_;
-  std::string code_;
+  std::string code_, message_;
+
+  void fail(const std::string& code, const std::string& message) {
+    code_ = code;
+    message_ = message.empty() ? "native error" : message;
+    SetError(message_);
+  }
 };
 
 inline Napi::Value to_js(Napi::Env env, const splash::Json& j) {

@@ -130,6 +130,15 @@ Napi::Object item_result(Napi::Env env, std::vector<float>* logits, const splash
   return r;
 }
 
+// The options of a step or draft call (info[2]): {inline: true} runs it on the calling thread (Task::run_here).
+bool inline_arg(const Napi::CallbackInfo& info) {
+  if (info.Length() < 3 || info[2].IsUndefined()) return false;
+  if (!info[2].IsObject()) fail("invalid_argument", "the options must be an object");
+  const Napi::Value v = info[2].As<Napi::Object>().Get("inline");
+  if (!v.IsUndefined() && !v.IsBoolean()) fail("invalid_argument", "options.inline must be a boolean");
+  return v.ToBoolean().Value();
+}
+
 // The items of a step or draft call: a non-empty array (info[1]) of objects.
 Napi::Array items_arg(const Napi::CallbackInfo& info, const std::string& call) {
   if (info.Length() < 2 || !info[1].IsArray()) fail("invalid_argument", call + "(handle, items): items must be an array");
@@ -143,15 +152,17 @@ Napi::Object item_arg(Napi::Array arr, uint32_t i, const std::string& where) {
   return v.As<Napi::Object>();
 }
 
-// step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all', capture?, verify?, keep?, sample?}])
-//   → Promise<{logits: Float32Array|null, sampled: [...]|null}[]>
+// step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all', capture?, verify?, keep?, sample?}], {inline?})
+//   → Promise<{logits: Float32Array|null, sampled: [...]|null}[]>; with inline: true the step runs on the calling
+//   thread (the promise is settled when the call returns)
 Napi::Value Step(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     auto m = model_arg(info);
+    const bool here = inline_arg(info);
     Napi::Array arr = items_arg(info, "step");
     auto items = std::make_shared<std::vector<splash::StepItem>>(arr.Length());
     const int V = m->config().V;
-    std::lock_guard<std::mutex> lock(m->seq_mutex());
+    std::unique_lock<std::mutex> lock(m->seq_mutex());
     for (uint32_t i = 0; i < arr.Length(); ++i) {
       const std::string where = "items[" + std::to_string(i) + "]";
       Napi::Object o = item_arg(arr, i, where);
@@ -210,6 +221,10 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
             if (*failed) it.seq->broken = true;
           }
         });
+    if (here) {
+      lock.unlock();  // the step and its cleanup take it themselves
+      return t->run_here();
+    }
     Napi::Promise p = t->promise();
     t->Queue();
     return p;
@@ -230,17 +245,18 @@ Napi::Value Resample(const Napi::CallbackInfo& info) {
   });
 }
 
-// draft(handle, [{seq, token, n?, sample?, logits?}]) → Promise<{logits, sampled}[]>: per item the draft's logits
+// draft(handle, [{seq, token, n?, sample?, logits?}], {inline?}) → Promise<{logits, sampled}[]>: per item the draft's logits
 // for block rows 1..n ([n·V], n ≤ B−1, default B−1; with `sample` only when logits: true) and its sampled rows;
 // `token` is the anchor (the last committed token, at position sequenceLength).
 Napi::Value Draft(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     auto m = model_arg(info);
+    const bool here = inline_arg(info);
     if (!m->has_draft()) fail("unsupported", "this model has no draft loaded");
     Napi::Array arr = items_arg(info, "draft");
     auto items = std::make_shared<std::vector<splash::DraftItem>>(arr.Length());
     const int V = m->config().V;
-    std::lock_guard<std::mutex> lock(m->seq_mutex());
+    std::unique_lock<std::mutex> lock(m->seq_mutex());
     for (uint32_t i = 0; i < arr.Length(); ++i) {
       const std::string where = "items[" + std::to_string(i) + "]";
       Napi::Object o = item_arg(arr, i, where);
@@ -271,6 +287,10 @@ Napi::Value Draft(const Napi::CallbackInfo& info) {
           std::lock_guard<std::mutex> l2(m->seq_mutex());
           for (auto& it : *items) it.seq->busy = false;
         });
+    if (here) {
+      lock.unlock();  // the pass and its cleanup take it themselves
+      return t->run_here();
+    }
     Napi::Promise p = t->promise();
     t->Queue();
     return p;

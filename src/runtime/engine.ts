@@ -160,13 +160,13 @@ export class Engine {
       const t0 = performance.now()
       try {
         if (batch.drafting.length > 0) {
-          const drafted = this.model.draft!(this.scheduler.draftRequests(batch))
+          const drafted = this.model.draft!(this.scheduler.draftRequests(batch), {concurrent: this.scheduler.grammar.busyDuring(batch)})
           await settled(this.scheduler.grammar.prepare(batch), drafted)
           await this.scheduler.fillDrafts(batch, await drafted)
           trace?.mark('draft')
         }
         // the grammar masks for the tokens this step's logits will choose are computed while it runs
-        const stepped = this.model.step(batch.items)
+        const stepped = this.model.step(batch.items, {concurrent: this.scheduler.grammar.busyDuring(batch)})
         await settled(this.scheduler.grammar.prepare(batch), stepped)
         results = await stepped
         trace?.mark('step')

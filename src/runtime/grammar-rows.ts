@@ -43,13 +43,23 @@ export class GrammarRows {
    */
   async prepare(batch: Batch): Promise<void> {
     for (const [i, seq] of batch.seqs.entries()) {
-      const c = seq.request.constraint
-      // a plain row needs no mask while the grammar keeps allowing its in-step tokens (Sequence.grammarLazy): after
-      // a refusal the next masks are computed here again, until one allows the in-step token (refusals come in runs
-      // at the grammar's fixed parts)
-      if (!c || !this.ahead || seq.status === 'finished' || batch.drafting.includes(i) || batch.items[i]!.verify || seq.grammarLazy) continue
-      await c.nextMask().catch((err: Error) => void batch.failed.set(seq, err))
+      if (!this.masksAhead(batch, i)) continue
+      await seq.request.constraint!.nextMask().catch((err: Error) => void batch.failed.set(seq, err))
     }
+  }
+
+  /** Whether prepare() computes a mask for the batch (the step should then leave the JS thread free). */
+  busyDuring(batch: Batch): boolean {
+    return batch.seqs.some((_, i) => this.masksAhead(batch, i))
+  }
+
+  private masksAhead(batch: Batch, i: number): boolean {
+    const seq = batch.seqs[i]!
+    // a plain row needs no mask while the grammar keeps allowing its in-step tokens (Sequence.grammarLazy): after
+    // a refusal the next masks are computed in prepare() again, until one allows the in-step token (refusals come in
+    // runs at the grammar's fixed parts)
+    const c = seq.request.constraint
+    return !!c && this.ahead && seq.status !== 'finished' && !batch.drafting.includes(i) && !batch.items[i]!.verify && !seq.grammarLazy && !c.ready
   }
 
   /**

@@ -1,7 +1,8 @@
 // The native engine as the scheduler's StepModel: one loaded package, its sequences and its step.
 import {native, type ModelHandle, type ModelInfo, type OpenModelOptions} from './native.js'
 import type {SampleRequest, SampledToken} from './sampling.js'
-import type {DraftRequest, StateStore, StepItem, StepModel, StepResult} from './step-model.js'
+import {InlinePolicy, inlineEnabled, loopTurn} from './inline-steps.js'
+import type {CallHint, DraftRequest, StateStore, StepItem, StepModel, StepResult} from './step-model.js'
 
 /** SPLASH_DRAFT=off (or 0/false/no) disables speculative decoding: diagnosis and tests only. */
 export function draftDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -11,6 +12,8 @@ export function draftDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
 
 export class NativeModel implements StepModel {
   private closed = false
+  private readonly inlineSteps: InlinePolicy
+  private readonly inlineDrafts: InlinePolicy
   readonly store: StateStore
 
   private constructor(
@@ -19,6 +22,8 @@ export class NativeModel implements StepModel {
     readonly contextLength: number,
   ) {
     const h = handle
+    this.inlineSteps = new InlinePolicy(inlineEnabled(info.backend))
+    this.inlineDrafts = new InlinePolicy(inlineEnabled(info.backend))
     this.store = {
       saveRows: (seq, start, n) => native.saveRows(h, seq, start, n),
       saveState: seq => native.saveState(h, seq),
@@ -64,12 +69,26 @@ export class NativeModel implements StepModel {
     if (!this.closed) native.freeSequence(this.handle, seq)
   }
 
-  step(items: StepItem[]): Promise<StepResult[]> {
-    return native.step(this.handle, items)
+  step(items: StepItem[], hint: CallHint = {}): Promise<StepResult[]> {
+    const tokens = items.reduce((n, it) => n + it.tokens.length, 0)
+    return this.call(this.inlineSteps, tokens, hint, inline => native.step(this.handle, items, {inline}))
   }
 
-  draft(items: DraftRequest[]): Promise<StepResult[]> {
-    return native.draft(this.handle, items)
+  draft(items: DraftRequest[], hint: CallHint = {}): Promise<StepResult[]> {
+    const tokens = items.reduce((n, it) => n + 1 + it.n, 0)
+    return this.call(this.inlineDrafts, tokens, hint, inline => native.draft(this.handle, items, {inline}))
+  }
+
+  /** A step or draft pass, inline when its policy says so (then the event loop gets a turn after it). */
+  private async call<T>(policy: InlinePolicy, tokens: number, hint: CallHint, run: (inline: boolean) => Promise<T>): Promise<T> {
+    const inline = policy.choose(tokens, hint.concurrent ?? false)
+    const t0 = performance.now()
+    try {
+      return await run(inline)
+    } finally {
+      policy.observe(tokens, performance.now() - t0)
+      if (inline) await loopTurn()
+    }
   }
 
   get encodeImage(): StepModel['encodeImage'] {

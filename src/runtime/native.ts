@@ -132,6 +132,16 @@ export interface DraftItem {
   logits?: boolean
 }
 
+/**
+ * How a step or draft pass runs: by default on a thread of libuv's pool (the promise settles on a later turn of the
+ * event loop); with `inline` on the calling thread, the promise settled when the call returns. Inline spares the two
+ * thread hand-offs (to the pool thread and back to the event loop, ~0.1–0.2 ms each step on a 2-core VM) and blocks
+ * the event loop for the step's length (src/runtime/inline-steps.ts decides).
+ */
+export interface CallOptions {
+  inline?: boolean
+}
+
 /** What one step or draft item gets back. */
 export interface StepResult {
   /** The logits rows asked for ([rows × V]), or null. */
@@ -298,8 +308,8 @@ interface Binding {
   freeSequence(h: ModelHandle, seq: SequenceId): void
   truncateSequence(h: ModelHandle, seq: SequenceId, length: number): void
   sequenceLength(h: ModelHandle, seq: SequenceId): number
-  step(h: ModelHandle, items: StepItem[]): Promise<StepResult[]>
-  draft(h: ModelHandle, items: DraftItem[]): Promise<StepResult[]>
+  step(h: ModelHandle, items: StepItem[], opts?: CallOptions): Promise<StepResult[]>
+  draft(h: ModelHandle, items: DraftItem[], opts?: CallOptions): Promise<StepResult[]>
   resample(h: ModelHandle, seq: SequenceId, row: number, sample: SampleRequest): SampledToken
   saveRows(h: ModelHandle, seq: SequenceId, start: number, n: number): number
   saveState(h: ModelHandle, seq: SequenceId): number
@@ -371,9 +381,9 @@ export const native = {
   truncateSequence: (h: ModelHandle, seq: SequenceId, length: number) => sync(() => load().truncateSequence(h, seq, length)),
   sequenceLength: (h: ModelHandle, seq: SequenceId) => sync(() => load().sequenceLength(h, seq)),
   /** One batched step over several sequences; per item its logits (null for 'none') and sampled rows. */
-  step: (h: ModelHandle, items: StepItem[]) => async(() => load().step(h, items)),
+  step: (h: ModelHandle, items: StepItem[], opts?: CallOptions) => async(() => load().step(h, items, opts)),
   /** One DFlash draft pass per item: logits of the n drafted positions ([n·V]) and/or their sampled tokens. */
-  draft: (h: ModelHandle, items: DraftItem[]) => async(() => load().draft(h, items)),
+  draft: (h: ModelHandle, items: DraftItem[], opts?: CallOptions) => async(() => load().draft(h, items, opts)),
   /**
    * Row `row` of the sampled rows the last step kept for `seq` (its item had `keep`), drawn again with `sample`
    * (one row, e.g. under the grammar mask that step did not have), on the backend's sampler where it can;

@@ -57,6 +57,15 @@ export interface StateStore {
   readonly stateBytes: number
 }
 
+/** What the caller of a step or draft pass tells the model about it. */
+export interface CallHint {
+  /**
+   * The caller has work to do while the call runs (grammar masks): the model keeps the call off the calling
+   * thread. Without it a short call may run on the calling thread (src/runtime/inline-steps.ts).
+   */
+  concurrent?: boolean
+}
+
 export interface StepModel {
   readonly vocabSize: number
   /** Longest sequence (prompt + output) the model can hold after the memory plan. */
@@ -70,9 +79,9 @@ export interface StepModel {
   createSequence(maxLength: number): number
   freeSequence(seq: number): void
   /** One forward pass over every item; returns for each item its logits rows ([rows × vocab]) and sampled rows. */
-  step(items: StepItem[]): Promise<StepResult[]>
+  step(items: StepItem[], opts?: CallHint): Promise<StepResult[]>
   /** One draft pass per item: the drafted positions' logits ([n × vocab]) or, with `sample`, their tokens. */
-  draft?(items: DraftRequest[]): Promise<StepResult[]>
+  draft?(items: DraftRequest[], opts?: CallHint): Promise<StepResult[]>
   /** The vision encoder on one prepared image: merged embeddings [rows × hidden] (absent: no vision tower). */
   encodeImage?(pixels: Float32Array, grid: [number, number, number]): Promise<Float32Array>
   /**
