@@ -78,7 +78,7 @@ export class Grammars {
   private async build(spec: GrammarSpec, key: string): Promise<CompiledGrammar> {
     const compiler = await this.getCompiler()
     try {
-      if (spec.type === 'json_object') return await compiler.compileJSONSchema('{"type": "object"}', false, -1, SEPARATORS, true)
+      if (spec.type === 'json_object') return await compiler.compileGrammar(await jsonSchemaEbnf({type: 'object'}))
       if (spec.type === 'json_schema') return await compiler.compileGrammar(await jsonSchemaEbnf(JSON.parse(key.slice(2)) as Record<string, unknown> | boolean))
       return await compiler.compileStructuralTag({type: 'structural_tag', format: await compactJson(spec.format)})
     } catch (e) {

@@ -20,6 +20,15 @@ const NUMERIC_KEYS = new Set([
   'nullable', 'default', 'examples',
 ])
 
+/**
+ * An integer or number without bounds, as Splash writes it in place of XGrammar's own (which lets digits run on, so a
+ * looping model can write a value JSON.parse reads as Infinity, which no JSON Schema validator takes): at most 20
+ * integer digits (every 64-bit integer), up to 20 fraction digits and a two-digit exponent, so every value parses to
+ * a finite double.
+ */
+export const UNBOUNDED_INTEGER_EBNF = '( "0" | "-"? [1-9] [0-9]{0,19} )'
+export const UNBOUNDED_NUMBER_EBNF = '( "-"? ( "0" | [1-9] [0-9]{0,19} ) ( "." [0-9]{1,20} )? ( [eE] [+-]? [0-9]{1,2} )? )'
+
 /** Sentinels start here (16 digits, below 2^53); one that occurs in the schema's text is skipped. */
 const SENTINEL_BASE = 7351924086000000
 
@@ -37,7 +46,17 @@ export async function jsonSchemaEbnf(schema: Schema | boolean): Promise<string> 
   const rewritten = rewrite(schema, sentinel)
   let ebnf = await xgrammar().Testings._jsonSchemaToEBNF(JSON.stringify(rewritten), false, -1, SEPARATORS, true)
   for (const [literal, expr] of ranges) ebnf = ebnf.split(literal).join(expr)
+  return limitBasicNumbers(ebnf)
+}
+
+/** XGrammar's rules for numbers inside untyped values (basic_integer, basic_number) with the digit limits above. */
+function limitBasicNumbers(ebnf: string): string {
   return ebnf
+    .split('\n')
+    .map(line =>
+      line.startsWith('basic_integer ::= ') ? `basic_integer ::= ${UNBOUNDED_INTEGER_EBNF}` : line.startsWith('basic_number ::= ') ? `basic_number ::= ${UNBOUNDED_NUMBER_EBNF}` : line,
+    )
+    .join('\n')
 }
 
 function rewrite(node: unknown, sentinel: (range: string) => number): unknown {
@@ -55,16 +74,21 @@ function rewrite(node: unknown, sentinel: (range: string) => number): unknown {
 }
 
 /**
- * An integer or number schema with bounds: its range and its other allowed types (undefined when it has no bounds).
+ * An integer or number schema: its range and its other allowed types (undefined when XGrammar writes it: a node that
+ * is not numeric, or an unbounded one next to other keywords). Without bounds, the digit-limited UNBOUNDED_* forms.
  * XGrammar's own integer ranges are wrong for some bounds and it bounds no other number, so a bounded node that
  * cannot be replaced whole (next to enum, const, anyOf …, or typed both integer and number) is refused (a 400).
  * Checked schemas always carry both sides (schema-policy.ts), integers inclusive.
  */
 function boundedNumeric(s: Schema): {range: string; others: string[]} | undefined {
-  if (!['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].some(k => typeof s[k] === 'number')) return undefined
   const types = typeof s.type === 'string' ? [s.type] : Array.isArray(s.type) ? s.type.filter((t): t is string => typeof t === 'string') : []
   const integer = types.includes('integer')
   const number = types.includes('number')
+  if (!['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'].some(k => typeof s[k] === 'number')) {
+    // no bounds: digits limited (UNBOUNDED_*) where the node can be replaced whole, else XGrammar's own as before
+    if (integer === number || !Object.keys(s).every(k => NUMERIC_KEYS.has(k))) return undefined
+    return {range: integer ? UNBOUNDED_INTEGER_EBNF : UNBOUNDED_NUMBER_EBNF, others: types.filter(t => t !== 'integer' && t !== 'number')}
+  }
   if (!integer && !number) return undefined // bounds on no numeric type constrain nothing
   if (integer && number) throw new Error('bounds on a value that may be an integer or a number cannot be enforced')
   if (!Object.keys(s).every(k => NUMERIC_KEYS.has(k))) throw new Error('numeric bounds next to other keywords (enum, const, anyOf …) cannot be enforced')
