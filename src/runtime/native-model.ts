@@ -12,6 +12,9 @@ export function draftDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
 
 export class NativeModel implements StepModel {
   private closed = false
+  // image encodes in flight: one holds the model's compute lock on a pool thread, and an inline step would wait
+  // for it on the JS thread, so calls stay queued meanwhile
+  private encoding = 0
   private readonly inlineSteps: InlinePolicy
   private readonly inlineDrafts: InlinePolicy
   readonly store: StateStore
@@ -81,7 +84,7 @@ export class NativeModel implements StepModel {
 
   /** A step or draft pass, inline when its policy says so (then the event loop gets a turn after it). */
   private async call<T>(policy: InlinePolicy, tokens: number, hint: CallHint, run: (inline: boolean) => Promise<T>): Promise<T> {
-    const inline = policy.choose(tokens, hint.concurrent ?? false)
+    const inline = this.encoding === 0 && policy.choose(tokens, hint.concurrent ?? false)
     const t0 = performance.now()
     try {
       return await run(inline)
@@ -93,7 +96,14 @@ export class NativeModel implements StepModel {
 
   get encodeImage(): StepModel['encodeImage'] {
     if (!this.info.vision) return undefined
-    return (pixels, grid) => native.encodeImage(this.handle, {pixels, grid})
+    return async (pixels, grid) => {
+      this.encoding++
+      try {
+        return await native.encodeImage(this.handle, {pixels, grid})
+      } finally {
+        this.encoding--
+      }
+    }
   }
 
   resample(seq: number, row: number, sample: SampleRequest): SampledToken {

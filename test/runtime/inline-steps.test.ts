@@ -99,3 +99,25 @@ t.test('the engine: inline steps give the queued tokens and let timers run betwe
   t.same(inline.out, queued.out, 'the same 200 sampled tokens')
   t.ok(inline.ticks > 5, `a 1 ms interval ran ${inline.ticks} times during the inline generation`)
 })
+
+t.test('an image encode in flight keeps steps queued (it holds the compute lock on a pool thread)', async t => {
+  const m = await NativeModel.open(await synthFixture('tiny-vl', 'q4'), 256, {threads: 2, draft: false})
+  const calls: boolean[] = []
+  const step = native.step
+  native.step = (h, items, opts) => (calls.push(opts?.inline === true), step(h, items, opts))
+  try {
+    const seq = m.createSequence(64)
+    await m.step([{seq, tokens: Int32Array.of(5, 6, 7), logits: 'none'}])
+    for (let i = 0; i < 3; i++) await m.step([{seq, tokens: Int32Array.of(8 + i), logits: 'last'}])
+    t.equal(calls.at(-1), true, 'decode steps inline before')
+    const encoded = m.encodeImage!(Float32Array.from({length: 24 * 1536}, (_, i) => Math.sin(i)), [1, 4, 6])
+    await m.step([{seq, tokens: Int32Array.of(20), logits: 'last'}])
+    t.equal(calls.at(-1), false, 'queued while the encode runs')
+    t.ok((await encoded).length > 0)
+    await m.step([{seq, tokens: Int32Array.of(21), logits: 'last'}])
+    t.equal(calls.at(-1), true, 'inline again after it')
+  } finally {
+    native.step = step
+    m.close()
+  }
+})
