@@ -8,7 +8,10 @@
 //   JS thread sees it plus the JS time after it (constrained less unconstrained: the critical path a token
 //   adds, steadier under load than whole generations); the process's CPU time per token (all threads). Plain
 //   rows compute a mask only when the grammar refuses the in-step token (GrammarRows.settle), and while
-//   refusals go on (GrammarRows.prepare, during the step); the fraction of tokens that needed one is reported.
+//   refusals go on (GrammarRows.prepare, during the step); the fraction of tokens that needed one is reported;
+// - the same costs timed where the engine pays them in the sampled constrained rounds (the masks it waited for, the
+//   second draws of refused rows, the accepts), per token against the unconstrained step: steadier than the wall
+//   figures on a shared machine, and without what a refusal does to the steps around it.
 // The last two grammars are Codex's tools under tool_choice auto and a forced call of Codex's apply_patch tool (its Lark grammar, in the XML call form).
 //   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens] [rounds] [grammar-name-part]
 import {join} from 'node:path'
@@ -58,6 +61,16 @@ const prompt = Int32Array.from(tokenizer.encode('<|im_start|>user\nDescribe an e
 process.env.SPLASH_DRAFT = 'off'
 const model = await NativeModel.open(dir, 4096, {threads: 2})
 const engine = new Engine(model)
+// the second draws of refused rows, timed where the engine makes them (GrammarRows.choose → StepModel.resample)
+const redraws = {n: 0, ms: 0}
+const nativeResample = model.resample.bind(model)
+model.resample = (...args) => {
+  const t0 = performance.now()
+  const r = nativeResample(...args)
+  redraws.n++
+  redraws.ms += performance.now() - t0
+  return r
+}
 // Per step: from model.step() to its promise settling as the JS thread sees it (the native step, plus any
 // mask computation that outlasts it), and from there to the next model.step() (the JS work on the critical
 // path: postprocess, with its accept and masked sample).
@@ -163,6 +176,8 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
   }
   let lazy = {masks: 0, tokens: 0}
   let lazySampled = {masks: 0, tokens: 0}
+  // in the engine, summed over the sampled constrained rounds: mask fills waited for, accepts, second draws
+  const inEngine = {tokens: 0, masks: 0, maskMs: 0, acceptMs: 0, redraws: 0, redrawMs: 0}
   let sampledTokens: number[] = []
   for (let r = 0; r < rounds; r++) {
     keep('plainGreedy', await timed(() => run(GREEDY)))
@@ -171,8 +186,15 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
     lazy = {masks: g.masks, tokens: out.tokens}
     keep('plainSampled', await timed(() => run(SAMPLED)))
     const s = new Counted(await grammars.matcher(spec))
+    const before = {...redraws}
     const sampledOut = keep('sampled', await timed(() => run(SAMPLED, s)))
     lazySampled = {masks: s.masks, tokens: sampledOut.tokens}
+    inEngine.tokens += sampledOut.tokens
+    inEngine.masks += s.masks
+    inEngine.maskMs += s.maskMs
+    inEngine.acceptMs += s.acceptMs
+    inEngine.redraws += redraws.n - before.n
+    inEngine.redrawMs += redraws.ms - before.ms
     sampledTokens = s.tokens
   }
   const parts = await breakdown(await grammars.matcher(spec), sampledTokens)
@@ -189,12 +211,17 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
     )
   }
   const perMask = parts.fill + parts.copy + parts.accept + parts.convert
+  const per = (ms: number, n: number) => (ms / Math.max(1, n)).toFixed(3)
+  const engineMs = inEngine.maskMs + inEngine.redrawMs + inEngine.acceptMs
   console.log(
     `${name}: compile ${compileMs.toFixed(0)} ms\n` +
       `  per mask (replay of ${sampledTokens.length} sampled tokens): fill ${parts.fill.toFixed(3)} ms (p99 ${parts.fillP99.toFixed(3)}), copy out of wasm ${parts.copy.toFixed(3)} ms, ` +
       `accept ${parts.accept.toFixed(3)} ms, native conversion + masked sample ${parts.convert.toFixed(3)} ms → ${perMask.toFixed(3)} ms = ${pct(perMask)} of the ${step.toFixed(2)} ms step\n` +
       `  greedy: masks for ${lazy.masks} of ${lazy.tokens} tokens; ${median(wall.greedy).toFixed(2)} vs ${median(wall.plainGreedy).toFixed(2)} ms/token unconstrained: adds ${added('greedy', 'plainGreedy')}\n` +
-      `  sampled T=0.7: masks for ${lazySampled.masks} of ${lazySampled.tokens} tokens; ${median(wall.sampled).toFixed(2)} vs ${median(wall.plainSampled).toFixed(2)} ms/token: adds ${added('sampled', 'plainSampled')}`,
+      `  sampled T=0.7: masks for ${lazySampled.masks} of ${lazySampled.tokens} tokens; ${median(wall.sampled).toFixed(2)} vs ${median(wall.plainSampled).toFixed(2)} ms/token: adds ${added('sampled', 'plainSampled')}\n` +
+      `  sampled, timed in the engine over the ${rounds} rounds (${inEngine.tokens} tokens): ${inEngine.masks} masks waited for ${per(inEngine.maskMs, inEngine.masks)} ms each, ` +
+      `${inEngine.redraws} second draws ${per(inEngine.redrawMs, inEngine.redraws)} ms each, accepts ${per(inEngine.acceptMs, inEngine.tokens)} ms a token → ${per(engineMs, inEngine.tokens)} ms a token ` +
+      `= ${pct(engineMs / Math.max(1, inEngine.tokens))} of the unconstrained step (masks alone ${pct(inEngine.maskMs / Math.max(1, inEngine.tokens))})`,
   )
 }
 model.close()

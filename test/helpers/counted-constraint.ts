@@ -6,6 +6,9 @@ import type {TokenConstraint} from '../../src/runtime/request.js'
 export class CountedConstraint implements TokenConstraint {
   masks = 0
   refusals = 0
+  /** Wall time (ms) the engine waited for the masks it had computed, and spent in accept() (allowed or refused). */
+  maskMs = 0
+  acceptMs = 0
   readonly tokens: number[] = []
 
   constructor(private readonly inner: TokenConstraint) {}
@@ -15,12 +18,16 @@ export class CountedConstraint implements TokenConstraint {
   }
 
   nextMask(): Promise<Int32Array> {
-    if (!this.inner.ready) this.masks++
-    return this.inner.nextMask()
+    if (this.inner.ready) return this.inner.nextMask()
+    this.masks++
+    const t0 = performance.now()
+    return this.inner.nextMask().finally(() => (this.maskMs += performance.now() - t0))
   }
 
   accept(token: number): boolean {
+    const t0 = performance.now()
     const ok = this.inner.accept(token)
+    this.acceptMs += performance.now() - t0
     if (ok) this.tokens.push(token)
     else this.refusals++
     return ok
