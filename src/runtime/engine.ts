@@ -1,5 +1,6 @@
 // The engine facade: accepts generation requests, runs the step loop (one model step at a time, the
 // compute on native threads), and streams events back. No HTTP here.
+import {envSwitch} from '../config/switch.js'
 import type {StepModel, StepResult} from './step-model.js'
 import type {GenerationEvent, GenerationRequest} from './request.js'
 import {Scheduler, type SchedulerLimits} from './scheduler.js'
@@ -25,8 +26,7 @@ export interface EngineOptions {
 
 /** SPLASH_PREFIX_CACHE=off (or 0/false/no): every prompt is computed in full (diagnosis and benchmarks). */
 export function prefixCacheDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
-  const v = (env.SPLASH_PREFIX_CACHE ?? '').trim().toLowerCase()
-  return v === 'off' || v === '0' || v === 'false' || v === 'no'
+  return envSwitch(env.SPLASH_PREFIX_CACHE) === 'off'
 }
 
 /**
