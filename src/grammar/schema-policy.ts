@@ -23,22 +23,48 @@ const ENFORCED = new Set([
 ])
 
 /** Formats XGrammar enforces exactly (ajv-formats agrees on every output). */
-const NATIVE_FORMATS = new Set(['email', 'uuid', 'ipv6', 'uri', 'uri-reference', 'duration'])
+const NATIVE_FORMATS = new Set(['uuid', 'duration'])
 
 const DAY = '(0[1-9]|1[0-9]|2[0-8])'
 const DATE = `[0-9]{4}-((0[1-9]|1[0-2])-${DAY}|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)`
 const TIME = '([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])'
 const OCTET = '(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])'
+// email: a dot-atom local part and a dotted host name (ajv-formats' full pattern), no quoted local part or address literal
+const ATOM = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+const LABEL = '[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?'
+// uri: RFC 3986 characters; a scheme, then an authority and path, an absolute path or a rootless one, never nothing;
+// uri-reference: the scheme optional, the rest may be empty
+const PCT = '%[0-9A-Fa-f][0-9A-Fa-f]'
+const URI_CHAR = (extra: string) => `([A-Za-z0-9._~!$&'()*+,;=${extra}-]|${PCT})`
+const SEGMENT = `${URI_CHAR(':@')}*`
+const URI_TAIL = `(\\?${URI_CHAR(':@/?')}*)?(#${URI_CHAR(':@/?')}*)?`
+const URI_SCHEME = '[A-Za-z][A-Za-z0-9+.-]*'
+const URI_AUTHORITY = `//(${URI_CHAR(':')}*@)?${URI_CHAR('')}*(:[0-9]*)?(/${SEGMENT})*`
+const URI_PATH = `/(${URI_CHAR(':@')}+(/${SEGMENT})*)?|${URI_CHAR(':@')}+(/${SEGMENT})*`
+// ipv6: the eight hexadecimal forms (no embedded IPv4 tail)
+const H16 = '[0-9A-Fa-f]{1,4}'
+const IPV6 = [
+  `(${H16}:){7}(${H16}|:)`,
+  ...[6, 5, 4, 3, 2, 1].map(n => `(${H16}:){${n}}((:${H16}){1,${7 - n}}|:)`),
+  `:((:${H16}){1,7}|:)`,
+].join('|')
 
 /**
- * Formats XGrammar gets wrong (31 November, minute 60, octets with leading zeros) enforced instead as
- * patterns that accept a subset of the valid values: 29 February is never produced, nor leap seconds.
+ * Formats XGrammar gets wrong (31 November, minute 60, octets with leading zeros; quoted email local parts and
+ * hosts without a dot, URIs with nothing after the scheme, IPv4 tails with leading zeros in IPv6; its uri-reference
+ * takes no scheme at all) enforced instead
+ * as patterns that accept a subset of the valid values: 29 February is never produced, nor leap seconds, address
+ * literals, or IPv6 with an IPv4 tail.
  */
 const FORMAT_PATTERNS: Record<string, string> = {
   date: `^${DATE}$`,
   time: `^${TIME}$`,
   'date-time': `^${DATE}T${TIME}$`,
   ipv4: `^(${OCTET}\\.){3}${OCTET}$`,
+  email: `^${ATOM}(\\.${ATOM})*@(${LABEL}\\.)+${LABEL}$`,
+  uri: `^${URI_SCHEME}:(${URI_AUTHORITY}|${URI_PATH})${URI_TAIL}$`,
+  'uri-reference': `^(${URI_SCHEME}:)?(${URI_AUTHORITY}|${URI_PATH})?${URI_TAIL}$`,
+  ipv6: `^(${IPV6})$`,
 }
 
 /** Printable ASCII except `"` and `\`: one byte, one character, never escaped (bounded strings use it). */
