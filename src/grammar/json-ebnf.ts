@@ -1,7 +1,9 @@
 // A checked JSON Schema (see schema-policy.ts) as XGrammar EBNF, with numeric bounds written by integer-range.ts
 // and number-range.ts instead of XGrammar. Each bounded integer or number is swapped for a one-value enum of a
 // unique sentinel number before XGrammar converts the schema; the sentinel's literal in the EBNF is then replaced
-// by the exact range expression.
+// by the exact range expression. Property names that JSON escapes (`"`, `\`, control characters) are swapped for
+// sentinel names the same way: XGrammar writes names into its EBNF unescaped, so such a name failed to compile
+// (`"`, `\`, a newline) or made the grammar write a raw tab or control character, which is not JSON.
 import {integerRangeEbnf} from './integer-range.js'
 import {numberRangeEbnf} from './number-range.js'
 import {xgrammar} from './xgrammar.js'
@@ -43,10 +45,36 @@ export async function jsonSchemaEbnf(schema: Schema | boolean): Promise<string> 
     ranges.set(`"${n}"`, range)
     return n
   }
-  const rewritten = rewrite(schema, sentinel)
+  const names = new Map<string, string>() // property name → its sentinel name
+  let nextName = 0
+  const sentinelName = (name: string): string => {
+    let n = names.get(name)
+    if (n === undefined) {
+      do n = `splash_key_${nextName++}`
+      while (text.includes(n))
+      names.set(name, n)
+    }
+    return n
+  }
+  const rewritten = rewrite(schema, {sentinel, name: sentinelName})
   let ebnf = await xgrammar().Testings._jsonSchemaToEBNF(JSON.stringify(rewritten), false, -1, SEPARATORS, true)
   for (const [literal, expr] of ranges) ebnf = ebnf.split(literal).join(expr)
+  for (const [name, n] of names) {
+    // XGrammar writes a property name as the EBNF literal "\"NAME\"": the JSON text of the name, escaped for EBNF
+    ebnf = ebnf.split(`\\"${n}\\"`).join(ebnfEscape(JSON.stringify(name)))
+    if (ebnf.includes(n)) throw new Error(`the property name ${JSON.stringify(name)} cannot be written by the grammar engine`)
+  }
   return limitBasicNumbers(ebnf)
+}
+
+/** A property name JSON writes with escapes (XGrammar would write it raw). */
+function needsEscape(name: string): boolean {
+  return JSON.stringify(name) !== `"${name}"`
+}
+
+/** Text as the inside of an EBNF string literal. */
+function ebnfEscape(text: string): string {
+  return text.replace(/[\\"]/g, c => `\\${c}`)
 }
 
 /** XGrammar's rules for numbers inside untyped values (basic_integer, basic_number) with the digit limits above. */
@@ -59,18 +87,50 @@ function limitBasicNumbers(ebnf: string): string {
     .join('\n')
 }
 
-function rewrite(node: unknown, sentinel: (range: string) => number): unknown {
-  if (Array.isArray(node)) return node.map(n => rewrite(n, sentinel))
+interface Sentinels {
+  /** A unique number standing for a numeric range. */
+  sentinel: (range: string) => number
+  /** The name standing for a property name that needs escapes (the same name for the same text). */
+  name: (name: string) => string
+}
+
+function rewrite(node: unknown, to: Sentinels): unknown {
+  if (Array.isArray(node)) return node.map(n => rewrite(n, to))
   if (typeof node !== 'object' || node === null) return node
   const s = node as Schema
   const bounded = boundedNumeric(s)
   if (bounded) {
-    const value = {enum: [sentinel(bounded.range)]}
+    const value = {enum: [to.sentinel(bounded.range)]}
     return bounded.others.length === 0 ? value : {anyOf: [value, ...bounded.others.map(type => ({type}))]}
   }
+  const key = (name: string) => (needsEscape(name) ? to.name(name) : name)
   const out: Schema = {}
-  for (const [k, v] of Object.entries(s)) out[k] = DATA_KEYS.has(k) ? v : rewrite(v, sentinel)
+  for (const [k, v] of Object.entries(s)) {
+    if (DATA_KEYS.has(k)) out[k] = v
+    else if (k === 'properties' && typeof v === 'object' && v !== null && !Array.isArray(v))
+      out[k] = Object.fromEntries(Object.entries(v).map(([name, sub]) => [key(name), rewrite(sub, to)]))
+    else if (k === 'required' && Array.isArray(v)) out[k] = v.map(name => (typeof name === 'string' ? key(name) : name))
+    else if (k === '$ref' && typeof v === 'string') out[k] = renameInPointer(v, key)
+    else out[k] = rewrite(v, to)
+  }
   return out
+}
+
+/** A local pointer whose segments after `properties` are renamed like the property names they point through. */
+function renameInPointer(ref: string, key: (name: string) => string): string {
+  if (!ref.startsWith('#/')) return ref
+  const parts = ref.slice(2).split('/')
+  return (
+    '#/' +
+    parts
+      .map((raw, i) => {
+        if (i === 0 || parts[i - 1] !== 'properties') return raw
+        const name = decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~')
+        const renamed = key(name)
+        return renamed === name ? raw : renamed
+      })
+      .join('/')
+  )
 }
 
 /**

@@ -8,6 +8,7 @@ import {enforceableSchema} from '../../src/grammar/schema-policy.js'
 import {decider} from '../helpers/grammar-accepts.js'
 import {invalidity} from '../helpers/ajv.js'
 import {synthFixture} from '../helpers/packages.js'
+import {seeded, walk} from '../helpers/grammar-walk.js'
 
 t.test('the EBNF: typed integers and numbers, and the untyped values, get the limited rules', async t => {
   const ebnf = await jsonSchemaEbnf({type: 'object', properties: {a: {type: 'integer'}, b: {type: ['number', 'null']}, c: {type: 'integer', enum: [1, 2]}, d: {}}, required: ['a', 'b', 'c', 'd']})
@@ -41,4 +42,40 @@ t.test('compiled: 20 integer digits, 20 fraction digits and a two-digit exponent
   t.notOk(await accepts({type: 'json_object'}, `{"n": ${digits(21)}}`), 'json_object refuses 21')
   // next to other keywords, the node keeps XGrammar's rule (unchanged behaviour)
   t.ok(await acceptsJson(enforceableSchema(obj({type: 'integer', enum: [5, 7]}), 'x'), '{"v": 7}'))
+})
+
+// XGrammar writes property names into its EBNF unescaped: a name with `"`, `\` or a newline failed to compile, and
+// one with a tab or another control character made the grammar write it raw, which is not JSON.
+t.test('property names that JSON escapes are written escaped', async t => {
+  const d = await decider(new URL('../../packages/default/', import.meta.url).pathname)
+  const names = ['a"b', 'c\\d', 'nl\nx', 'tab\there', '\u0001', 'plain', 'ü']
+  const schema = {
+    type: 'object',
+    properties: Object.fromEntries(names.map(n => [n, {type: 'integer', minimum: 0, maximum: 9}])),
+    required: names,
+    additionalProperties: false,
+  }
+  const checked = enforceableSchema(schema, 'x')
+  const text = `{${names.map((n, i) => `${JSON.stringify(n)}: ${i}`).join(', ')}}`
+  t.equal(invalidity(schema, text), undefined, 'ajv takes the escaped text')
+  t.ok(await d.acceptsJson(checked, text), 'the grammar takes it')
+  t.notOk(await d.acceptsJson(checked, text.replace('tab\\there', 'tab\there')), 'and not a raw tab')
+  // a $ref through such a name, and the same name at two levels
+  const nested = {
+    type: 'object',
+    properties: {'k"1': {type: 'object', properties: {'k"1': {type: 'boolean'}}, required: ['k"1'], additionalProperties: false}, other: {$ref: '#/properties/k"1'}},
+    required: ['k"1', 'other'],
+    additionalProperties: false,
+  }
+  const nestedText = '{"k\\"1": {"k\\"1": true}, "other": {"k\\"1": false}}'
+  t.equal(invalidity(nested, nestedText), undefined)
+  t.ok(await d.acceptsJson(enforceableSchema(nested, 'x'), nestedText), 'a $ref through an escaped name')
+  // random walks over the masks end in JSON that ajv takes
+  const rnd = seeded(3)
+  for (let i = 0; i < 10; i++) {
+    const m = await d.grammars.matcher({type: 'json_schema', schema, param: 'x'})
+    const w = await walk(m, d.size, rnd, 120)
+    m.dispose()
+    if (w.ended) t.equal(invalidity(schema, d.tokenizer.decode(w.ids)), undefined, `walk ${i}`)
+  }
 })
