@@ -40,6 +40,15 @@ function refuse(tool: string, param: string, why: string): never {
   throw errors.invalidRequest(`Tool "${tool}" parameter "${param}" cannot be enforced in this model's tool-call form: ${why}`, 'tools', 'unsupported_schema')
 }
 
+/** A tool or parameter name the XML form can carry: the parser reads `<function=NAME>` / `<parameter=NAME>` up to `>` or a line break. */
+function checkXmlName(tool: string, param: string | undefined): void {
+  const name = param ?? tool
+  if (name === '' || /[<>\r\n]/.test(name)) {
+    const what = param === undefined ? `Tool name ${JSON.stringify(tool)}` : `Tool "${tool}" parameter name ${JSON.stringify(param)}`
+    throw errors.invalidRequest(`${what} cannot be written in this model's tool-call form: it is empty or holds "<", ">" or a line break`, 'tools', 'unsupported_schema')
+  }
+}
+
 const constant = (value: string): StructuralTagFormat => (value === '' ? EMPTY : {type: 'const_string', value})
 const sequence = (elements: StructuralTagFormat[]): StructuralTagFormat => (elements.length === 1 ? elements[0]! : {type: 'sequence', elements})
 
@@ -115,6 +124,7 @@ function xmlArguments(tool: {name: string; schema: Schema | boolean}): Structura
   if (typeof root.minProperties === 'number' && root.minProperties > required.size) refuse(tool.name, '*', 'minProperties above the required parameters')
   if (typeof root.maxProperties === 'number' && root.maxProperties < Object.keys(props).length) refuse(tool.name, '*', 'maxProperties below the number of parameters')
   const params = Object.entries(props).map(([name, prop]) => {
+    checkXmlName(tool.name, name)
     const block = sequence([constant(`<parameter=${name}>\n`), xmlValue(prop, root, tool.name, name), constant('\n</parameter>\n')])
     return required.has(name) ? block : ({type: 'or', elements: [block, EMPTY]} as StructuralTagFormat)
   })
@@ -122,6 +132,7 @@ function xmlArguments(tool: {name: string; schema: Schema | boolean}): Structura
 }
 
 function tag(format: ToolCallFormat, tool: ToolGrammarTool): TagFormat {
+  if (format === 'xml') checkXmlName(tool.name, undefined)
   if (tool.input) {
     if (format === 'xml') {
       const content = sequence([constant('<parameter=input>\n'), {type: 'grammar', grammar: tool.input.raw}, constant('\n</parameter>\n')])

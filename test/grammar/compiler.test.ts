@@ -109,6 +109,16 @@ for (const which of ['default', 'synthetic'] as const) {
         t.ok(m.accept(id), `free XML call accepts token ${id}`)
       }
       m.dispose()
+      // names the XML form cannot carry (its parser reads a name up to ">" or a line break) are a 400 there, and
+      // names JSON escapes are written escaped in the JSON form (the call parses back to the same name and value)
+      for (const bad of ['a>b', 'x\ny', '']) {
+        t.throws(() => toolCallGrammar('xml', [{name: bad, schema: true}], {type: 'calls', stopAfterFirst: true}), {status: 400}, `tool name ${JSON.stringify(bad)}`)
+        t.throws(() => toolCallGrammar('xml', [{name: 'ok', schema: {type: 'object', properties: {[bad]: {type: 'integer'}}}}], {type: 'calls', stopAfterFirst: true}), {status: 400}, `parameter ${JSON.stringify(bad)}`)
+      }
+      const odd = 'a"b\\c'
+      const schema = v.grammars.checkSchema({type: 'object', properties: {[odd]: {type: 'integer'}}, required: [odd]}, 'tools')
+      const call = `<tool_call>\n{"name": ${JSON.stringify(odd)}, "arguments": {${JSON.stringify(odd)}: 7}}\n</tool_call>`
+      t.ok(await v.accepts({type: 'structural', format: toolCallGrammar('json', [{name: odd, schema}], {type: 'calls', stopAfterFirst: true})}, call), 'JSON form: escaped names')
     })
 
     t.test('rollback restores the exact earlier masks', async t => {
