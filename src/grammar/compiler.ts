@@ -10,7 +10,7 @@ import {jsonSchemaEbnf, SEPARATORS} from './json-ebnf.js'
 import {enforceableSchema} from './schema-policy.js'
 import {toolInputEbnf, type ToolInputEbnf, type ToolInputSource} from './tool-input.js'
 import {readVocab} from './vocab.js'
-import {xgrammar} from './xgrammar.js'
+import {isEngineFault, reloadXGrammar, xgrammar, type XGrammar} from './xgrammar.js'
 
 export type {StructuralTagFormat, ToolInputEbnf, ToolInputSource}
 
@@ -36,9 +36,15 @@ export interface GrammarSource {
   stopTokenIds: readonly number[]
 }
 
+/** A compiled grammar and the XGrammar instance that made it (matchers must come from the same one). */
+interface Compiled {
+  xg: XGrammar
+  grammar: CompiledGrammar
+}
+
 export class Grammars {
-  private compiler: Promise<GrammarCompiler> | undefined
-  private readonly cache = new Lru<string, Promise<CompiledGrammar>>(64, p => void p.then(g => g.dispose(), () => {}))
+  private compiler: Promise<{xg: XGrammar; compiler: GrammarCompiler}> | undefined
+  private readonly cache = new Lru<string, Promise<Compiled>>(64, p => void p.then(c => c.grammar.dispose(), () => {}))
 
   constructor(private readonly source: GrammarSource) {}
 
@@ -54,13 +60,12 @@ export class Grammars {
 
   /** A matcher for one sequence following `spec`. Throws a 400 SplashError when the spec cannot be enforced. */
   async matcher(spec: GrammarSpec): Promise<GrammarMatcherState> {
-    const compiled = await this.compile(spec)
-    const xg = xgrammar()
-    const m = await xg.GrammarMatcher.createGrammarMatcher(compiled, [...this.source.stopTokenIds], false)
+    const {xg, grammar} = await this.compile(spec)
+    const m = await xg.GrammarMatcher.createGrammarMatcher(grammar, [...this.source.stopTokenIds], false)
     return new GrammarMatcherState(m, this.source.stopTokenIds)
   }
 
-  private compile(spec: GrammarSpec): Promise<CompiledGrammar> {
+  private compile(spec: GrammarSpec): Promise<Compiled> {
     const key =
       spec.type === 'json_schema'
         ? `s:${JSON.stringify(this.checkSchema(spec.schema, spec.param))}`
@@ -75,26 +80,40 @@ export class Grammars {
     return job
   }
 
-  private async build(spec: GrammarSpec, key: string): Promise<CompiledGrammar> {
-    const compiler = await this.getCompiler()
+  private async build(spec: GrammarSpec, key: string): Promise<Compiled> {
+    const {xg, compiler} = await this.getCompiler()
     try {
-      if (spec.type === 'json_object') return await compiler.compileGrammar(await jsonSchemaEbnf({type: 'object'}))
-      if (spec.type === 'json_schema') return await compiler.compileGrammar(await jsonSchemaEbnf(JSON.parse(key.slice(2)) as Record<string, unknown> | boolean))
-      return await compiler.compileStructuralTag({type: 'structural_tag', format: await compactJson(spec.format)})
+      const grammar =
+        spec.type === 'json_object'
+          ? await compiler.compileGrammar(await jsonSchemaEbnf({type: 'object'}))
+          : spec.type === 'json_schema'
+            ? await compiler.compileGrammar(await jsonSchemaEbnf(JSON.parse(key.slice(2)) as Record<string, unknown> | boolean))
+            : await compiler.compileStructuralTag({type: 'structural_tag', format: await compactJson(spec.format)})
+      return {xg, grammar}
     } catch (e) {
+      // a trap inside the wasm can leave the instance unable to compile again: later grammars get a fresh one
+      // (grammars already compiled and live matchers stay with the old instance, as far as it still works)
+      if (isEngineFault(e)) this.reload()
       const param = spec.type === 'json_schema' ? spec.param : undefined
       throw errors.invalidRequest(`The grammar engine could not compile this ${spec.type === 'structural' ? 'tool schema' : 'JSON Schema'} (${String((e as Error).message ?? e).slice(0, 200)})`, param, 'unsupported_schema')
     }
   }
 
-  private getCompiler(): Promise<GrammarCompiler> {
+  private getCompiler(): Promise<{xg: XGrammar; compiler: GrammarCompiler}> {
     this.compiler ??= (async () => {
       const xg = xgrammar()
       const vocab = await readVocab(this.source.tokenizerPath, this.source.vocabSize)
       const info = await xg.TokenizerInfo.createTokenizerInfo(vocab, 'byte_level', false, this.source.vocabSize, [...this.source.stopTokenIds])
-      return xg.GrammarCompiler.createGrammarCompiler(info, true)
+      return {xg, compiler: await xg.GrammarCompiler.createGrammarCompiler(info, true)}
     })()
     return this.compiler
+  }
+
+  /** A fresh XGrammar instance for the grammars compiled from now on (the cached ones belong to the old one). */
+  private reload(): void {
+    reloadXGrammar()
+    this.compiler = undefined
+    this.cache.clear()
   }
 }
 

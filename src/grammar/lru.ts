@@ -26,6 +26,11 @@ export class Lru<K, V> {
     }
   }
 
+  /** Forgets every entry without the eviction callback (their owner is gone). */
+  clear(): void {
+    this.map.clear()
+  }
+
   get size(): number {
     return this.map.size
   }

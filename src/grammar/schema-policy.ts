@@ -72,6 +72,13 @@ const SAFE_CHAR = '[ !#-\\[\\]-~]'
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
 
+/**
+ * Deepest nesting of subschemas, and of groups in a pattern. XGrammar (wasm) recurses on both and, past its stack
+ * (objects nested ~55 deep, arrays ~65, groups ~300 here), traps in a way that leaves its instance unusable for
+ * every later grammar; well under that, and deeper than any real schema.
+ */
+export const MAX_NESTING = 32
+
 function refuse(keyword: string, path: string, why: string): never {
   throw errors.invalidRequest(`JSON Schema keyword "${keyword}" at ${path || '/'} cannot be enforced: ${why}`, keyword, 'unsupported_schema')
 }
@@ -93,10 +100,10 @@ function typesOf(s: Schema): string[] {
 export function enforceableSchema(schema: unknown, param: string): Schema | boolean {
   if (typeof schema === 'boolean') return schema
   if (!isSchema(schema)) throw errors.invalidRequest('The JSON Schema must be an object', param)
-  return walk(schema, '', schema)
+  return walk(schema, '', schema, 0)
 }
 
-function walk(s: Schema, path: string, root: Schema): Schema {
+function walk(s: Schema, path: string, root: Schema, depth: number): Schema {
   const out: Schema = {}
   const types = typesOf(s)
   for (const [key, value] of Object.entries(s)) {
@@ -112,15 +119,15 @@ function walk(s: Schema, path: string, root: Schema): Schema {
   for (const key of ['properties', 'patternProperties', '$defs', 'definitions'] as const) {
     if (s[key] === undefined) continue
     if (!isSchema(s[key])) refuse(key, path, 'it must be an object of schemas')
-    out[key] = Object.fromEntries(Object.entries(s[key] as Schema).map(([name, sub]) => [name, child(sub, `${path}/${key}/${name}`, key, root)]))
+    out[key] = Object.fromEntries(Object.entries(s[key] as Schema).map(([name, sub]) => [name, child(sub, `${path}/${key}/${name}`, key, root, depth)]))
   }
   for (const key of ['additionalProperties', 'items'] as const) {
-    if (s[key] !== undefined && typeof s[key] !== 'boolean') out[key] = child(s[key], `${path}/${key}`, key, root)
+    if (s[key] !== undefined && typeof s[key] !== 'boolean') out[key] = child(s[key], `${path}/${key}`, key, root, depth)
   }
   for (const key of ['anyOf', 'oneOf', 'prefixItems'] as const) {
     if (s[key] === undefined) continue
     if (!Array.isArray(s[key]) || (s[key] as unknown[]).length === 0) refuse(key, path, 'it must be a non-empty array of schemas')
-    out[key] = (s[key] as unknown[]).map((sub, i) => child(sub, `${path}/${key}/${i}`, key, root))
+    out[key] = (s[key] as unknown[]).map((sub, i) => child(sub, `${path}/${key}/${i}`, key, root, depth))
   }
   if (s.oneOf !== undefined && !branchesDisjoint(s.oneOf as unknown[], root)) {
     refuse('oneOf', path, 'its branches may overlap (only anyOf semantics can be enforced; use anyOf, or branches that differ by type or by a required const/enum property)')
@@ -136,10 +143,27 @@ function walk(s: Schema, path: string, root: Schema): Schema {
   return out
 }
 
-function child(sub: unknown, path: string, key: string, root: Schema): Schema | boolean {
+function child(sub: unknown, path: string, key: string, root: Schema, depth: number): Schema | boolean {
   if (typeof sub === 'boolean') return sub
   if (!isSchema(sub)) refuse(key, path, 'it must hold schemas')
-  return walk(sub, path, root)
+  if (depth >= MAX_NESTING) refuse(key, path, `subschemas nested more than ${MAX_NESTING} levels deep are not supported`)
+  return walk(sub, path, root, depth + 1)
+}
+
+/** How deep a regex nests its groups (escapes and character classes skipped). */
+function groupDepth(pattern: string): number {
+  let depth = 0
+  let max = 0
+  let inClass = false
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]
+    if (c === '\\') i++
+    else if (inClass) inClass = c !== ']'
+    else if (c === '[') inClass = true
+    else if (c === '(') max = Math.max(max, ++depth)
+    else if (c === ')') depth--
+  }
+  return max
 }
 
 function whyUnsupported(key: string): string {
@@ -222,6 +246,7 @@ function strings(s: Schema, out: Schema, path: string): void {
   if (pattern !== undefined) {
     if (/\(\?[=!<]/.test(pattern)) refuse('pattern', path, 'lookaround is not supported by the grammar engine')
     if (/\\[bB]/.test(pattern)) refuse('pattern', path, 'word boundaries are not supported by the grammar engine')
+    if (groupDepth(pattern) > MAX_NESTING) refuse('pattern', path, `groups nested more than ${MAX_NESTING} levels deep are not supported`)
     if (/\{\d/.test(pattern) && /(^|[^\\])\.|\[\^|\\[SWD]/.test(pattern)) {
       refuse('pattern', path, 'a bounded repetition of "." or of a negated class can split multi-byte characters')
     }

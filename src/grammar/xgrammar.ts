@@ -18,6 +18,20 @@ interface CommonJsModule {
   _compile(source: string, filename: string): void
 }
 
+/**
+ * Drops the loaded instance: the next xgrammar() loads a fresh one. For after a trap inside the wasm (a stack
+ * overflow, an out-of-bounds access), which can leave the instance unable to compile anything again; objects made
+ * by the old instance keep working as far as it still does.
+ */
+export function reloadXGrammar(): void {
+  loaded = undefined
+}
+
+/** True for an error raised inside XGrammar's wasm (a trap, or an abort on an internal check). */
+export function isEngineFault(e: unknown): boolean {
+  return e instanceof WebAssembly.RuntimeError || /^(RuntimeError: )?Aborted\(/.test(String((e as Error)?.message ?? e))
+}
+
 /** The xgrammar module (loaded on first use, then shared). */
 export function xgrammar(): XGrammar {
   if (loaded) return loaded

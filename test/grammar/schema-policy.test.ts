@@ -1,7 +1,7 @@
 // The fail-closed policy: every keyword the grammar engine cannot enforce is a 400 that names it; the
 // rewrites (integer bounds, string lengths, formats as patterns) keep the schema's meaning or narrow it.
 import t from 'tap'
-import {enforceableSchema} from '../../src/grammar/schema-policy.js'
+import {enforceableSchema, MAX_NESTING} from '../../src/grammar/schema-policy.js'
 import {SplashError} from '../../src/errors.js'
 import {SCHEMAS, UNSUPPORTED} from '../helpers/schemas.js'
 
@@ -68,4 +68,29 @@ t.test('oneOf is accepted only when its branches cannot overlap', async t => {
   )
   t.throws(() => enforceableSchema({oneOf: [{type: 'object'}, {type: 'object', required: ['a']}]}, 'x'), {message: /"oneOf"/})
   t.throws(() => enforceableSchema({oneOf: [{enum: ['a', 'b']}, {enum: ['b', 'c']}]}, 'x'), {message: /"oneOf"/})
+})
+
+// XGrammar recurses on nesting and traps past its wasm stack (objects ~55 deep here), which left its instance unable
+// to compile anything again: deep schemas and patterns are refused before they reach it.
+t.test('nesting deeper than MAX_NESTING is refused', async t => {
+  const nest = (depth: number, wrap: (s: unknown) => unknown) => {
+    let s: unknown = {type: 'integer'}
+    for (let i = 0; i < depth; i++) s = wrap(s)
+    return s
+  }
+  const wraps: Array<[string, (s: unknown) => unknown]> = [
+    ['properties', s => ({type: 'object', properties: {k: s}})],
+    ['items', s => ({type: 'array', items: s})],
+    ['anyOf', s => ({anyOf: [s, {type: 'null'}]})],
+    ['additionalProperties', s => ({type: 'object', additionalProperties: s})],
+  ]
+  for (const [keyword, wrap] of wraps) {
+    t.doesNotThrow(() => enforceableSchema(nest(MAX_NESTING, wrap), 'x'), `${keyword}: ${MAX_NESTING} levels`)
+    t.throws(() => enforceableSchema(nest(MAX_NESTING + 1, wrap), 'x'), {status: 400, param: keyword, message: /nested more than/}, `${keyword}: one more`)
+  }
+  t.throws(() => enforceableSchema(nest(100000, wrap => ({type: 'array', items: wrap})), 'x'), {message: /nested more than/, status: 400}, 'very deep: a 400, not a stack overflow')
+  const groups = (n: number) => ({type: 'string', pattern: `^${'('.repeat(n)}a${')'.repeat(n)}$`})
+  t.doesNotThrow(() => enforceableSchema(groups(MAX_NESTING), 'x'))
+  t.throws(() => enforceableSchema(groups(MAX_NESTING + 1), 'x'), {message: /groups nested/, status: 400, param: 'pattern'})
+  t.doesNotThrow(() => enforceableSchema({type: 'string', pattern: `^[${'('.repeat(40)}]\\(\\(a$`}, 'x'), 'parentheses in classes and escaped ones do not nest')
 })
