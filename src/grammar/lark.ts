@@ -9,7 +9,7 @@
 // priorities) is not modelled; the grammar's language is.
 import {LARK_COMMON} from './lark-common.js'
 import {regexNode} from './regex.js'
-import {alt, cls, GrammarRefusal, lit, rep, seq, type TextGrammar, type TextNode} from './text-grammar.js'
+import {alt, cls, GrammarRefusal, lit, MAX_GROUP_NESTING, rep, seq, type TextGrammar, type TextNode} from './text-grammar.js'
 
 type Token =
   | {k: 'name'; v: string}
@@ -230,6 +230,7 @@ function insensitive(s: string): TextNode {
 /** Expansions of one definition body. `wrapToken` turns each token-level item into what the rule uses. */
 class BodyParser {
   private i = 0
+  private depth = 0
 
   constructor(
     private readonly toks: Array<Token & {line: number}>,
@@ -296,10 +297,12 @@ class BodyParser {
   private atom(): TextNode {
     const t = this.toks[this.i++]!
     if (t.k === 'op' && (t.v === '(' || t.v === '[')) {
+      if (++this.depth > MAX_GROUP_NESTING) throw new GrammarRefusal(`groups nested more than ${MAX_GROUP_NESTING} levels deep in ${this.where} (line ${t.line})`)
       const inner = this.expansions()
       const close = t.v === '(' ? ')' : ']'
       if (!this.isOp(close)) throw new GrammarRefusal(`an unclosed "${t.v}" in ${this.where} (line ${t.line})`)
       this.i++
+      this.depth--
       return t.v === '[' ? rep(inner, 0, 1) : inner
     }
     if (t.k === 'string') {

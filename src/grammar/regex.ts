@@ -5,7 +5,7 @@
 // refused (GrammarRefusal naming them). `\d`, `\w` and `\s` match their ASCII members (Python's Unicode
 // classes are larger: the output stays valid, it just never uses the other characters); `\D`, `\W`, `\S`
 // and `\d`/`\w`/`\s` inside negated classes would need the complement of those Unicode sets and are refused.
-import {alt, cls, GrammarRefusal, lit, rep, seq, type TextNode} from './text-grammar.js'
+import {alt, cls, GrammarRefusal, lit, MAX_GROUP_NESTING, rep, seq, type TextNode} from './text-grammar.js'
 
 export interface RegexFlags {
   /** `s`: `.` also matches a newline. */
@@ -27,6 +27,7 @@ const SIMPLE_ESCAPES: Record<string, number> = {n: 0x0a, t: 0x09, r: 0x0d, f: 0x
 
 class RegexParser {
   private i = 0
+  private depth = 0
   private readonly cps: number[]
 
   constructor(
@@ -146,9 +147,11 @@ class RegexParser {
       else if (next === '(') throw this.refuse('a conditional group "(?("')
       else throw this.refuse(`the inline flags or group "(?${next ?? ''}"`)
     }
+    if (++this.depth > MAX_GROUP_NESTING) throw this.refuse(`groups nested more than ${MAX_GROUP_NESTING} levels deep`)
     const inner = this.alternation()
     if (this.peek() !== ')') throw this.refuse('an unclosed "("')
     this.i++
+    this.depth--
     return inner
   }
 

@@ -9,6 +9,9 @@
 // alternatives of one-character strings (at most MAX_WIDE of them) and negated classes may only exclude
 // ASCII characters. What cannot be written that way is refused (`GrammarRefusal`), never widened.
 
+/** Deepest nesting of groups a client's grammar may use (the parsers and the EBNF writer recurse on it). */
+export const MAX_GROUP_NESTING = 64
+
 /** A node of the grammar: code points, sequences, choices, repetitions, rule references. */
 export type TextNode =
   | {t: 'lit'; s: string}

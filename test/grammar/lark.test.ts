@@ -140,7 +140,12 @@ t.test('what cannot be enforced is refused by name', async t => {
     ['start "a"', /where ":" was expected/],
     ['start: /(a{0,100}){0,100}/', /bounded repetition of 10000/],
     ['start: ("a"~50)~30', /bounded repetition of 1500/],
+    // nesting past MAX_GROUP_NESTING (the parsers and the EBNF writer recurse on it: 5000 levels overflowed the stack)
+    [`start: ${'('.repeat(65)}"a"${')'.repeat(65)}`, /nested more than 64/],
+    [`start: ${'['.repeat(5000)}"a"${']'.repeat(5000)}`, /nested more than 64/],
+    [`start: /${'('.repeat(100000)}a${')'.repeat(100000)}/`, /nested more than 64/],
   ]
+  t.doesNotThrow(() => larkGrammar(`start: ${'('.repeat(64)}"a"${')'.repeat(64)} /${'(?:'.repeat(64)}b${')'.repeat(64)}/`), '64 levels')
   for (const [lark, why] of cases) t.match(refusal(lark), why, lark)
   // through the tool entry point: a 400 that names the construct and the request field
   try {
