@@ -37,17 +37,33 @@ const VALUES: Json[] = [
   {a: {b: {c: {d: [1, {e: null}]}}}},
 ]
 
+/** A schema nested `depth` levels deep (past what the grammar engine's stack takes). */
+function deepSchema(depth: number): Json {
+  let s: Json = {type: 'integer'}
+  for (let i = 0; i < depth; i++) s = {type: 'array', items: s}
+  return s
+}
+const ODD_NAMES: Json = {type: 'object', properties: {'a"b': {type: 'integer'}, 'tab\tc\\': {type: 'boolean'}}, required: ['a"b', 'tab\tc\\']}
+
 /** Optional fields the APIs know, with values from the pool or their own odd ones. */
 const KNOWN: Record<string, Json[]> = {
   temperature: [-1, 0, 3, 'hot'], top_p: [0, 1.5, -0.1], top_k: [-1, 0, 1e9, 0.5], min_p: [2, -1], seed: [-1, 2 ** 64, 'x'],
   stop: ['', [''], ['a', 'b', 'c', 'd', 'e'], 'a'.repeat(5000)], n: [0, 2, 100], logprobs: [true, 5, -1], top_logprobs: [21, -1, 5],
   stream: [true, 'yes'], stream_options: [{include_usage: true}, {include_usage: 'x'}], presence_penalty: [-3, 3], frequency_penalty: [9],
   repetition_penalty: [0, -1, 1.2], logit_bias: [{'1': 100}, {x: 1}, {'99999999': -100}], max_completion_tokens: [0, -5, 4],
-  tools: [[], [{type: 'function', function: {name: 'get', parameters: {type: 'object', properties: {q: {type: 'string'}}, required: ['q']}}}], [{type: 'nope'}]],
+  tools: [
+    [], [{type: 'function', function: {name: 'get', parameters: {type: 'object', properties: {q: {type: 'string'}}, required: ['q']}}}], [{type: 'nope'}],
+    [{type: 'function', function: {name: 'x>y', parameters: ODD_NAMES}}], [{type: 'function', function: {name: 'd', strict: true, parameters: {type: 'object', properties: {v: deepSchema(300)}}}}],
+    [{type: 'custom', name: 'patch', format: {type: 'grammar', syntax: 'regex', definition: `${'('.repeat(300)}a${')'.repeat(300)}`}}],
+  ],
   tool_choice: ['required', 'none', 'auto', {type: 'function', function: {name: 'missing'}}, {type: 'tool', name: 'x'}, {type: 'any'}],
-  response_format: [{type: 'json_object'}, {type: 'json_schema', json_schema: {name: 'o', schema: {type: 'object', properties: {a: {type: 'boolean'}}, required: ['a']}}}],
+  response_format: [
+    {type: 'json_object'}, {type: 'json_schema', json_schema: {name: 'o', schema: {type: 'object', properties: {a: {type: 'boolean'}}, required: ['a']}}},
+    {type: 'json_schema', json_schema: {name: 'deep', schema: deepSchema(300)}}, {type: 'json_schema', json_schema: {name: 'odd', schema: ODD_NAMES}},
+    {type: 'json_schema', json_schema: {name: 'email', schema: {type: 'string', format: 'email'}}},
+  ],
   reasoning_effort: ['none', 'max', 'weird'], thinking: [{type: 'enabled', budget_tokens: 0}, {type: 'disabled'}], echo: [true], return_token_ids: [true],
-  ignore_eos: [true], suffix: ['x'], text: [{format: {type: 'json_object'}}, {format: {type: 'json_schema', name: 'x', schema: {type: 'string'}}}],
+  ignore_eos: [true], suffix: ['x'], text: [{format: {type: 'json_object'}}, {format: {type: 'json_schema', name: 'x', schema: {type: 'string'}}}, {format: {type: 'json_schema', name: 'd', schema: deepSchema(300)}}],
   instructions: ['Be brief.', 5], system: ['sys', [{type: 'text', text: 'sys'}], [{type: 'image'}]], metadata: [{user_id: 'u'}], parallel_tool_calls: [false],
 }
 
