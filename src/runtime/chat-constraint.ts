@@ -7,6 +7,7 @@
 import type {GrammarSpec, Grammars, ToolGrammarTool} from '../grammar/compiler.js'
 import type {ChatFamily, ChatRequest, ChatTool, ToolChoice} from './chat.js'
 import {errors} from '../errors.js'
+import {MAX_SUBSCHEMAS, subschemaCount} from '../grammar/schema-policy.js'
 
 export type ResponseFormat = {type: 'json_schema'; schema: unknown; name?: string} | {type: 'json_object'}
 
@@ -24,7 +25,7 @@ export function planConstraint(family: ChatFamily, req: ChatRequest, tools: Chat
   if (!grammars || !family.toolCallGrammar) throw errors.invalidRequest('Structured output is not available for this model family', req.responseFormat ? 'response_format' : 'tools')
   if (forced) {
     const chosen = typeof choice === 'object' ? tools!.filter(t => t.function.name === choice.name) : tools!
-    const schemas = chosen.map(t => grammarTool(grammars, t, true))
+    const schemas = withinBudget(chosen.map(t => grammarTool(grammars, t, true)))
     const stopAfterFirst = typeof choice === 'object' || req.parallelToolCalls === false
     return {spec: {type: 'structural', format: family.toolCallGrammar(schemas, {type: 'calls', stopAfterFirst})}, answerOnly: true}
   }
@@ -33,8 +34,22 @@ export function planConstraint(family: ChatFamily, req: ChatRequest, tools: Chat
     return {spec: f.type === 'json_object' ? {type: 'json_object'} : {type: 'json_schema', schema: f.schema, param: 'response_format'}, answerOnly: true}
   }
   // strict tools are held to their schemas (a schema that cannot be enforced is a 400); the others to any object
-  const schemas = tools!.map(t => grammarTool(grammars, t, t.function.strict === true))
+  const schemas = withinBudget(tools!.map(t => grammarTool(grammars, t, t.function.strict === true)))
   return {spec: {type: 'structural', format: family.toolCallGrammar(schemas, {type: 'triggered'})}, answerOnly: false}
+}
+
+/** Tools compiled into one grammar: their schemas together within the budget a single schema has. */
+function withinBudget(tools: ToolGrammarTool[]): ToolGrammarTool[] {
+  // each tool's schema counts as one subschema of the whole, like a property
+  const total = tools.reduce((n, t) => n + (t.input ? 1 : 1 + subschemaCount(t.schema)), 0)
+  if (total > MAX_SUBSCHEMAS) {
+    throw errors.invalidRequest(
+      `The tool schemas enforced together hold ${total} subschemas (at most ${MAX_SUBSCHEMAS}); the grammar engine would take many seconds to compile them`,
+      'tools',
+      'unsupported_schema',
+    )
+  }
+  return tools
 }
 
 /** A tool as its call grammar needs it: its input grammar, its checked schema (`enforce`), or any object. */

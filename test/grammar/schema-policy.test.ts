@@ -1,7 +1,7 @@
 // The fail-closed policy: every keyword the grammar engine cannot enforce is a 400 that names it; the
 // rewrites (integer bounds, string lengths, formats as patterns) keep the schema's meaning or narrow it.
 import t from 'tap'
-import {enforceableSchema, MAX_NESTING} from '../../src/grammar/schema-policy.js'
+import {enforceableSchema, MAX_NESTING, MAX_SUBSCHEMAS, subschemaCount} from '../../src/grammar/schema-policy.js'
 import {SplashError} from '../../src/errors.js'
 import {SCHEMAS, UNSUPPORTED} from '../helpers/schemas.js'
 
@@ -93,4 +93,18 @@ t.test('nesting deeper than MAX_NESTING is refused', async t => {
   t.doesNotThrow(() => enforceableSchema(groups(MAX_NESTING), 'x'))
   t.throws(() => enforceableSchema(groups(MAX_NESTING + 1), 'x'), {message: /groups nested/, status: 400, param: 'pattern'})
   t.doesNotThrow(() => enforceableSchema({type: 'string', pattern: `^[${'('.repeat(40)}]\\(\\(a$`}, 'x'), 'parentheses in classes and escaped ones do not nest')
+})
+
+t.test('more than MAX_SUBSCHEMAS subschemas are refused; subschemaCount counts what the limit bounds', async t => {
+  const props = (n: number) => ({type: 'object', properties: Object.fromEntries(Array.from({length: n}, (_, i) => [`p${i}`, {type: 'integer'}]))})
+  const ok = enforceableSchema(props(MAX_SUBSCHEMAS), 'x')
+  t.equal(subschemaCount(ok), MAX_SUBSCHEMAS)
+  t.throws(() => enforceableSchema(props(MAX_SUBSCHEMAS + 1), 'x'), {message: /more than 512 subschemas/, status: 400, param: 'properties'})
+  const mixed = {
+    type: 'object',
+    properties: {a: {type: 'array', items: {anyOf: [{type: 'string'}, {type: 'null'}]}}, b: {type: 'array', prefixItems: [{type: 'integer'}, true]}},
+    $defs: {d: {type: 'object', additionalProperties: {type: 'integer'}}},
+  }
+  // a, its items, the two branches, b, its one schema prefix item, d, d's additionalProperties
+  t.equal(subschemaCount(enforceableSchema(mixed, 'x')), 8)
 })

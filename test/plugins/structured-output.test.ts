@@ -191,6 +191,26 @@ t.test('unsupported schema keywords: 400 naming the keyword, in each API', async
     }),
     {status: 400, message: /multipleOf/},
   )
+  // schemas past what the grammar engine compiles in reasonable time (it compiles on the serving thread): too deep,
+  // too many subschemas in one schema, or in the tool schemas enforced together
+  const props = (n: number, prefix: string) => ({type: 'object', properties: Object.fromEntries(Array.from({length: n}, (_, i) => [`${prefix}${i}`, {type: 'integer'}]))})
+  let deep: Record<string, unknown> = {type: 'integer'}
+  for (let i = 0; i < 40; i++) deep = {type: 'array', items: deep}
+  for (const [schema, why] of [[deep, /nested more than/], [props(600, 'p'), /more than 512 subschemas/]] as const) {
+    for (const api of APIS) {
+      await t.rejects(ask(c, api, {prompt: 'x', schema, stream: false, maxTokens: 5, temperature: 0}), {status: 400, message: why}, `${api}: ${why}`)
+    }
+  }
+  await t.rejects(
+    c.openai.chat.completions.create({
+      model: c.model,
+      messages: [{role: 'user', content: 'x'}],
+      tools: ['a', 'b', 'c'].map(name => ({type: 'function' as const, function: {name, parameters: props(200, name)}})),
+      tool_choice: 'required',
+      max_tokens: 5,
+    }),
+    {status: 400, message: /tool schemas enforced together hold 603 subschemas/},
+  )
   // the server is still serving
   const a = await ask(c, 'chat', {prompt: 'x', schema: {type: 'boolean'}, stream: false, maxTokens: 5, temperature: 0})
   t.match(a.text, /^(true|false)$/)
