@@ -6,6 +6,7 @@
 // (numeric bounds made two-sided, string lengths and some formats into patterns over a safe alphabet); the
 // grammar of a numeric range is then written by integer-range.ts / number-range.ts, not XGrammar (json-ebnf.ts).
 import {errors} from '../errors.js'
+import {jsonSafePattern} from './json-pattern.js'
 
 type Schema = Record<string, unknown>
 
@@ -154,7 +155,49 @@ function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
   }
   numbers(s, out, path, types)
   strings(s, out, path)
+  objects(out, path)
   return out
+}
+
+/**
+ * Object keys, where XGrammar lets declared names through its other branches: with declared properties beside
+ * `additionalProperties` (true or a schema), it wrote `{"a": "x"}` for an integer `a` (the additional branch took a
+ * declared name), and it ignores required names that `properties` does not declare (`{}` for `required: ["b"]`).
+ * So: a required name not declared becomes a declared property (its schema: the one patternProperties entry it matches,
+ * else additionalProperties', any value when that is absent or true); a declared name that a patternProperties entry
+ * also matches would need both schemas (an intersection) and is refused; and once an object declares names or
+ * patterns, keys outside them are not produced (additionalProperties false: a subset of what the schema allows).
+ */
+function objects(out: Schema, path: string): void {
+  const props = isSchema(out.properties) ? {...(out.properties as Schema)} : {}
+  const patterns = isSchema(out.patternProperties) ? Object.entries(out.patternProperties as Schema) : []
+  const required = Array.isArray(out.required) ? out.required : []
+  if (out.required !== undefined && !required.every(r => typeof r === 'string')) refuse('required', path, 'it must be an array of names')
+  const matching = (name: string) =>
+    patterns.filter(([p]) => {
+      try {
+        return new RegExp(p, 'u').test(name)
+      } catch {
+        return refuse('patternProperties', path, `"${p}" is not a regular expression`)
+      }
+    })
+  for (const name of Object.keys(props)) {
+    const m = matching(name)
+    if (m.length > 0) refuse('patternProperties', path, `the declared property "${name}" also matches "${m[0]![0]}", so both schemas would apply (an intersection)`)
+  }
+  const additional = out.additionalProperties
+  for (const name of required as string[]) {
+    if (name in props) continue
+    const m = matching(name)
+    if (m.length > 1) refuse('required', path, `"${name}" matches several patternProperties, so all their schemas would apply (an intersection)`)
+    if (m.length === 1) props[name] = m[0]![1]
+    else if (additional === false) refuse('required', path, `"${name}" is required but additionalProperties is false and no property or pattern declares it`)
+    else props[name] = additional === undefined || additional === true ? {} : additional
+  }
+  if (patterns.length > 0) out.patternProperties = Object.fromEntries(patterns.map(([p, sub]) => [jsonSafePattern(p, why => refuse('patternProperties', path, why)), sub]))
+  if (Object.keys(props).length === 0 && patterns.length === 0) return
+  if (Object.keys(props).length > 0 || out.properties !== undefined) out.properties = props
+  out.additionalProperties = false
 }
 
 function child(sub: unknown, path: string, key: string, w: Walk, depth: number): Schema | boolean {
@@ -264,6 +307,7 @@ function strings(s: Schema, out: Schema, path: string): void {
     if (/\(\?[=!<]/.test(pattern)) refuse('pattern', path, 'lookaround is not supported by the grammar engine')
     if (/\\[bB]/.test(pattern)) refuse('pattern', path, 'word boundaries are not supported by the grammar engine')
     if (groupDepth(pattern) > MAX_NESTING) refuse('pattern', path, `groups nested more than ${MAX_NESTING} levels deep are not supported`)
+    pattern = jsonSafePattern(pattern, why => refuse('pattern', path, why))
     if (/\{\d/.test(pattern) && /(^|[^\\])\.|\[\^|\\[SWD]/.test(pattern)) {
       refuse('pattern', path, 'a bounded repetition of "." or of a negated class can split multi-byte characters')
     }

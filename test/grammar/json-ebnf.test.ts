@@ -79,3 +79,24 @@ t.test('property names that JSON escapes are written escaped', async t => {
     if (w.ended) t.equal(invalidity(schema, d.tokenizer.decode(w.ids)), undefined, `walk ${i}`)
   }
 })
+
+t.test('object keys, decided: no declared name through another branch, required names present', async t => {
+  const d = await decider(new URL('../../packages/default/', import.meta.url).pathname)
+  const cases: Array<[Record<string, unknown>, string[], string[]]> = [
+    [{type: 'object', properties: {a: {type: 'integer'}}, additionalProperties: {type: 'string'}}, ['{"a": 1}'], ['{"a": "x"}', '{"a": 1, "a": "s"}']],
+    [{type: 'object', properties: {a: {type: 'integer'}}, additionalProperties: true}, ['{"a": 1}'], ['{"a": "x"}']],
+    [{type: 'object', properties: {a: {type: 'integer'}}, required: ['a', 'b']}, ['{"a": 1, "b": [2]}'], ['{"a": 1}']],
+    [{type: 'object', required: ['b']}, ['{"b": 2}'], ['{}']],
+  ]
+  for (const [schema, good, bad] of cases) {
+    const checked = enforceableSchema(schema, 'x')
+    for (const text of good) {
+      t.equal(invalidity(schema, text), undefined)
+      t.ok(await d.acceptsJson(checked, text), `${JSON.stringify(schema)} takes ${text}`)
+    }
+    for (const text of bad) {
+      t.not(invalidity(schema, text), undefined)
+      t.notOk(await d.acceptsJson(checked, text), `${JSON.stringify(schema)} refuses ${text}`)
+    }
+  }
+})

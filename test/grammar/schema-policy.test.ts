@@ -108,3 +108,30 @@ t.test('more than MAX_SUBSCHEMAS subschemas are refused; subschemaCount counts w
   // a, its items, the two branches, b, its one schema prefix item, d, d's additionalProperties
   t.equal(subschemaCount(enforceableSchema(mixed, 'x')), 8)
 })
+
+// XGrammar let declared names through its other branches ({"a": "x"} for an integer `a` beside additionalProperties)
+// and ignored required names that properties do not declare ({} for required ["b"]).
+t.test('object keys: required names declared, declared names kept out of the other branches', async t => {
+  t.same(enforceableSchema({type: 'object', properties: {a: {type: 'integer'}}, additionalProperties: {type: 'string'}}, 'x'), {
+    type: 'object',
+    properties: {a: {type: 'integer'}},
+    additionalProperties: false,
+  })
+  t.same(enforceableSchema({type: 'object', required: ['b']}, 'x'), {type: 'object', required: ['b'], properties: {b: {}}, additionalProperties: false})
+  t.same(enforceableSchema({type: 'object', properties: {a: {type: 'integer'}}, required: ['a', 'b'], additionalProperties: {type: 'string'}}, 'x'), {
+    type: 'object',
+    properties: {a: {type: 'integer'}, b: {type: 'string'}},
+    required: ['a', 'b'],
+    additionalProperties: false,
+  })
+  t.same(enforceableSchema({type: 'object', patternProperties: {'^x': {type: 'integer'}}, required: ['x1']}, 'x'), {
+    type: 'object',
+    patternProperties: {'^x': {type: 'integer'}},
+    required: ['x1'],
+    properties: {x1: {type: 'integer'}},
+    additionalProperties: false,
+  })
+  t.same(enforceableSchema({type: 'object', additionalProperties: {type: 'integer'}}, 'x'), {type: 'object', additionalProperties: {type: 'integer'}}, 'a map alone is kept')
+  t.throws(() => enforceableSchema({type: 'object', properties: {ab: {type: 'integer'}}, patternProperties: {'^a': {type: 'string'}}}, 'x'), {message: /intersection/, param: 'patternProperties'})
+  t.throws(() => enforceableSchema({type: 'object', required: ['z'], additionalProperties: false}, 'x'), {message: /"z" is required/, param: 'required'})
+})

@@ -1,0 +1,186 @@
+// A JSON Schema `pattern` narrowed to the characters a JSON string may hold raw. XGrammar writes what a pattern
+// matches into the string unescaped, so `^.*$` or `[^,]+` let a raw `"` end the string early, and a control
+// character or `\s` put a raw tab or line break in it: JSON that does not parse. The rewrite keeps the pattern's
+// structure and removes `"`, `\` and U+0000–U+001F from what each atom matches: `.` and negated classes exclude
+// them too, positive classes lose them as members, `\s` becomes a space; an atom that matches nothing else (a
+// literal quote, `\n`) is refused. Every string the result matches is one the pattern matches, without those
+// characters (a subset of what the schema allows).
+
+/** Code point ranges a JSON string never holds raw. */
+const UNSAFE: Array<[number, number]> = [
+  [0x00, 0x1f],
+  [0x22, 0x22],
+  [0x5c, 0x5c],
+]
+const MAX = 0x10ffff
+
+type Ranges = Array<[number, number]>
+
+const DIGIT: Ranges = [[0x30, 0x39]]
+const WORD: Ranges = [[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]]
+/** `\s` as far as the result goes: the space (the other ASCII whitespace is unsafe; XGrammar mismatches non-ASCII classes). */
+const SPACE: Ranges = [[0x20, 0x20]]
+
+function normalise(r: Ranges): Ranges {
+  const s = [...r].sort((a, b) => a[0] - b[0])
+  const out: Ranges = []
+  for (const [lo, hi] of s) {
+    const last = out[out.length - 1]
+    if (last && lo <= last[1] + 1) last[1] = Math.max(last[1], hi)
+    else out.push([lo, hi])
+  }
+  return out
+}
+
+function complement(r: Ranges): Ranges {
+  const out: Ranges = []
+  let next = 0
+  for (const [lo, hi] of normalise(r)) {
+    if (lo > next) out.push([next, lo - 1])
+    next = hi + 1
+  }
+  if (next <= MAX) out.push([next, MAX])
+  return out
+}
+
+function subtract(r: Ranges, minus: Ranges): Ranges {
+  const keep = complement(minus)
+  const out: Ranges = []
+  for (const [a, b] of normalise(r)) for (const [c, d] of keep) if (Math.max(a, c) <= Math.min(b, d)) out.push([Math.max(a, c), Math.min(b, d)])
+  return out
+}
+
+/** A code point inside a class: printable ASCII as itself (the class's own syntax escaped), others as escapes. */
+function classChar(cp: number): string {
+  if (cp >= 0x80) return String.fromCodePoint(cp)
+  if (cp >= 0x21 && cp <= 0x7e) return '\\]^-['.includes(String.fromCodePoint(cp)) ? `\\${String.fromCodePoint(cp)}` : String.fromCodePoint(cp)
+  return `\\x${cp.toString(16).toUpperCase().padStart(2, '0')}`
+}
+
+/** A literal code point outside classes (regex syntax escaped). */
+function atomChar(cp: number): string {
+  if (cp >= 0x80) return String.fromCodePoint(cp)
+  const c = String.fromCodePoint(cp)
+  if (cp >= 0x21 && cp <= 0x7e) return '\\.^$|?*+()[]{}'.includes(c) ? `\\${c}` : c
+  return `\\x${cp.toString(16).toUpperCase().padStart(2, '0')}`
+}
+
+/**
+ * A class for XGrammar, whose classes work on ASCII: a negated class of the excluded ASCII when nothing else is
+ * excluded (`lineSeparators`: U+2028 and U+2029 may be let through, as XGrammar's own "." does), else the members.
+ */
+function writeClass(r: Ranges, lineSeparators = false): string {
+  const members = normalise(r)
+  const excluded = complement(members)
+  const ascii = excluded.filter(([lo]) => lo < 0x80).map(([lo, hi]): [number, number] => [lo, Math.min(hi, 0x7f)])
+  const wide = subtract(excluded, [[0, 0x7f], ...(lineSeparators ? ([[0x2028, 0x2029]] as Ranges) : [])])
+  const body = (x: Ranges) => x.map(([lo, hi]) => (lo === hi ? classChar(lo) : `${classChar(lo)}-${classChar(hi)}`)).join('')
+  return wide.length === 0 ? `[^${body(ascii)}]` : `[${body(members)}]`
+}
+
+/** Narrows `pattern` (ECMA-262 syntax) as above; `refuse(why)` throws. */
+export function jsonSafePattern(pattern: string, refuse: (why: string) => never): string {
+  const cps = [...pattern].map(c => c.codePointAt(0)!)
+  let i = 0
+  let out = ''
+  const unsafe = (cp: number) => UNSAFE.some(([lo, hi]) => cp >= lo && cp <= hi)
+  const literal = (cp: number, shown: string): string => {
+    if (unsafe(cp)) refuse(`it matches ${shown}, which JSON writes escaped and the grammar engine would write raw`)
+    return atomChar(cp)
+  }
+  const hex = (n: number): number => {
+    const s = String.fromCodePoint(...cps.slice(i, i + n))
+    if (!new RegExp(`^[0-9a-fA-F]{${n}}$`).test(s)) refuse(`the escape "\\${String.fromCodePoint(cps[i - 1]!)}${s}" is malformed`)
+    i += n
+    return parseInt(s, 16)
+  }
+  // after a backslash: a set of ranges (class escapes) or one code point
+  const escape = (): Ranges | number => {
+    const c = String.fromCodePoint(cps[i++] ?? refuse('it ends with a backslash'))
+    switch (c) {
+      case 'd':
+        return DIGIT
+      case 'w':
+        return WORD
+      case 's':
+        return SPACE
+      case 'D':
+        return complement(DIGIT)
+      case 'W':
+        return complement(WORD)
+      case 'S':
+        return refuse('"\\S" matches characters the grammar engine cannot exclude (non-ASCII whitespace)')
+      case 'n':
+        return 0x0a
+      case 'r':
+        return 0x0d
+      case 't':
+        return 0x09
+      case 'f':
+        return 0x0c
+      case 'v':
+        return 0x0b
+      case '0':
+        return 0
+      case 'x':
+        return hex(2)
+      case 'u':
+        return hex(4)
+      case 'c':
+        return refuse('a control escape "\\c"')
+      default:
+        if (/[1-9bBkpP]/.test(c)) refuse(`the escape "\\${c}"`)
+        return c.codePointAt(0)!
+    }
+  }
+  const classAt = (): string => {
+    const negated = cps[i] === 0x5e
+    if (negated) i++
+    const members: Ranges = []
+    let first = true
+    while (i < cps.length && (cps[i] !== 0x5d || first)) {
+      first = false
+      let lo: Ranges | number
+      if (cps[i] === 0x5c) {
+        i++
+        lo = escape()
+      } else lo = cps[i++]!
+      if (typeof lo === 'number' && cps[i] === 0x2d && cps[i + 1] !== undefined && cps[i + 1] !== 0x5d) {
+        i++
+        let hi: Ranges | number
+        if (cps[i] === 0x5c) {
+          i++
+          hi = escape()
+        } else hi = cps[i++]!
+        if (typeof hi !== 'number' || hi < lo) refuse('a character class range out of order')
+        members.push([lo, hi])
+      } else if (typeof lo === 'number') members.push([lo, lo])
+      else members.push(...lo)
+    }
+    if (i >= cps.length) refuse('an unterminated character class')
+    i++ // ]
+    const matched = negated ? complement(members) : members
+    if (negated && complement(members).length > 0 && normalise(members).some(([, hi]) => hi >= 0x80)) {
+      refuse('a negated character class that excludes non-ASCII characters (the grammar engine would drop them)')
+    }
+    const safe = subtract(matched, UNSAFE)
+    if (safe.length === 0) refuse('a character class that only matches characters JSON writes escaped')
+    return writeClass(safe)
+  }
+  while (i < cps.length) {
+    const cp = cps[i++]!
+    if (cp === 0x5c) {
+      const e = escape()
+      if (typeof e === 'number') out += literal(e, `the character U+${e.toString(16).toUpperCase().padStart(4, '0')}`)
+      else {
+        const safe = subtract(e, UNSAFE)
+        if (safe.length === 0) refuse('an escape that only matches characters JSON writes escaped')
+        out += writeClass(safe)
+      }
+    } else if (cp === 0x5b) out += classAt()
+    else if (cp === 0x2e) out += writeClass(subtract(complement([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]]), UNSAFE), true)
+    else if ('^$|()?*+{},'.includes(String.fromCodePoint(cp)) || cp === 0x3a || cp === 0x3d || cp === 0x21 || cp === 0x3c || cp === 0x3e) out += String.fromCodePoint(cp)
+    else out += literal(cp, cp === 0x22 ? 'a quote' : `the character U+${cp.toString(16).toUpperCase().padStart(4, '0')}`)
+  }
+  return out
+}

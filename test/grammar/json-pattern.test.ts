@@ -1,0 +1,50 @@
+// JSON Schema patterns narrowed to what a JSON string holds raw (json-pattern.ts): XGrammar wrote a pattern's
+// matches into the string unescaped, so `^.*$` let a raw quote end the string early and `\s` wrote a raw line break.
+// Decided through the real grammar: no text it accepts is invalid JSON or outside the pattern; the safe part of
+// each pattern is still accepted; atoms that match only escaped characters are a 400.
+import t from 'tap'
+import {jsonSafePattern} from '../../src/grammar/json-pattern.js'
+import {enforceableSchema} from '../../src/grammar/schema-policy.js'
+import {decider} from '../helpers/grammar-accepts.js'
+import {invalidity} from '../helpers/ajv.js'
+
+const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
+const refuse = (why: string): never => {
+  throw new Error(why)
+}
+
+t.test('the rewrite: structure kept, escaped characters taken out', async t => {
+  t.equal(jsonSafePattern('^[a-c]{2,4}$', refuse), '^[a-c]{2,4}$')
+  t.equal(jsonSafePattern('^(ab|c)*\\.x$', refuse), '^(ab|c)*\\.x$')
+  t.equal(jsonSafePattern('^.*$', refuse), '^[^\\x00-\\x1F"\\\\]*$')
+  t.equal(jsonSafePattern('^[^,]+$', refuse), '^[^\\x00-\\x1F",\\\\]+$')
+  t.equal(jsonSafePattern('^\\s\\d$', refuse), '^[\\x20][0-9]$')
+  t.equal(jsonSafePattern('^[ -~]$', refuse), '^[\\x20-!#-\\[\\]-~]$')
+  for (const [p, why] of [['^"$', /quote/], ['^a\\\\b$', /U\+005C/], ['^[\\n\\t]$', /only matches/], ['^a\\nb$', /U\+000A/], ['^\\S+$', /\\S/], ['^[^é]$', /non-ASCII/]] as const) {
+    t.throws(() => jsonSafePattern(p, refuse), {message: why}, p)
+  }
+})
+
+t.test('decided by the grammar: nothing invalid, the safe strings still taken', async t => {
+  const d = await decider(DEFAULT)
+  const texts = ['x"y', 'x\\y', '\u0001', 'a\nb', 'a\tb', 'plain', 'a b', 'x,y', '"', '\\', 'é', '']
+  for (const pattern of ['^[^a]*$', '^.*$', '^\\s*$', '^[^,]+$', '^[ -~]*$', '^\\D*$', '^\\W*$', '.+']) {
+    const schema = {type: 'string', pattern}
+    const checked = enforceableSchema(schema, 'x')
+    for (const s of texts) {
+      const text = JSON.stringify(s)
+      const valid = invalidity(schema, text) === undefined
+      const safe = !/["\\\u0000-\u001f]/.test(s)
+      const accepted = await d.acceptsJson(checked, text)
+      if (accepted) t.ok(valid, `${pattern} ${text}: accepted, so valid`)
+      if (valid && safe) t.ok(accepted, `${pattern} ${text}: valid without escaped characters, so accepted`)
+      if (!safe) t.notOk(accepted, `${pattern} ${text}: escaped characters are left out`)
+      // the raw forms XGrammar wrote before: never
+      if (s.includes('"') || /[\u0000-\u001f]/.test(s)) t.notOk(await d.acceptsJson(checked, `"${s}"`), `${pattern}: raw ${JSON.stringify(s)}`)
+    }
+  }
+  // patternProperties keys are JSON strings too
+  const keys = {type: 'object', patternProperties: {'.+': {type: 'integer'}}}
+  t.notOk(await d.acceptsJson(enforceableSchema(keys, 'x'), '{"a"b": 1}'))
+  t.ok(await d.acceptsJson(enforceableSchema(keys, 'x'), '{"ab": 1}'))
+})
