@@ -76,7 +76,9 @@ export class Grammars {
     if (hit) return hit
     const job = this.build(spec, key)
     this.cache.set(key, job)
-    job.catch(() => {}) // a failure stays cached too (same input, same 400); callers see it through their own await
+    // a failure stays cached too (same input, same 400; also past the reload a fault makes); callers see it through
+    // their own await
+    job.catch(() => void (this.cache.get(key) ?? this.cache.set(key, job)))
     return job
   }
 

@@ -165,8 +165,9 @@ function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
  * declared name), and it ignores required names that `properties` does not declare (`{}` for `required: ["b"]`).
  * So: a required name not declared becomes a declared property (its schema: the one patternProperties entry it matches,
  * else additionalProperties', any value when that is absent or true); a declared name that a patternProperties entry
- * also matches would need both schemas (an intersection) and is refused; and once an object declares names or
- * patterns, keys outside them are not produced (additionalProperties false: a subset of what the schema allows).
+ * also matches would need both schemas (an intersection) and is refused; an object with declared names produces
+ * only those (XGrammar drops `required` beside patternProperties), one with patterns alone only keys they match
+ * (additionalProperties false: in both, a subset of what the schema allows).
  */
 function objects(out: Schema, path: string): void {
   const props = isSchema(out.properties) ? {...(out.properties as Schema)} : {}
@@ -194,9 +195,16 @@ function objects(out: Schema, path: string): void {
     else if (additional === false) refuse('required', path, `"${name}" is required but additionalProperties is false and no property or pattern declares it`)
     else props[name] = additional === undefined || additional === true ? {} : additional
   }
-  if (patterns.length > 0) out.patternProperties = Object.fromEntries(patterns.map(([p, sub]) => [jsonSafePattern(p, why => refuse('patternProperties', path, why)), sub]))
   if (Object.keys(props).length === 0 && patterns.length === 0) return
-  if (Object.keys(props).length > 0 || out.properties !== undefined) out.properties = props
+  if (Object.keys(props).length > 0) {
+    // beside patternProperties XGrammar drops `required` (it wrote {} for a required declared name), so an object
+    // with declared names keeps to them: keys the patterns would add are not produced (a subset)
+    out.properties = props
+    delete out.patternProperties
+  } else {
+    if (out.properties !== undefined) out.properties = props
+    out.patternProperties = Object.fromEntries(patterns.map(([p, sub]) => [jsonSafePattern(p, why => refuse('patternProperties', path, why)), sub]))
+  }
   out.additionalProperties = false
 }
 
