@@ -66,6 +66,8 @@ const FORMAT_PATTERNS: Record<string, string> = {
   uri: `^${URI_SCHEME}:(${URI_AUTHORITY}|${URI_PATH})${URI_TAIL}$`,
   'uri-reference': `^(${URI_SCHEME}:)?(${URI_AUTHORITY}|${URI_PATH})?${URI_TAIL}$`,
   ipv6: `^(${IPV6})$`,
+  // base64 (ajv-formats' pattern)
+  byte: '^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$',
 }
 
 /** Printable ASCII except `"` and `\`: one byte, one character, never escaped (bounded strings use it). */
@@ -153,10 +155,38 @@ function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
   if (s.$ref !== undefined && typeof s.$ref === 'string' && resolvePointer(root, s.$ref) === undefined) {
     refuse('$ref', path, `"${s.$ref}" does not resolve`)
   }
-  numbers(s, out, path, types)
-  strings(s, out, path)
+  const n = numericFormat(s, out, types)
+  numbers(n, out, path, typesOf(n))
+  strings(n, out, path)
   objects(out, path)
   return out
+}
+
+/** OpenAPI's formats (ajv-formats' meaning), on numbers and on strings that they do not constrain. */
+const INT32: [number, number] = [-(2 ** 31), 2 ** 31 - 1]
+const NUMERIC_FORMATS = new Set(['int32', 'int64', 'float', 'double'])
+const FREE_FORMATS = new Set(['password', 'binary'])
+
+/**
+ * The schema with an OpenAPI format turned into what enforces it: int32 / int64 make the value an integer (int32 also
+ * bounds it), float / double and the string formats password / binary constrain nothing (their annotations go).
+ */
+function numericFormat(s: Schema, out: Schema, types: string[]): Schema {
+  const f = s.format
+  if (typeof f !== 'string' || !(NUMERIC_FORMATS.has(f) || FREE_FORMATS.has(f))) return s
+  const n: Schema = {...s}
+  delete n.format
+  delete out.format
+  if (f === 'int32' || f === 'int64') {
+    // on "number" too: ajv-formats holds the value to an integer
+    const t = types.map(x => (x === 'number' ? 'integer' : x))
+    if (t.length > 0) n.type = out.type = typeof s.type === 'string' ? t[0] : [...new Set(t)]
+    if (f === 'int32' && t.includes('integer')) {
+      n.minimum = Math.max(typeof s.minimum === 'number' ? s.minimum : -Infinity, INT32[0])
+      n.maximum = Math.min(typeof s.maximum === 'number' ? s.maximum : Infinity, INT32[1])
+    }
+  }
+  return n
 }
 
 /**

@@ -99,3 +99,33 @@ t.test('formats the engine gets wrong are rewritten as patterns', async t => {
   }
   t.throws(() => enforceableSchema({type: 'string', format: 'email', pattern: '^a'}, 'x'), {message: /"format"/})
 })
+
+// OpenAPI's formats, common in generated tool schemas: int32 / int64 hold the value to an integer (int32 to its range
+// too), float / double / password / binary constrain nothing, byte is base64 (ajv-formats' meaning for each).
+t.test('OpenAPI formats', async t => {
+  const d = await decider(DEFAULT)
+  const cases: Array<[Record<string, unknown>, string[], string[]]> = [
+    [{type: 'integer', format: 'int32'}, ['5', '2147483647', '-2147483648'], ['2147483648', '-2147483649']],
+    [{type: 'number', format: 'int32', minimum: 0}, ['5'], ['5.5', '-1']],
+    [{type: ['integer', 'null'], format: 'int32'}, ['null', '3'], ['3000000000']],
+    [{type: 'integer', format: 'int64'}, ['12345678901234567'], ['1.5']],
+    [{type: 'number', format: 'int64'}, ['7'], ['7.5']],
+    [{type: 'number', format: 'double'}, ['1.5', '-2e10'], ['"1"']],
+    [{type: 'number', format: 'float'}, ['0.25'], []],
+    [{type: 'string', format: 'password'}, ['"hunter2"'], []],
+    [{type: 'string', format: 'binary'}, ['"x"'], []],
+    [{type: 'string', format: 'byte'}, ['"QUJD"', '"QUI="', '"QU=="', '""'], ['"Q"', '"QUJ"', '"Q=U="']],
+  ]
+  for (const [schema, good, bad] of cases) {
+    const checked = enforceableSchema(schema, 'x')
+    t.notOk('format' in (checked as object) && (checked as {format?: string}).format !== undefined, `${JSON.stringify(schema)}: the format is rewritten`)
+    for (const text of good) {
+      t.equal(invalidity(schema, text), undefined, `ajv takes ${text}`)
+      t.ok(await d.acceptsJson(checked, text), `${JSON.stringify(schema)} takes ${text}`)
+    }
+    for (const text of bad) {
+      t.not(invalidity(schema, text), undefined, `ajv refuses ${text}`)
+      t.notOk(await d.acceptsJson(checked, text), `${JSON.stringify(schema)} refuses ${text}`)
+    }
+  }
+})
