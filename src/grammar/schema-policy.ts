@@ -13,7 +13,9 @@ type Schema = Record<string, unknown>
 /** Keywords that only annotate; they constrain nothing, so ignoring them is exact. */
 const ANNOTATIONS = new Set([
   'title', 'description', 'default', 'examples', '$comment', '$schema', '$id', '$anchor', 'deprecated', 'readOnly', 'writeOnly', 'nullable',
-  'contentMediaType', 'strict', 'name',
+  'contentMediaType', 'contentEncoding', 'strict', 'name',
+  // OpenAPI's annotations (Pydantic writes `discriminator` beside a tagged union's oneOf)
+  'discriminator', 'example', 'externalDocs', 'xml',
 ])
 
 /** Keywords enforced as they are. */
@@ -120,6 +122,12 @@ export function enforceableSchema(schema: unknown, param: string): Schema | bool
 }
 
 function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
+  // `{allOf: [X]}` beside annotations and definitions only (Pydantic's wrapper for a described $ref) is X itself
+  const only = Array.isArray(s.allOf) && s.allOf.length === 1 ? s.allOf[0] : undefined
+  if (isSchema(only) && Object.keys(s).every(k => k === 'allOf' || ANNOTATIONS.has(k) || k === '$defs' || k === 'definitions') && !Object.keys(only).some(k => k in s)) {
+    const {allOf: _, ...notes} = s
+    return walk({...notes, ...only}, path, w, depth)
+  }
   const root = w.root
   const out: Schema = {}
   const types = typesOf(s)

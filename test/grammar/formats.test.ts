@@ -129,3 +129,25 @@ t.test('OpenAPI formats', async t => {
     }
   }
 })
+
+t.test("Pydantic's shapes compile and hold", async t => {
+  const d = await decider(DEFAULT)
+  const schema = {
+    type: 'object',
+    properties: {
+      pet: {allOf: [{$ref: '#/$defs/Pet'}], description: 'the pet'},
+      shape: {oneOf: [{$ref: '#/$defs/Circle'}, {$ref: '#/$defs/Square'}], discriminator: {propertyName: 'kind', mapping: {circle: '#/$defs/Circle', square: '#/$defs/Square'}}},
+    },
+    required: ['pet', 'shape'],
+    $defs: {
+      Pet: {type: 'object', properties: {name: {type: 'string', maxLength: 5}}, required: ['name']},
+      Circle: {type: 'object', properties: {kind: {const: 'circle'}, r: {type: 'integer', minimum: 0, maximum: 9}}, required: ['kind', 'r']},
+      Square: {type: 'object', properties: {kind: {const: 'square'}, side: {type: 'integer', minimum: 0, maximum: 9}}, required: ['kind', 'side']},
+    },
+  }
+  const checked = enforceableSchema(schema, 'x')
+  const good = '{"pet": {"name": "Rex"}, "shape": {"kind": "square", "side": 3}}'
+  t.equal(invalidity(schema, good), undefined)
+  t.ok(await d.acceptsJson(checked, good))
+  t.notOk(await d.acceptsJson(checked, '{"pet": {"name": "Rex"}, "shape": {"kind": "square", "r": 3}}'))
+})

@@ -137,3 +137,10 @@ t.test('object keys: required names declared, declared names kept out of the oth
   t.throws(() => enforceableSchema({type: 'object', properties: {ab: {type: 'integer'}}, patternProperties: {'^a': {type: 'string'}}}, 'x'), {message: /intersection/, param: 'patternProperties'})
   t.throws(() => enforceableSchema({type: 'object', required: ['z'], additionalProperties: false}, 'x'), {message: /"z" is required/, param: 'required'})
 })
+
+t.test("Pydantic's shapes: allOf around one schema, discriminator beside oneOf", async t => {
+  t.same(enforceableSchema({allOf: [{$ref: '#/$defs/P'}], description: 'd', $defs: {P: {type: 'integer'}}}, 'x'), {description: 'd', $ref: '#/$defs/P', $defs: {P: {type: 'integer'}}})
+  t.doesNotThrow(() => enforceableSchema({oneOf: [{const: 'a'}, {const: 'b'}], discriminator: {propertyName: 't'}}, 'x'))
+  t.throws(() => enforceableSchema({allOf: [{type: 'integer'}, {minimum: 1}]}, 'x'), {message: /allOf/})
+  t.throws(() => enforceableSchema({type: 'integer', allOf: [{minimum: 1}]}, 'x'), {message: /allOf/}, 'beside other keywords it stays an intersection')
+})
