@@ -7,18 +7,10 @@
 import t from 'tap'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
 import {decider} from '../helpers/grammar-accepts.js'
+import {strings} from '../helpers/strings.js'
 import {invalidity} from '../helpers/ajv.js'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
-
-function* strings(alphabet: string, max: number): Generator<string> {
-  let level = ['']
-  yield ''
-  for (let l = 1; l <= max; l++) {
-    level = level.flatMap(s => [...alphabet].map(c => s + c))
-    yield* level
-  }
-}
 
 // [format, alphabet, max length, prefixes, values it must accept, values ajv takes that the grammar leaves out,
 //  values both refuse (XGrammar's own format took them)]

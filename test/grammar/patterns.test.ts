@@ -6,17 +6,9 @@
 import t from 'tap'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
 import {decider} from '../helpers/grammar-accepts.js'
+import {strings} from '../helpers/strings.js'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
-
-function* strings(alphabet: string, max: number): Generator<string> {
-  let level = ['']
-  yield ''
-  for (let l = 1; l <= max; l++) {
-    level = level.flatMap(s => [...alphabet].map(c => s + c))
-    yield* level
-  }
-}
 
 // [pattern, alphabet, max length, strings the whole-string reading leaves out (RegExp accepts, XGrammar refuses)]
 const CASES: Array<[string, string, number, boolean]> = [
