@@ -120,7 +120,7 @@ function xmlArguments(tool: {name: string; schema: Schema | boolean}): Structura
   if (root.anyOf || root.oneOf || root.$ref) refuse(tool.name, '*', 'the parameters schema must be one object schema')
   const props = (root.properties ?? {}) as Schema
   const required = new Set(Array.isArray(root.required) ? (root.required as string[]) : [])
-  for (const name of required) if (!(name in props)) refuse(tool.name, name, 'it is required but has no schema in properties')
+  for (const name of required) if (!Object.hasOwn(props, name)) refuse(tool.name, name, 'it is required but has no schema in properties')
   if (typeof root.minProperties === 'number' && root.minProperties > required.size) refuse(tool.name, '*', 'minProperties above the required parameters')
   if (typeof root.maxProperties === 'number' && root.maxProperties < Object.keys(props).length) refuse(tool.name, '*', 'maxProperties below the number of parameters')
   const params = Object.entries(props).map(([name, prop]) => {

@@ -124,7 +124,7 @@ export function enforceableSchema(schema: unknown, param: string): Schema | bool
 function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
   // `{allOf: [X]}` beside annotations and definitions only (Pydantic's wrapper for a described $ref) is X itself
   const only = Array.isArray(s.allOf) && s.allOf.length === 1 ? s.allOf[0] : undefined
-  if (isSchema(only) && Object.keys(s).every(k => k === 'allOf' || ANNOTATIONS.has(k) || k === '$defs' || k === 'definitions') && !Object.keys(only).some(k => k in s)) {
+  if (isSchema(only) && Object.keys(s).every(k => k === 'allOf' || ANNOTATIONS.has(k) || k === '$defs' || k === 'definitions') && !Object.keys(only).some(k => Object.hasOwn(s, k))) {
     const {allOf: _, ...notes} = s
     return walk({...notes, ...only}, path, w, depth)
   }
@@ -226,12 +226,12 @@ function objects(out: Schema, path: string): void {
   }
   const additional = out.additionalProperties
   for (const name of required as string[]) {
-    if (name in props) continue
+    if (Object.hasOwn(props, name)) continue
     const m = matching(name)
     if (m.length > 1) refuse('required', path, `"${name}" matches several patternProperties, so all their schemas would apply (an intersection)`)
-    if (m.length === 1) props[name] = m[0]![1]
-    else if (additional === false) refuse('required', path, `"${name}" is required but additionalProperties is false and no property or pattern declares it`)
-    else props[name] = additional === undefined || additional === true ? {} : additional
+    if (m.length === 0 && additional === false) refuse('required', path, `"${name}" is required but additionalProperties is false and no property or pattern declares it`)
+    // defined, not assigned: a name such as "__proto__" is a key like any other
+    Object.defineProperty(props, name, {value: m.length === 1 ? m[0]![1] : additional === undefined || additional === true ? {} : additional, enumerable: true, writable: true, configurable: true})
   }
   if (Object.keys(props).length === 0 && patterns.length === 0) return
   if (Object.keys(props).length > 0) {

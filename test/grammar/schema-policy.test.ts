@@ -144,3 +144,9 @@ t.test("Pydantic's shapes: allOf around one schema, discriminator beside oneOf",
   t.throws(() => enforceableSchema({allOf: [{type: 'integer'}, {minimum: 1}]}, 'x'), {message: /allOf/})
   t.throws(() => enforceableSchema({type: 'integer', allOf: [{minimum: 1}]}, 'x'), {message: /allOf/}, 'beside other keywords it stays an intersection')
 })
+
+t.test('required names that are also Object.prototype names are declared like any other', async t => {
+  const out = enforceableSchema({type: 'object', properties: {a: {type: 'integer'}}, required: ['a', 'toString', 'constructor']}, 'x') as {properties: Record<string, unknown>}
+  t.same(Object.keys(out.properties), ['a', 'toString', 'constructor'])
+  t.same(out.properties.toString, {})
+})
