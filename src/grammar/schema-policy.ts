@@ -163,11 +163,27 @@ function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
   if (s.$ref !== undefined && typeof s.$ref === 'string' && resolvePointer(root, s.$ref) === undefined) {
     refuse('$ref', path, `"${s.$ref}" does not resolve`)
   }
+  for (const key of ['enum', 'const'] as const) {
+    // 1e400 parses to Infinity, which JSON writes as null: the grammar would produce a value the schema refuses
+    if (s[key] !== undefined && !finiteData(s[key])) refuse(key, path, 'it holds a number too large for a double (JSON would write it as null)')
+  }
+  if (s.enum !== undefined && (!Array.isArray(s.enum) || s.enum.length === 0)) refuse('enum', path, 'it must be a non-empty array')
   const n = numericFormat(s, out, types)
   numbers(n, out, path, typesOf(n))
   strings(n, out, path)
   objects(out, path)
   return out
+}
+
+/** True when every number inside `v` is finite. */
+function finiteData(v: unknown): boolean {
+  const stack = [v]
+  while (stack.length > 0) {
+    const x = stack.pop()
+    if (typeof x === 'number' && !Number.isFinite(x)) return false
+    if (x !== null && typeof x === 'object') stack.push(...Object.values(x))
+  }
+  return true
 }
 
 /** OpenAPI's formats (ajv-formats' meaning), on numbers and on strings that they do not constrain. */

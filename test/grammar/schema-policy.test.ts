@@ -150,3 +150,12 @@ t.test('required names that are also Object.prototype names are declared like an
   t.same(Object.keys(out.properties), ['a', 'toString', 'constructor'])
   t.same(out.properties.toString, {})
 })
+
+t.test('enum and const: numbers past a double are refused (JSON would write them as null), an enum is a non-empty array', async t => {
+  for (const schema of [{enum: [1, JSON.parse('1e400')]}, {const: {a: [JSON.parse('-1e400')]}}]) {
+    t.throws(() => enforceableSchema(schema, 'x'), {message: /too large for a double/}, JSON.stringify(schema))
+  }
+  t.throws(() => enforceableSchema({enum: []}, 'x'), {message: /non-empty array/})
+  t.throws(() => enforceableSchema({enum: 'a'}, 'x'), {message: /non-empty array/})
+  t.doesNotThrow(() => enforceableSchema({enum: [1.5e308, -0, 'x', null]}, 'x'))
+})
