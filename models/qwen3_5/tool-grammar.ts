@@ -12,8 +12,9 @@
 //   grammar's text itself in the XML form, the text as a JSON string in the JSON form.
 // - A tool held to no schema (true) takes any parameters in the XML form (raw values, any names) and any
 //   object in the JSON form.
-import type {StructuralTagFormat, ToolGrammarTool} from '../../src/grammar/compiler.js'
+import {MARKUP_FREE, type StructuralTagFormat, type ToolGrammarTool} from '../../src/grammar/compiler.js'
 import {resolvePointer} from '../../src/grammar/schema-policy.js'
+import {jsonSafePattern} from '../../src/grammar/json-pattern.js'
 import {errors} from '../../src/errors.js'
 import type {ToolCallFormat} from './output.js'
 import {isPlainString, schemaTypes} from './tool-arguments.js'
@@ -34,6 +35,8 @@ const TRIGGER = '<tool_call>'
 /** Raw text that cannot end the value: no `</…` and no `<p…` (so no `</parameter>`, `<parameter=`, `</function>`). */
 const RAW_TEXT = '([^<]|<[^/p<])*'
 const EMPTY: StructuralTagFormat = {type: 'grammar', grammar: 'root ::= ""'}
+/** What ends a raw value when the parser reads it back (tool-parser-xml.ts). */
+const CLOSING_MARKER = /<\/parameter>|<parameter=|<\/function>/
 const UUID = '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}'
 
 function refuse(tool: string, param: string, why: string): never {
@@ -68,6 +71,9 @@ function rawString(s: unknown, root: Schema, tool: string, param: string): Struc
   const values = Array.isArray(schema.enum) ? schema.enum : 'const' in schema ? [schema.const] : undefined
   if (values) {
     if (!values.every(v => typeof v === 'string')) refuse(tool, param, 'its values mix strings with other types')
+    // the parser ends a raw value at the first closing marker, so a value holding one would come back cut
+    const marked = (values as string[]).find(v => CLOSING_MARKER.test(v))
+    if (marked !== undefined) refuse(tool, param, `the value ${JSON.stringify(marked)} holds a closing marker of the XML call form`)
     const options = [...new Set(values as string[])].map(constant)
     return options.length === 1 ? options[0]! : {type: 'or', elements: options}
   }
@@ -75,7 +81,8 @@ function rawString(s: unknown, root: Schema, tool: string, param: string): Struc
   if (branches) return {type: 'or', elements: branches.map(b => rawString(b, root, tool, param))}
   const types = typeof schema.type === 'string' ? [schema.type] : Array.isArray(schema.type) ? schema.type : ['string']
   if (types.length !== 1 || types[0] !== 'string') refuse(tool, param, 'it mixes strings with other types')
-  if (typeof schema.pattern === 'string') return {type: 'regex', pattern: fullMatch(schema.pattern)}
+  // without "<": a raw value must not hold a closing marker, which would cut it when read back
+  if (typeof schema.pattern === 'string') return {type: 'regex', pattern: fullMatch(jsonSafePattern(schema.pattern, why => refuse(tool, param, why), [[0x3c, 0x3c]]))}
   if (schema.format === 'uuid') return {type: 'regex', pattern: UUID}
   if (schema.format !== undefined) refuse(tool, param, `format "${String(schema.format)}" has no raw-text form here`)
   return {type: 'regex', pattern: RAW_TEXT}
@@ -108,7 +115,36 @@ function xmlValue(prop: unknown, root: Schema, tool: string, param: string): Str
   const defs = Object.fromEntries((['$defs', 'definitions'] as const).filter(k => root[k] !== undefined).map(k => [k, root[k]]))
   const text = JSON.stringify(prop)
   if (text.includes('"$ref":"#"') || text.includes('"$ref":"#/properties')) refuse(tool, param, 'it refers to the root schema')
-  return {type: 'json_schema', json_schema: typeof prop === 'object' ? {...(prop as Schema), ...defs} : (prop as boolean)}
+  const value = typeof prop === 'object' ? markupFree({...(prop as Schema), ...defs}, tool, param) : (prop as boolean)
+  return {type: 'json_schema', json_schema: value, [MARKUP_FREE]: true} as StructuralTagFormat
+}
+
+/**
+ * A JSON value's schema as the XML form can read it back: the parser cuts a value at the first closing marker, even
+ * inside a JSON string, so patterns lose `<` (free strings lose it in the compiler, MARKUP_FREE), and constants and
+ * property names holding a marker are refused.
+ */
+function markupFree(node: unknown, tool: string, param: string): unknown {
+  if (Array.isArray(node)) return node.map(n => markupFree(n, tool, param))
+  if (typeof node !== 'object' || node === null) return node
+  const out: Schema = {}
+  for (const [k, v] of Object.entries(node as Schema)) {
+    if (k === 'default' || k === 'examples' || k === 'example') out[k] = v // data, not schemas
+    else if (k === 'enum' || k === 'const') {
+      if (CLOSING_MARKER.test(JSON.stringify(v))) refuse(tool, param, `its ${k} holds a closing marker of the XML call form`)
+      out[k] = v
+    } else if (k === 'pattern' && typeof v === 'string') out[k] = jsonSafePattern(v, why => refuse(tool, param, why), [[0x3c, 0x3c]])
+    else if ((k === 'properties' || k === 'patternProperties' || k === '$defs' || k === 'definitions') && typeof v === 'object' && v !== null) {
+      out[k] = Object.fromEntries(
+        Object.entries(v as Schema).map(([name, sub]) => {
+          if (k === 'properties' && CLOSING_MARKER.test(name)) refuse(tool, param, `the property name ${JSON.stringify(name)} holds a closing marker of the XML call form`)
+          const key = k === 'patternProperties' ? jsonSafePattern(name, why => refuse(tool, param, why), [[0x3c, 0x3c]]) : name
+          return [key, markupFree(sub, tool, param)]
+        }),
+      )
+    } else out[k] = markupFree(v, tool, param)
+  }
+  return out
 }
 
 /** Any number of parameters with any names and raw values (what the parser reads without a schema). */

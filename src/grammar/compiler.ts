@@ -120,6 +120,21 @@ export class Grammars {
 }
 
 /**
+ * A json_schema element flagged with this key (a family's tool-call form that reads values back up to markup) has
+ * its free strings written without a raw `<` (it may still come as the escape \u003c): a JSON value inside an XML
+ * tool call must not hold `</parameter>` or `<parameter=`, where the parser would cut it.
+ */
+export const MARKUP_FREE = 'splash_markup_free'
+
+/** XGrammar's rule for the characters of a free string, and the same without `<`. */
+const FREE_STRING_CHAR = '[^\\0-\\x1f\\"\\\\\\r\\n]'
+function withoutRawLessThan(ebnf: string): string {
+  if (!ebnf.includes('basic_string_sub ::=')) return ebnf
+  if (!ebnf.includes(FREE_STRING_CHAR)) throw new Error('the grammar engine wrote its free strings in an unexpected form')
+  return ebnf.split(FREE_STRING_CHAR).join(`${FREE_STRING_CHAR.slice(0, -1)}<]`)
+}
+
+/**
  * Structural tags compile their json_schema elements with free whitespace (a random or confused model
  * can wander in it for ever); each is replaced by a grammar element with the same separators as
  * response formats.
@@ -131,7 +146,7 @@ async function compactJson(format: StructuralTagFormat): Promise<StructuralTagFo
     const o = node as Record<string, unknown>
     if (o.type === 'json_schema' && 'json_schema' in o) {
       const grammar = await jsonSchemaEbnf(o.json_schema as Record<string, unknown> | boolean)
-      return {type: 'grammar', grammar}
+      return {type: 'grammar', grammar: o[MARKUP_FREE] === true ? withoutRawLessThan(grammar) : grammar}
     }
     const out: Record<string, unknown> = {}
     for (const [k, v] of Object.entries(o)) out[k] = await visit(v)

@@ -78,14 +78,18 @@ function writeClass(r: Ranges, lineSeparators = false): string {
   return wide.length === 0 ? `[^${body(ascii)}]` : `[${body(members)}]`
 }
 
-/** Narrows `pattern` (ECMA-262 syntax) as above; `refuse(why)` throws. */
-export function jsonSafePattern(pattern: string, refuse: (why: string) => never): string {
+/**
+ * Narrows `pattern` (ECMA-262 syntax) as above; `refuse(why)` throws. `also`: more code points to take out (the XML
+ * tool-call form takes out `<`, which could start a closing marker inside a raw value).
+ */
+export function jsonSafePattern(pattern: string, refuse: (why: string) => never, also: Array<[number, number]> = []): string {
+  const UNSAFE_HERE = normalise([...UNSAFE, ...also])
   const cps = [...pattern].map(c => c.codePointAt(0)!)
   let i = 0
   let out = ''
-  const unsafe = (cp: number) => UNSAFE.some(([lo, hi]) => cp >= lo && cp <= hi)
+  const unsafe = (cp: number) => UNSAFE_HERE.some(([lo, hi]) => cp >= lo && cp <= hi)
   const literal = (cp: number, shown: string): string => {
-    if (unsafe(cp)) refuse(`it matches ${shown}, which JSON writes escaped and the grammar engine would write raw`)
+    if (unsafe(cp)) refuse(`it matches ${shown}, which the grammar engine cannot write raw here`)
     return atomChar(cp)
   }
   const hex = (n: number): number => {
@@ -163,7 +167,7 @@ export function jsonSafePattern(pattern: string, refuse: (why: string) => never)
     if (negated && complement(members).length > 0 && normalise(members).some(([, hi]) => hi >= 0x80)) {
       refuse('a negated character class that excludes non-ASCII characters (the grammar engine would drop them)')
     }
-    const safe = subtract(matched, UNSAFE)
+    const safe = subtract(matched, UNSAFE_HERE)
     if (safe.length === 0) refuse('a character class that only matches characters JSON writes escaped')
     return writeClass(safe)
   }
@@ -173,12 +177,12 @@ export function jsonSafePattern(pattern: string, refuse: (why: string) => never)
       const e = escape()
       if (typeof e === 'number') out += literal(e, `the character U+${e.toString(16).toUpperCase().padStart(4, '0')}`)
       else {
-        const safe = subtract(e, UNSAFE)
+        const safe = subtract(e, UNSAFE_HERE)
         if (safe.length === 0) refuse('an escape that only matches characters JSON writes escaped')
         out += writeClass(safe)
       }
     } else if (cp === 0x5b) out += classAt()
-    else if (cp === 0x2e) out += writeClass(subtract(complement([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]]), UNSAFE), true)
+    else if (cp === 0x2e) out += writeClass(subtract(complement([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]]), UNSAFE_HERE), true)
     else if ('^$|()?*+{},'.includes(String.fromCodePoint(cp)) || cp === 0x3a || cp === 0x3d || cp === 0x21 || cp === 0x3c || cp === 0x3e) out += String.fromCodePoint(cp)
     else out += literal(cp, cp === 0x22 ? 'a quote' : `the character U+${cp.toString(16).toUpperCase().padStart(4, '0')}`)
   }

@@ -115,10 +115,32 @@ for (const which of ['default', 'synthetic'] as const) {
         t.throws(() => toolCallGrammar('xml', [{name: bad, schema: true}], {type: 'calls', stopAfterFirst: true}), {message: /./, status: 400}, `tool name ${JSON.stringify(bad)}`)
         t.throws(() => toolCallGrammar('xml', [{name: 'ok', schema: {type: 'object', properties: {[bad]: {type: 'integer'}}}}], {type: 'calls', stopAfterFirst: true}), {message: /./, status: 400}, `parameter ${JSON.stringify(bad)}`)
       }
+      // a value the XML parser reads back up to markup: no closing marker inside it, not even inside a JSON string
+      // of a non-string parameter (found by the random tool walks: an array holding "<parameter=…" came back cut)
+      const xmlCall = async (schema: Record<string, unknown>) =>
+        v.grammars.matcher({type: 'structural', format: toolCallGrammar('xml', [{name: 'f', schema: v.grammars.checkSchema(schema, 'tools')}], {type: 'calls', stopAfterFirst: true})})
+      const call = (value: string) => `<tool_call>\n<function=f>\n<parameter=p>\n${value}\n</parameter>\n</function>\n</tool_call>`
+      const takes = async (schema: Record<string, unknown>, value: string) => {
+        const m = await xmlCall(schema)
+        try {
+          return v.tokenizer.encode(call(value)).every(id => m.accept(id)) && m.accept(m.stopTokenIds[0]!)
+        } finally {
+          m.dispose()
+        }
+      }
+      const list = {type: 'object', properties: {p: {type: 'array', items: {type: 'string'}}}, required: ['p']}
+      t.ok(await takes(list, '["a", "b \\u003c c"]'), 'an escaped < is fine')
+      t.notOk(await takes(list, '["x</parameter>y"]'), 'a raw closing marker inside a JSON string is not')
+      t.notOk(await takes({type: 'object', properties: {p: {type: 'object', additionalProperties: {type: 'integer'}}}, required: ['p']}, '{"<parameter=x": 1}'), 'nor in a free key')
+      t.notOk(await takes({type: 'object', properties: {p: {type: 'array', items: {type: 'string', pattern: '^.+$'}}}, required: ['p']}, '["<parameter=q"]'), 'nor in a pattern string')
+      for (const bad of [{enum: ['a', 'x</parameter>']}, {const: 'y</function>'}]) {
+        await t.rejects(xmlCall({type: 'object', properties: {p: bad}, required: ['p']}), {message: /closing marker/, status: 400}, JSON.stringify(bad))
+        await t.rejects(xmlCall({type: 'object', properties: {p: {type: 'array', items: bad}}, required: ['p']}), {message: /closing marker/, status: 400}, `inside JSON: ${JSON.stringify(bad)}`)
+      }
       const odd = 'a"b\\c'
       const schema = v.grammars.checkSchema({type: 'object', properties: {[odd]: {type: 'integer'}}, required: [odd]}, 'tools')
-      const call = `<tool_call>\n{"name": ${JSON.stringify(odd)}, "arguments": {${JSON.stringify(odd)}: 7}}\n</tool_call>`
-      t.ok(await v.accepts({type: 'structural', format: toolCallGrammar('json', [{name: odd, schema}], {type: 'calls', stopAfterFirst: true})}, call), 'JSON form: escaped names')
+      const jsonCall = `<tool_call>\n{"name": ${JSON.stringify(odd)}, "arguments": {${JSON.stringify(odd)}: 7}}\n</tool_call>`
+      t.ok(await v.accepts({type: 'structural', format: toolCallGrammar('json', [{name: odd, schema}], {type: 'calls', stopAfterFirst: true})}, jsonCall), 'JSON form: escaped names')
     })
 
     t.test('a trap inside the engine fails one compile; later grammars get a fresh instance', async t => {
