@@ -6,49 +6,13 @@
 // literal quote, `\n`) is refused. Every string the result matches is one the pattern matches, without those
 // characters (a subset of what the schema allows).
 
-/** Code point ranges a JSON string never holds raw. */
-const UNSAFE: Array<[number, number]> = [
-  [0x00, 0x1f],
-  [0x22, 0x22],
-  [0x5c, 0x5c],
-]
-const MAX = 0x10ffff
+import {DIGIT, WORD} from './regex.js'
+import {complementRanges as complement, JSON_SPECIAL as UNSAFE, normalizeRanges as normalise, subtractRanges as subtract} from './text-grammar.js'
 
 type Ranges = Array<[number, number]>
 
-const DIGIT: Ranges = [[0x30, 0x39]]
-const WORD: Ranges = [[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]]
 /** `\s` as far as the result goes: the space (the other ASCII whitespace is unsafe; XGrammar mismatches non-ASCII classes). */
 const SPACE: Ranges = [[0x20, 0x20]]
-
-function normalise(r: Ranges): Ranges {
-  const s = [...r].sort((a, b) => a[0] - b[0])
-  const out: Ranges = []
-  for (const [lo, hi] of s) {
-    const last = out[out.length - 1]
-    if (last && lo <= last[1] + 1) last[1] = Math.max(last[1], hi)
-    else out.push([lo, hi])
-  }
-  return out
-}
-
-function complement(r: Ranges): Ranges {
-  const out: Ranges = []
-  let next = 0
-  for (const [lo, hi] of normalise(r)) {
-    if (lo > next) out.push([next, lo - 1])
-    next = hi + 1
-  }
-  if (next <= MAX) out.push([next, MAX])
-  return out
-}
-
-function subtract(r: Ranges, minus: Ranges): Ranges {
-  const keep = complement(minus)
-  const out: Ranges = []
-  for (const [a, b] of normalise(r)) for (const [c, d] of keep) if (Math.max(a, c) <= Math.min(b, d)) out.push([Math.max(a, c), Math.min(b, d)])
-  return out
-}
 
 /** A code point inside a class: printable ASCII as itself (the class's own syntax escaped), others as escapes. */
 function classChar(cp: number): string {

@@ -12,8 +12,8 @@ export interface RegexFlags {
   dotAll?: boolean
 }
 
-const DIGIT: Array<[number, number]> = [[0x30, 0x39]]
-const WORD: Array<[number, number]> = [
+export const DIGIT: Array<[number, number]> = [[0x30, 0x39]]
+export const WORD: Array<[number, number]> = [
   [0x30, 0x39],
   [0x41, 0x5a],
   [0x5f, 0x5f],

@@ -101,7 +101,7 @@ function jsonChar(cp: number): string {
 }
 
 /** Characters JSON writes escaped: controls, `"` and `\`. */
-const JSON_SPECIAL: Array<[number, number]> = [
+export const JSON_SPECIAL: Array<[number, number]> = [
   [0, 0x1f],
   [0x22, 0x22],
   [0x5c, 0x5c],
@@ -116,6 +116,11 @@ function intersect(a: Array<[number, number]>, b: Array<[number, number]>): Arra
 function subtract(a: Array<[number, number]>, b: Array<[number, number]>): Array<[number, number]> {
   return intersect(a, complement(normalizeRanges(b)))
 }
+
+/** The code points outside `ranges` (any order). */
+export const complementRanges = (ranges: Array<[number, number]>): Array<[number, number]> => complement(normalizeRanges(ranges))
+/** The code points of `a` outside `b`. */
+export const subtractRanges = subtract
 
 function codePoints(ranges: Array<[number, number]>): number[] {
   const out: number[] = []
