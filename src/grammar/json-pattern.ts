@@ -14,32 +14,50 @@ type Ranges = Array<[number, number]>
 /** `\s` as far as the result goes: the space (the other ASCII whitespace is unsafe; XGrammar mismatches non-ASCII classes). */
 const SPACE: Ranges = [[0x20, 0x20]]
 
-/** A code point inside a class: printable ASCII as itself (the class's own syntax escaped), others as escapes. */
+/**
+ * A code point inside a class: printable ASCII and the space as themselves (the class's own syntax escaped), others
+ * as `\xHH` escapes. XGrammar reads every hex digit after `\x`, so `[\x20A-Z]` was U+020A–Z (an abort) and
+ * `a\x20b` U+020B; a control only ever stands in the excluded list of a negated class, where the next member is
+ * a space, `!` or `"`, and DEL comes last.
+ */
 function classChar(cp: number): string {
   if (cp >= 0x80) return String.fromCodePoint(cp)
-  if (cp >= 0x21 && cp <= 0x7e) return '\\]^-['.includes(String.fromCodePoint(cp)) ? `\\${String.fromCodePoint(cp)}` : String.fromCodePoint(cp)
+  if (cp >= 0x20 && cp <= 0x7e) return '\\]^-['.includes(String.fromCodePoint(cp)) ? `\\${String.fromCodePoint(cp)}` : String.fromCodePoint(cp)
   return `\\x${cp.toString(16).toUpperCase().padStart(2, '0')}`
 }
 
-/** A literal code point outside classes (regex syntax escaped). */
+/** A literal code point outside classes (regex syntax escaped; DEL as a class of its own, which ends the escape). */
 function atomChar(cp: number): string {
   if (cp >= 0x80) return String.fromCodePoint(cp)
+  if (cp === 0x7f) return '[\\x7F]'
   const c = String.fromCodePoint(cp)
-  if (cp >= 0x21 && cp <= 0x7e) return '\\.^$|?*+()[]{}'.includes(c) ? `\\${c}` : c
+  if (cp >= 0x20 && cp <= 0x7e) return '\\.^$|?*+()[]{}'.includes(c) ? `\\${c}` : c
   return `\\x${cp.toString(16).toUpperCase().padStart(2, '0')}`
 }
+
+/** Most non-ASCII members a class may have: they are written out one by one (below). */
+export const MAX_WIDE_MEMBERS = 256
 
 /**
  * A class for XGrammar, whose classes work on ASCII: a negated class of the excluded ASCII when nothing else is
- * excluded (`lineSeparators`: U+2028 and U+2029 may be let through, as XGrammar's own "." does), else the members.
+ * excluded (`lineSeparators`: U+2028 and U+2029 may be let through, as XGrammar's own "." does), else the ASCII
+ * members as a class and the others as literals in a group (a class member past ASCII matched other characters
+ * than itself: `[α-ω]` took "ÿ", `[à-ÿ]` refused "é"), up to MAX_WIDE_MEMBERS of them.
  */
-function writeClass(r: Ranges, lineSeparators = false): string {
+function writeClass(r: Ranges, refuse: (why: string) => never, lineSeparators = false): string {
   const members = normalise(r)
   const excluded = complement(members)
   const ascii = excluded.filter(([lo]) => lo < 0x80).map(([lo, hi]): [number, number] => [lo, Math.min(hi, 0x7f)])
   const wide = subtract(excluded, [[0, 0x7f], ...(lineSeparators ? ([[0x2028, 0x2029]] as Ranges) : [])])
   const body = (x: Ranges) => x.map(([lo, hi]) => (lo === hi ? classChar(lo) : `${classChar(lo)}-${classChar(hi)}`)).join('')
-  return wide.length === 0 ? `[^${body(ascii)}]` : `[${body(members)}]`
+  if (wide.length === 0) return `[^${body(ascii)}]`
+  const low = subtract(members, [[0x80, 0x10ffff]])
+  const high = subtract(members, [[0, 0x7f]])
+  if (high.length === 0) return `[${body(low)}]`
+  const count = high.reduce((n, [lo, hi]) => n + hi - lo + 1, 0)
+  if (count > MAX_WIDE_MEMBERS) refuse(`a character class with more than ${MAX_WIDE_MEMBERS} non-ASCII members (the grammar engine matches them only one by one)`)
+  const chars = high.flatMap(([lo, hi]) => Array.from({length: hi - lo + 1}, (_, k) => atomChar(lo + k)))
+  return `(${[...(low.length > 0 ? [`[${body(low)}]`] : []), ...chars].join('|')})`
 }
 
 /**
@@ -133,7 +151,7 @@ export function jsonSafePattern(pattern: string, refuse: (why: string) => never,
     }
     const safe = subtract(matched, UNSAFE_HERE)
     if (safe.length === 0) refuse('a character class that only matches characters JSON writes escaped')
-    return writeClass(safe)
+    return writeClass(safe, refuse)
   }
   while (i < cps.length) {
     const cp = cps[i++]!
@@ -143,10 +161,10 @@ export function jsonSafePattern(pattern: string, refuse: (why: string) => never,
       else {
         const safe = subtract(e, UNSAFE_HERE)
         if (safe.length === 0) refuse('an escape that only matches characters JSON writes escaped')
-        out += writeClass(safe)
+        out += writeClass(safe, refuse)
       }
     } else if (cp === 0x5b) out += classAt()
-    else if (cp === 0x2e) out += writeClass(subtract(complement([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]]), UNSAFE_HERE), true)
+    else if (cp === 0x2e) out += writeClass(subtract(complement([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]]), UNSAFE_HERE), refuse, true)
     else if ('^$|()?*+{},'.includes(String.fromCodePoint(cp)) || cp === 0x3a || cp === 0x3d || cp === 0x21 || cp === 0x3c || cp === 0x3e) out += String.fromCodePoint(cp)
     else out += literal(cp, cp === 0x22 ? 'a quote' : `the character U+${cp.toString(16).toUpperCase().padStart(4, '0')}`)
   }

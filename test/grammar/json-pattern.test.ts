@@ -18,8 +18,15 @@ t.test('the rewrite: structure kept, escaped characters taken out', async t => {
   t.equal(jsonSafePattern('^(ab|c)*\\.x$', refuse), '^(ab|c)*\\.x$')
   t.equal(jsonSafePattern('^.*$', refuse), '^[^\\x00-\\x1F"\\\\]*$')
   t.equal(jsonSafePattern('^[^,]+$', refuse), '^[^\\x00-\\x1F",\\\\]+$')
-  t.equal(jsonSafePattern('^\\s\\d$', refuse), '^[\\x20][0-9]$')
-  t.equal(jsonSafePattern('^[ -~]$', refuse), '^[\\x20-!#-\\[\\]-~]$')
+  t.equal(jsonSafePattern('^\\s\\d$', refuse), '^[ ][0-9]$')
+  t.equal(jsonSafePattern('^[ -~]$', refuse), '^[ -!#-\\[\\]-~]$')
+  // the space as itself: XGrammar read "\x20A" as U+020A
+  t.equal(jsonSafePattern('^[a-zA-Z ]+$', refuse), '^[ A-Za-z]+$')
+  t.equal(jsonSafePattern('^a\\x20b\\x7Fc$', refuse), '^a b[\\x7F]c$')
+  // non-ASCII members one by one beside the ASCII ones
+  t.equal(jsonSafePattern('^[a-zé]$', refuse), '^([a-z]|é)$')
+  t.equal(jsonSafePattern('^[α-γ]$', refuse), '^(α|β|γ)$')
+  t.throws(() => jsonSafePattern('^[\\u4e00-\\u9fff]+$', refuse), {message: /more than 256 non-ASCII members/})
   for (const [p, why] of [['^"$', /quote/], ['^a\\\\b$', /U\+005C/], ['^[\\n\\t]$', /only matches/], ['^a\\nb$', /U\+000A/], ['^\\S+$', /\\S/], ['^[^é]$', /non-ASCII/]] as const) {
     t.throws(() => jsonSafePattern(p, refuse), {message: why}, p)
   }
@@ -41,6 +48,18 @@ t.test('decided by the grammar: nothing invalid, the safe strings still taken', 
       if (!safe) t.notOk(accepted, `${pattern} ${text}: escaped characters are left out`)
       // the raw forms XGrammar wrote before: never
       if (s.includes('"') || /[\u0000-\u001f]/.test(s)) t.notOk(await d.acceptsJson(checked, `"${s}"`), `${pattern}: raw ${JSON.stringify(s)}`)
+    }
+  }
+  // classes with a space or with non-ASCII members: XGrammar aborted on "[a-zA-Z ]", took "ÿ" for "[α-ω]" and
+  // refused "é" for "[à-ÿ]"
+  const wide = ['Ab c', 'a b', '1 2', 'AB', 'é', 'ÿ', 'Ā', 'αβ', '日', 'a\u007fb', '']
+  for (const pattern of ['^[a-zA-Z ]+$', '^[ 0-9]+$', '^a b$', '^[α-ω]+$', '^[à-ÿ]+$', '^[a-zé ]+$', '^[日本]$', '^a\\x7Fb$', '^[^ !"#0]+$']) {
+    const schema = {type: 'string', pattern}
+    const checked = enforceableSchema(schema, 'x')
+    for (const s of wide) {
+      const text = JSON.stringify(s)
+      const valid = invalidity(schema, text) === undefined
+      t.equal(await d.acceptsJson(checked, text), valid, `${pattern} ${text}: accepted exactly when valid`)
     }
   }
   // patternProperties keys are JSON strings too

@@ -25,7 +25,7 @@ type Json = null | boolean | number | string | Json[] | {[k: string]: Json}
 
 const NAMES = ['a', 'b', 'x_y', 'with space', 'ü', 'k"q', 'n\\m', 'tab\tx', '1', '$ref', 'type', 'properties', '']
 const STRINGS = ['', 'a', 'A b', 'é', '"', '\\', '\n', '😀', 'null', '0', 'xxx', 'x\n</parameter>\ny']
-const PATTERNS = ['^[a-c]+$', '^\\d{2,3}$', '^(ab|c)*d$', 'x', '^.*$', '^[^"]*$', '^\\w+@\\w+$', '^[^,]+$', '^\\s?z$', '^[ -~]{0,3}$']
+const PATTERNS = ['^[a-c]+$', '^\\d{2,3}$', '^(ab|c)*d$', 'x', '^.*$', '^[^"]*$', '^\\w+@\\w+$', '^[^,]+$', '^\\s?z$', '^[ -~]{0,3}$', '^[a-zA-Z ]+$', '^[α-ω0-9]{1,4}$', '^a b$']
 const FORMATS = ['date', 'time', 'date-time', 'email', 'uri', 'uri-reference', 'ipv4', 'ipv6', 'uuid', 'duration']
 
 function generator(rnd: () => number) {
