@@ -22,7 +22,7 @@ const SPACE: Ranges = [[0x20, 0x20]]
  */
 function classChar(cp: number): string {
   if (cp >= 0x80) return String.fromCodePoint(cp)
-  if (cp >= 0x20 && cp <= 0x7e) return '\\]^-['.includes(String.fromCodePoint(cp)) ? `\\${String.fromCodePoint(cp)}` : String.fromCodePoint(cp)
+  if (cp >= 0x20 && cp <= 0x7e) return '\\]-['.includes(String.fromCodePoint(cp)) ? `\\${String.fromCodePoint(cp)}` : String.fromCodePoint(cp)
   return `\\x${cp.toString(16).toUpperCase().padStart(2, '0')}`
 }
 
@@ -34,6 +34,9 @@ function atomChar(cp: number): string {
   if (cp >= 0x20 && cp <= 0x7e) return '\\.^$|?*+()[]{}'.includes(c) ? `\\${c}` : c
   return `\\x${cp.toString(16).toUpperCase().padStart(2, '0')}`
 }
+
+/** An atom that matches the empty string: XGrammar aborted on an empty alternative such as `(|a)`. */
+const EMPTY = 'a{0}'
 
 /** Most non-ASCII members a class may have: they are written out one by one (below). */
 export const MAX_WIDE_MEMBERS = 256
@@ -49,15 +52,21 @@ function writeClass(r: Ranges, refuse: (why: string) => never, lineSeparators = 
   const excluded = complement(members)
   const ascii = excluded.filter(([lo]) => lo < 0x80).map(([lo, hi]): [number, number] => [lo, Math.min(hi, 0x7f)])
   const wide = subtract(excluded, [[0, 0x7f], ...(lineSeparators ? ([[0x2028, 0x2029]] as Ranges) : [])])
-  const body = (x: Ranges) => x.map(([lo, hi]) => (lo === hi ? classChar(lo) : `${classChar(lo)}-${classChar(hi)}`)).join('')
+  // a caret goes last, as itself (XGrammar took "[\^a]" for something that matched neither "a" nor "^")
+  const body = (x: Ranges) => {
+    const caret = x.some(([lo, hi]) => lo <= 0x5e && hi >= 0x5e)
+    const rest = subtract(x, [[0x5e, 0x5e]]).map(([lo, hi]) => (lo === hi ? classChar(lo) : `${classChar(lo)}-${classChar(hi)}`))
+    return rest.join('') + (caret ? '^' : '')
+  }
+  const positive = (x: Ranges) => (body(x) === '^' ? '\\^' : `[${body(x)}]`)
   if (wide.length === 0) return `[^${body(ascii)}]`
   const low = subtract(members, [[0x80, 0x10ffff]])
   const high = subtract(members, [[0, 0x7f]])
-  if (high.length === 0) return `[${body(low)}]`
+  if (high.length === 0) return positive(low)
   const count = high.reduce((n, [lo, hi]) => n + hi - lo + 1, 0)
   if (count > MAX_WIDE_MEMBERS) refuse(`a character class with more than ${MAX_WIDE_MEMBERS} non-ASCII members (the grammar engine matches them only one by one)`)
   const chars = high.flatMap(([lo, hi]) => Array.from({length: hi - lo + 1}, (_, k) => atomChar(lo + k)))
-  return `(${[...(low.length > 0 ? [`[${body(low)}]`] : []), ...chars].join('|')})`
+  return `(${[...(low.length > 0 ? [positive(low)] : []), ...chars].join('|')})`
 }
 
 /**
@@ -65,10 +74,27 @@ function writeClass(r: Ranges, refuse: (why: string) => never, lineSeparators = 
  * tool-call form takes out `<`, which could start a closing marker inside a raw value).
  */
 export function jsonSafePattern(pattern: string, refuse: (why: string) => never, also: Array<[number, number]> = []): string {
+  try {
+    new RegExp(pattern, 'u') // what a validator compiles (ajv: unicode mode)
+  } catch {
+    refuse('it is not a valid regular expression')
+  }
   const UNSAFE_HERE = normalise([...UNSAFE, ...also])
   const cps = [...pattern].map(c => c.codePointAt(0)!)
   let i = 0
   let out = ''
+  // JSON Schema's pattern matches anywhere in the string; XGrammar's whole strings. So each top-level alternative
+  // gets "any safe text" on the sides its anchors leave open (`^https?://` had allowed "https://" alone).
+  const ANY = `${writeClass(subtract(complement([]), UNSAFE_HERE), refuse)}*`
+  const branches: string[] = []
+  let depth = 0
+  let anchoredStart = false
+  let anchoredEnd = false
+  const endBranch = () => {
+    branches.push(`${anchoredStart ? '' : ANY}${out === '' ? EMPTY : out}${anchoredEnd ? '' : ANY}`)
+    out = ''
+    anchoredStart = anchoredEnd = false
+  }
   const unsafe = (cp: number) => UNSAFE_HERE.some(([lo, hi]) => cp >= lo && cp <= hi)
   const literal = (cp: number, shown: string): string => {
     if (unsafe(cp)) refuse(`it matches ${shown}, which the grammar engine cannot write raw here`)
@@ -153,20 +179,60 @@ export function jsonSafePattern(pattern: string, refuse: (why: string) => never,
     if (safe.length === 0) refuse('a character class that only matches characters JSON writes escaped')
     return writeClass(safe, refuse)
   }
+  // whether the last atom (a group: any atom inside it) can match a multi-byte character: XGrammar's bounded
+  // repetitions of those can split one
+  let wide = false
+  const groupWide: boolean[] = []
+  const atom = (text: string) => {
+    wide = text.startsWith('[^')
+    if (wide && groupWide.length > 0) groupWide[groupWide.length - 1] = true
+    out += text
+  }
+  const opensAlternative = () => /(\(|\(\?:|\|)$/.test(out) // (a literal "\(" too: EMPTY is harmless there)
   while (i < cps.length) {
     const cp = cps[i++]!
     if (cp === 0x5c) {
       const e = escape()
-      if (typeof e === 'number') out += literal(e, `the character U+${e.toString(16).toUpperCase().padStart(4, '0')}`)
+      if (typeof e === 'number') atom(literal(e, `the character U+${e.toString(16).toUpperCase().padStart(4, '0')}`))
       else {
         const safe = subtract(e, UNSAFE_HERE)
         if (safe.length === 0) refuse('an escape that only matches characters JSON writes escaped')
-        out += writeClass(safe, refuse)
+        atom(writeClass(safe, refuse))
       }
-    } else if (cp === 0x5b) out += classAt()
-    else if (cp === 0x2e) out += writeClass(subtract(complement([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]]), UNSAFE_HERE), refuse, true)
-    else if ('^$|()?*+{},'.includes(String.fromCodePoint(cp)) || cp === 0x3a || cp === 0x3d || cp === 0x21 || cp === 0x3c || cp === 0x3e) out += String.fromCodePoint(cp)
-    else out += literal(cp, cp === 0x22 ? 'a quote' : `the character U+${cp.toString(16).toUpperCase().padStart(4, '0')}`)
+    } else if (cp === 0x5b) atom(classAt())
+    else if (cp === 0x2e) atom(writeClass(subtract(complement([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]]), UNSAFE_HERE), refuse, true))
+    else if (cp === 0x5e) {
+      // an anchor: only where a top-level alternative starts (XGrammar matches the whole string either way)
+      if (depth > 0 || out !== '') refuse('an anchor "^" that does not start the pattern or one of its top-level alternatives')
+      anchoredStart = true
+    } else if (cp === 0x24) {
+      if (depth > 0 || (i < cps.length && cps[i] !== 0x7c)) refuse('an anchor "$" that does not end the pattern or one of its top-level alternatives')
+      anchoredEnd = true
+    } else if (cp === 0x7c) {
+      if (depth === 0) endBranch()
+      else out += `${opensAlternative() ? EMPTY : ''}|`
+    } else if (cp === 0x28) {
+      depth++
+      groupWide.push(false)
+      out += '('
+      if (cps[i] === 0x3f) {
+        // (?: is a group; lookarounds and named groups are not in the grammar engine's language
+        if (cps[i + 1] !== 0x3a) refuse('a lookaround or named group "(?"')
+        out += '?:'
+        i += 2
+      }
+    } else if (cp === 0x29) {
+      if (--depth < 0) refuse('an unbalanced ")"')
+      out += `${opensAlternative() ? EMPTY : ''})`
+      wide = groupWide.pop()!
+      if (wide && groupWide.length > 0) groupWide[groupWide.length - 1] = true
+    } else if (cp === 0x7b && /^\d/.test(String.fromCodePoint(cps[i] ?? 0))) {
+      if (wide) refuse('a bounded repetition of "." or of a negated class can split multi-byte characters')
+      out += '{'
+    } else if ('?*+{},'.includes(String.fromCodePoint(cp))) out += String.fromCodePoint(cp)
+    else atom(literal(cp, cp === 0x22 ? 'a quote' : `the character U+${cp.toString(16).toUpperCase().padStart(4, '0')}`))
   }
-  return out
+  if (depth !== 0) refuse('an unbalanced "("')
+  endBranch()
+  return branches.length === 1 ? `^${branches[0]}$` : `^(${branches.join('|')})$`
 }

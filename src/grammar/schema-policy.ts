@@ -369,10 +369,7 @@ function strings(s: Schema, out: Schema, path: string): void {
     if (/\(\?[=!<]/.test(pattern)) refuse('pattern', path, 'lookaround is not supported by the grammar engine')
     if (/\\[bB]/.test(pattern)) refuse('pattern', path, 'word boundaries are not supported by the grammar engine')
     if (groupDepth(pattern) > MAX_NESTING) refuse('pattern', path, `groups nested more than ${MAX_NESTING} levels deep are not supported`)
-    pattern = jsonSafePattern(pattern, why => refuse('pattern', path, why))
-    if (/\{\d/.test(pattern) && /(^|[^\\])\.|\[\^|\\[SWD]/.test(pattern)) {
-      refuse('pattern', path, 'a bounded repetition of "." or of a negated class can split multi-byte characters')
-    }
+    pattern = jsonSafePattern(pattern, why => refuse('pattern', path, why)) // also refuses bounded "." and [^…]
   }
   if (s.format !== undefined) {
     if (typeof s.format !== 'string') refuse('format', path, 'it must be a string')

@@ -19,7 +19,26 @@ t.test('the rewrite: structure kept, escaped characters taken out', async t => {
   t.equal(jsonSafePattern('^.*$', refuse), '^[^\\x00-\\x1F"\\\\]*$')
   t.equal(jsonSafePattern('^[^,]+$', refuse), '^[^\\x00-\\x1F",\\\\]+$')
   t.equal(jsonSafePattern('^\\s\\d$', refuse), '^[ ][0-9]$')
-  t.equal(jsonSafePattern('^[ -~]$', refuse), '^[ -!#-\\[\\]-~]$')
+  t.equal(jsonSafePattern('^[ -~]$', refuse), '^[ -!#-\\[\\]_-~^]$')
+  // JSON Schema's patterns match anywhere: open sides get any safe text, each top-level alternative its own
+  t.equal(jsonSafePattern('^https?://', refuse), '^https?://[^\\x00-\\x1F"\\\\]*$')
+  t.equal(jsonSafePattern('^a|b$', refuse), '^(a[^\\x00-\\x1F"\\\\]*|[^\\x00-\\x1F"\\\\]*b)$')
+  // empty alternatives (an abort before), a caret in a class (matched nothing), groups
+  t.equal(jsonSafePattern('^(|a)(b|)()$', refuse), '^(a{0}|a)(b|a{0})(a{0})$')
+  t.equal(jsonSafePattern('^[a^]$', refuse), '^[a^]$')
+  t.equal(jsonSafePattern('^[\\^]$', refuse), '^\\^$')
+  t.equal(jsonSafePattern('^(?:ab)+$', refuse), '^(?:ab)+$')
+  for (const [p, why] of [['^a{,2}$', /not a valid regular expression/], ['a^b', /anchor "\^"/], ['(a$)', /anchor "\$"/], ['^(?=a)', /lookaround/], ['(?<n>a)', /lookaround/]] as const) {
+    t.throws(() => jsonSafePattern(p, refuse), {message: why}, p)
+  }
+  // bounded repetitions of atoms that match multi-byte characters (XGrammar can split one); others are fine, and
+  // the sides an anchor leaves open (unbounded) do not count
+  for (const p of ['^.{2}$', '^[^a]{1,3}$', '^(a|\\W){2}$', '^((.)b){2}$', 'x\\D{2}']) {
+    t.throws(() => jsonSafePattern(p, refuse), {message: /bounded repetition/}, p)
+  }
+  for (const p of ['\\d{3}', '^(ab){2}[^a]+$', '^[a-z]{2}\\.[^.]*$', '(|a){2}']) t.doesNotThrow(() => jsonSafePattern(p, refuse), p)
+  // a raw < outside "(?<" is a literal: refused where the caller takes < out (the XML tool-call form)
+  t.throws(() => jsonSafePattern('^a<b$', refuse, [[0x3c, 0x3c]]), {message: /U\+003C/})
   // the space as itself: XGrammar read "\x20A" as U+020A
   t.equal(jsonSafePattern('^[a-zA-Z ]+$', refuse), '^[ A-Za-z]+$')
   t.equal(jsonSafePattern('^a\\x20b\\x7Fc$', refuse), '^a b[\\x7F]c$')
@@ -50,10 +69,10 @@ t.test('decided by the grammar: nothing invalid, the safe strings still taken', 
       if (s.includes('"') || /[\u0000-\u001f]/.test(s)) t.notOk(await d.acceptsJson(checked, `"${s}"`), `${pattern}: raw ${JSON.stringify(s)}`)
     }
   }
-  // classes with a space or with non-ASCII members: XGrammar aborted on "[a-zA-Z ]", took "ÿ" for "[α-ω]" and
-  // refused "é" for "[à-ÿ]"
-  const wide = ['Ab c', 'a b', '1 2', 'AB', 'é', 'ÿ', 'Ā', 'αβ', '日', 'a\u007fb', '']
-  for (const pattern of ['^[a-zA-Z ]+$', '^[ 0-9]+$', '^a b$', '^[α-ω]+$', '^[à-ÿ]+$', '^[a-zé ]+$', '^[日本]$', '^a\\x7Fb$', '^[^ !"#0]+$']) {
+  // unanchored sides ("^https?://" took "https://" alone), classes with a space or a caret or non-ASCII members
+  // (XGrammar aborted on "[a-zA-Z ]", took "ÿ" for "[α-ω]", refused "é" for "[à-ÿ]" and "a" for "[a^]")
+  const wide = ['Ab c', 'a b', '1 2', 'AB', 'é', 'ÿ', 'Ā', 'αβ', '日', 'a\u007fb', '', 'https://', 'https://x.com', 'http:/', 'xab', 'ba', '^', 'a^']
+  for (const pattern of ['^https?://', 'a', '^a|b$', 'b$', '(|a)b', '^[a^]+$', '^[\\^]$', '^[a-zA-Z ]+$', '^[ 0-9]+$', '^a b$', '^[α-ω]+$', '^[à-ÿ]+$', '^[a-zé ]+$', '^[日本]$', '^a\\x7Fb$', '^[^ !"#0]+$']) {
     const schema = {type: 'string', pattern}
     const checked = enforceableSchema(schema, 'x')
     for (const s of wide) {

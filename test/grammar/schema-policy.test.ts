@@ -132,7 +132,8 @@ t.test('object keys: required names declared, declared names kept out of the oth
     properties: {x1: {type: 'integer'}},
     additionalProperties: false,
   })
-  t.same(enforceableSchema({type: 'object', patternProperties: {'^x': {type: 'integer'}}}, 'x'), {type: 'object', patternProperties: {'^x': {type: 'integer'}}, additionalProperties: false})
+  // (keys starting with x: the rest of the key is left open, as JSON Schema reads "^x")
+  t.same(enforceableSchema({type: 'object', patternProperties: {'^x': {type: 'integer'}}}, 'x'), {type: 'object', patternProperties: {'^x[^\\x00-\\x1F"\\\\]*$': {type: 'integer'}}, additionalProperties: false})
   t.same(enforceableSchema({type: 'object', additionalProperties: {type: 'integer'}}, 'x'), {type: 'object', additionalProperties: {type: 'integer'}}, 'a map alone is kept')
   t.throws(() => enforceableSchema({type: 'object', properties: {ab: {type: 'integer'}}, patternProperties: {'^a': {type: 'string'}}}, 'x'), {message: /intersection/, param: 'patternProperties'})
   t.throws(() => enforceableSchema({type: 'object', required: ['z'], additionalProperties: false}, 'x'), {message: /"z" is required/, param: 'required'})
