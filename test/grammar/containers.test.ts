@@ -1,0 +1,35 @@
+// Lower bounds over members the schema leaves free: XGrammar aborted on `{type: "array", minItems: 1}` (also beside
+// `prefixItems`) and `{type: "object", minProperties: 1}`, so common schemas came back as a 400. The policy now says
+// `items: true` / `additionalProperties: true` there (openContainers in schema-policy.ts); decided text by text
+// through the real grammar against ajv.
+import t from 'tap'
+import {enforceableSchema} from '../../src/grammar/schema-policy.js'
+import {decider} from '../helpers/grammar-accepts.js'
+import {invalidity} from '../helpers/ajv.js'
+
+const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
+
+const TEXTS = ['[]', '[1]', '[1, "x"]', '[1, "x", {}]', '[1, 2, 3, 4]', '{}', '{"a": 1}', '{"a": 1, "b": [2]}', '{"a": 1, "b": 2, "c": 3}', '1', 'null']
+
+t.test('arrays and objects with lower bounds and free members compile and take exactly the valid texts', async t => {
+  const d = await decider(DEFAULT)
+  const schemas = [
+    {type: 'array', minItems: 1},
+    {type: 'array', minItems: 3},
+    {type: 'array', minItems: 2, maxItems: 3},
+    {type: 'array', minItems: 2, prefixItems: [{type: 'integer'}]},
+    {type: 'object', minProperties: 1},
+    {type: 'object', minProperties: 2, maxProperties: 2},
+    {type: ['array', 'object'], minItems: 1, minProperties: 1},
+  ]
+  for (const schema of schemas) {
+    const checked = enforceableSchema(schema, 'x')
+    for (const text of TEXTS) {
+      const valid = invalidity(schema, text) === undefined
+      t.equal(await d.acceptsJson(checked, text), valid, `${JSON.stringify(schema)} ${text}`)
+    }
+  }
+  // what is said explicitly stays as given
+  t.same(enforceableSchema({type: 'array', minItems: 1, items: {type: 'integer'}}, 'x'), {type: 'array', minItems: 1, items: {type: 'integer'}})
+  t.same(enforceableSchema({type: 'object', minProperties: 1, additionalProperties: false}, 'x'), {type: 'object', minProperties: 1, additionalProperties: false})
+})
