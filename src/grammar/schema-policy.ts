@@ -378,10 +378,10 @@ function strings(s: Schema, out: Schema, path: string): void {
   let pattern = typeof s.pattern === 'string' ? s.pattern : undefined
   if (s.pattern !== undefined && pattern === undefined) refuse('pattern', path, 'it must be a string')
   if (pattern !== undefined) {
-    if (/\(\?[=!<]/.test(pattern)) refuse('pattern', path, 'lookaround is not supported by the grammar engine')
-    if (/\\[bB]/.test(pattern)) refuse('pattern', path, 'word boundaries are not supported by the grammar engine')
     if (groupDepth(pattern) > MAX_NESTING) refuse('pattern', path, `groups nested more than ${MAX_NESTING} levels deep are not supported`)
-    pattern = jsonSafePattern(pattern, why => refuse('pattern', path, why)) // also refuses bounded "." and [^…]
+    // jsonSafePattern refuses what the engine cannot take (lookaround, word boundaries, bounded repetitions of
+    // "." and negated classes, ...) and narrows the rest to what a JSON string holds raw
+    pattern = jsonSafePattern(pattern, why => refuse('pattern', path, why))
   }
   if (s.format !== undefined) {
     if (typeof s.format !== 'string') refuse('format', path, 'it must be a string')
