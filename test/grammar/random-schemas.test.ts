@@ -74,7 +74,7 @@ function generator(rnd: () => number) {
     }
     return {anyOf: [node(depth + 1), node(depth + 1)]}
   }
-  return {pick, node, leaf}
+  return {pick, node}
 }
 
 /** A seeded walk over a matcher's masks, short tokens, closing characters and stop tokens favoured; the matcher is rolled back. */
