@@ -55,11 +55,12 @@ function checkXmlName(tool: string, param: string | undefined): void {
 const constant = (value: string): StructuralTagFormat => (value === '' ? EMPTY : {type: 'const_string', value})
 const sequence = (elements: StructuralTagFormat[]): StructuralTagFormat => (elements.length === 1 ? elements[0]! : {type: 'sequence', elements})
 
-/** A pattern as a full-match regex (JSON Schema patterns search; matching all of the value is a subset). */
-function fullMatch(pattern: string): string {
-  let p = pattern.startsWith('^') ? pattern.slice(1) : pattern
-  if (p.endsWith('$') && !p.endsWith('\\$')) p = p.slice(0, -1)
-  return p
+/**
+ * A pattern as the structural tag's regex, which matches the whole value: jsonSafePattern already spelled out the
+ * search (open sides as any text) and anchored the result `^…$`, so the anchors go.
+ */
+function fullMatch(anchored: string): string {
+  return anchored.slice(1, -1)
 }
 
 /** The grammar of a raw string value that follows `s` (a string schema as the policy left it). */
