@@ -2,6 +2,7 @@
 // such as a family's tool-call form) into XGrammar grammars for one model's vocabulary, and makes a
 // matcher per sequence. The tokenizer info is built on first use; compiled grammars are kept in an LRU
 // keyed by their source text, so a client that repeats its schema pays the compile once.
+import {readFile} from 'node:fs/promises'
 import type {CompiledGrammar, GrammarCompiler, StructuralTagFormat} from '@mlc-ai/web-xgrammar'
 import {errors} from '../errors.js'
 import {Lru} from './lru.js'
@@ -9,7 +10,8 @@ import {GrammarMatcherState} from './matcher.js'
 import {jsonSchemaEbnf, SEPARATORS} from './json-ebnf.js'
 import {enforceableSchema} from './schema-policy.js'
 import {toolInputEbnf, type ToolInputEbnf, type ToolInputSource} from './tool-input.js'
-import {readVocab} from './vocab.js'
+import {Utf8Guard} from './utf8-guard.js'
+import {vocabStrings, type TokenizerJson} from './vocab.js'
 import {isEngineFault, reloadXGrammar, xgrammar, type XGrammar} from './xgrammar.js'
 
 export type {StructuralTagFormat, ToolInputEbnf, ToolInputSource}
@@ -43,7 +45,9 @@ interface Compiled {
 }
 
 export class Grammars {
-  private compiler: Promise<{xg: XGrammar; compiler: GrammarCompiler}> | undefined
+  private compiler: Promise<{xg: XGrammar; compiler: GrammarCompiler; guard: Utf8Guard}> | undefined
+  /** Built once per vocabulary (a reload keeps it). */
+  private guard: Utf8Guard | undefined
   private readonly cache = new Lru<string, Promise<Compiled>>(64, p => void p.then(c => c.grammar.dispose(), () => {}))
 
   constructor(private readonly source: GrammarSource) {}
@@ -61,8 +65,9 @@ export class Grammars {
   /** A matcher for one sequence following `spec`. Throws a 400 SplashError when the spec cannot be enforced. */
   async matcher(spec: GrammarSpec): Promise<GrammarMatcherState> {
     const {xg, grammar} = await this.compile(spec)
+    const {guard} = await this.getCompiler()
     const m = await xg.GrammarMatcher.createGrammarMatcher(grammar, [...this.source.stopTokenIds], false)
-    return new GrammarMatcherState(m, this.source.stopTokenIds)
+    return new GrammarMatcherState(m, this.source.stopTokenIds, guard)
   }
 
   private compile(spec: GrammarSpec): Promise<Compiled> {
@@ -105,12 +110,14 @@ export class Grammars {
     }
   }
 
-  private getCompiler(): Promise<{xg: XGrammar; compiler: GrammarCompiler}> {
+  private getCompiler(): Promise<{xg: XGrammar; compiler: GrammarCompiler; guard: Utf8Guard}> {
     this.compiler ??= (async () => {
       const xg = xgrammar()
-      const vocab = await readVocab(this.source.tokenizerPath, this.source.vocabSize)
+      const json = JSON.parse(await readFile(this.source.tokenizerPath, 'utf8')) as TokenizerJson
+      const vocab = vocabStrings(json, this.source.vocabSize)
       const info = await xg.TokenizerInfo.createTokenizerInfo(vocab, 'byte_level', false, this.source.vocabSize, [...this.source.stopTokenIds])
-      return {xg, compiler: await xg.GrammarCompiler.createGrammarCompiler(info, true)}
+      this.guard ??= Utf8Guard.fromVocab(vocab, new Set((json.added_tokens ?? []).map(t => t.id)))
+      return {xg, compiler: await xg.GrammarCompiler.createGrammarCompiler(info, true), guard: this.guard}
     })()
     return this.compiler
   }

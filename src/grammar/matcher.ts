@@ -1,17 +1,22 @@
 // One sequence's position in its grammar: accepts the tokens the sequence commits, rolls back with it,
 // and gives the mask of tokens allowed next (ceil(vocab/32) words, bit (id & 31) of word (id >> 5) set =
 // allowed; the layout the sampler takes). The mask is computed once per position and kept until the
-// next accept or rollback, so the engine can compute it while a step runs.
+// next accept or rollback, so the engine can compute it while a step runs. Tokens that would make the output
+// invalid UTF-8 are refused and masked out as well (utf8-guard.ts).
 import type {GrammarMatcher} from '@mlc-ai/web-xgrammar'
+import type {Utf8Guard} from './utf8-guard.js'
 
 export class GrammarMatcherState {
   private mask: Int32Array | undefined
   private pending: Promise<Int32Array> | undefined
   private disposed = false
+  /** The UTF-8 automaton's state after each accepted token (the last is the current one). */
+  private readonly utf8: number[] = [0]
 
   constructor(
     private readonly matcher: GrammarMatcher,
     readonly stopTokenIds: readonly number[],
+    private readonly guard: Utf8Guard,
   ) {}
 
   /** The mask for the next token if it was computed since the last accept / rollback. */
@@ -27,7 +32,9 @@ export class GrammarMatcherState {
     // release; these are engine bugs, so they fail the one request instead
     if (this.disposed) return Promise.reject(new Error('the grammar matcher was asked for a mask after it was released'))
     if (this.matcher.isTerminated()) return Promise.reject(new Error('the grammar matcher was asked for a mask after its stop token'))
-    const p = this.matcher.getNextTokenBitmask().then(m => {
+    const state = this.utf8.at(-1)!
+    const p = this.matcher.getNextTokenBitmask().then(raw => {
+      const m = this.guard.restrict(raw, state)
       if (this.pending === p) {
         this.mask = m
         this.pending = undefined
@@ -41,15 +48,18 @@ export class GrammarMatcherState {
   /** Advances by one token; false when the grammar does not allow it (the state is unchanged then). */
   accept(token: number): boolean {
     if (this.disposed || this.matcher.isTerminated()) return false
-    const ok = this.matcher.acceptToken(token)
-    if (ok) this.invalidate()
-    return ok
+    const next = this.guard.next(this.utf8.at(-1)!, token)
+    if (next < 0 || !this.matcher.acceptToken(token)) return false
+    this.utf8.push(next)
+    this.invalidate()
+    return true
   }
 
   /** Undoes the last `n` accepted tokens. */
   rollBack(n: number): void {
     if (n <= 0 || this.disposed) return
     this.matcher.rollBack(n)
+    this.utf8.length = Math.max(1, this.utf8.length - n)
     this.invalidate()
   }
 

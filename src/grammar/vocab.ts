@@ -1,8 +1,7 @@
 // The vocabulary as XGrammar needs it: every token's string as tokenizer.json spells it (byte-level
 // BPE: "Ġthe"), in id order, added tokens included, padded with "" up to the model's embedding rows.
-import {readFile} from 'node:fs/promises'
 
-interface TokenizerJson {
+export interface TokenizerJson {
   model?: {vocab?: Record<string, number> | Array<[string, number]>}
   added_tokens?: Array<{id: number; content: string}>
 }
@@ -15,8 +14,4 @@ export function vocabStrings(json: TokenizerJson, size: number): string[] {
   for (const [token, id] of Object.entries(vocab)) if (id >= 0 && id < size) out[id] = token
   for (const added of json.added_tokens ?? []) if (added.id >= 0 && added.id < size) out[added.id] = added.content
   return out
-}
-
-export async function readVocab(tokenizerPath: string, size: number): Promise<string[]> {
-  return vocabStrings(JSON.parse(await readFile(tokenizerPath, 'utf8')) as TokenizerJson, size)
 }

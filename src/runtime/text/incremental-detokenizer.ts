@@ -3,6 +3,7 @@
 // complete UTF-8, so a character split across tokens is never cut. Added tokens (specials, <think>, …)
 // come out as their content. Concatenating every push and the final flush equals the tokenizer's full
 // decode (skip_special_tokens false, no clean-up), including U+FFFD for invalid bytes.
+import {byteLevelBytes, byteLevelTokenBytes} from '../../package/byte-level.js'
 
 /** Per-id bytes (ordinary tokens) or text (added tokens) of one tokenizer; build once, share. */
 export class TokenByteTable {
@@ -14,17 +15,9 @@ export class TokenByteTable {
   /** Builds the table from a parsed tokenizer.json; throws when its decoder is not byte-level. */
   static fromTokenizerJson(json: TokenizerJsonLike): TokenByteTable {
     if (!isByteLevel(json.decoder)) throw new Error('incremental detokenizer: tokenizer.json decoder is not ByteLevel')
-    const charToByte = unicodeToBytes()
+    const alphabet = byteLevelBytes()
     const bytes: (Uint8Array | undefined)[] = []
-    for (const [token, id] of Object.entries(json.model.vocab)) {
-      const out = new Uint8Array(token.length)
-      let n = 0
-      for (const ch of token) {
-        const b = charToByte.get(ch)
-        if (b !== undefined) out[n++] = b
-      }
-      bytes[id] = out.subarray(0, n)
-    }
+    for (const [token, id] of Object.entries(json.model.vocab)) bytes[id] = byteLevelTokenBytes(token, alphabet)
     const added = new Map<number, string>()
     for (const token of json.added_tokens ?? []) added.set(token.id, token.content)
     return new TokenByteTable(bytes, added)
@@ -89,13 +82,4 @@ function isByteLevel(decoder: unknown): boolean {
   const d = decoder as {type?: string; decoders?: unknown[]}
   if (d.type === 'ByteLevel') return true
   return d.type === 'Sequence' && Array.isArray(d.decoders) && d.decoders.some(isByteLevel)
-}
-
-/** The inverse of GPT-2's bytes_to_unicode table. */
-function unicodeToBytes(): Map<string, number> {
-  const printable = (b: number) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)
-  const map = new Map<string, number>()
-  let extra = 0
-  for (let b = 0; b < 256; b++) map.set(String.fromCharCode(printable(b) ? b : 256 + extra++), b)
-  return map
 }
