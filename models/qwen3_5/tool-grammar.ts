@@ -15,6 +15,7 @@
 import {MARKUP_FREE, type StructuralTagFormat, type ToolGrammarTool} from '../../src/grammar/compiler.js'
 import {resolvePointer} from '../../src/grammar/schema-policy.js'
 import {jsonSafePattern} from '../../src/grammar/json-pattern.js'
+import {boundedRawEbnf} from '../../src/grammar/string-length.js'
 import {errors} from '../../src/errors.js'
 import type {ToolCallFormat} from './output.js'
 import {isPlainString, schemaTypes} from './tool-arguments.js'
@@ -84,6 +85,10 @@ function rawString(s: unknown, root: Schema, tool: string, param: string): Struc
   if (types.length !== 1 || types[0] !== 'string') refuse(tool, param, 'it mixes strings with other types')
   // without "<": a raw value must not hold a closing marker, which would cut it when read back
   if (typeof schema.pattern === 'string') return {type: 'regex', pattern: fullMatch(jsonSafePattern(schema.pattern, why => refuse(tool, param, why), [[0x3c, 0x3c]]))}
+  if (typeof schema.minLength === 'number' || typeof schema.maxLength === 'number') {
+    // the policy keeps lengths only without pattern and format; a raw value's characters are counted as they are
+    return {type: 'grammar', grammar: boundedRawEbnf(typeof schema.minLength === 'number' ? schema.minLength : 0, typeof schema.maxLength === 'number' ? schema.maxLength : undefined)}
+  }
   if (schema.format === 'uuid') return {type: 'regex', pattern: UUID}
   if (schema.format !== undefined) refuse(tool, param, `format "${String(schema.format)}" has no raw-text form here`)
   return {type: 'regex', pattern: RAW_TEXT}

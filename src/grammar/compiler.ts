@@ -9,6 +9,7 @@ import {Lru} from './lru.js'
 import {GrammarMatcherState} from './matcher.js'
 import {jsonSchemaEbnf, SEPARATORS} from './json-ebnf.js'
 import {enforceableSchema} from './schema-policy.js'
+import {FREE_STRING_CHAR} from './string-length.js'
 import {toolInputEbnf, type ToolInputEbnf, type ToolInputSource} from './tool-input.js'
 import {Utf8Guard} from './utf8-guard.js'
 import {vocabStrings, type TokenizerJson} from './vocab.js'
@@ -137,11 +138,10 @@ export class Grammars {
  */
 export const MARKUP_FREE = 'splash_markup_free'
 
-/** XGrammar's rule for the characters of a free string, and the same without `<`. */
-const FREE_STRING_CHAR = '[^\\0-\\x1f\\"\\\\\\r\\n]'
+/** The grammar with the raw characters of its strings (XGrammar's free ones and string-length.ts's) but `<`. */
 function withoutRawLessThan(ebnf: string): string {
-  if (!ebnf.includes('basic_string_sub ::=')) return ebnf
-  if (!ebnf.includes(FREE_STRING_CHAR)) throw new Error('the grammar engine wrote its free strings in an unexpected form')
+  const sub = ebnf.split('\n').find(line => line.startsWith('basic_string_sub ::='))
+  if (sub !== undefined && !sub.includes(FREE_STRING_CHAR)) throw new Error('the grammar engine wrote its free strings in an unexpected form')
   return ebnf.split(FREE_STRING_CHAR).join(`${FREE_STRING_CHAR.slice(0, -1)}<]`)
 }
 

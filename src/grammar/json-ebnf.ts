@@ -3,9 +3,11 @@
 // unique sentinel number before XGrammar converts the schema; the sentinel's literal in the EBNF is then replaced
 // by the exact range expression. Property names that JSON escapes (`"`, `\`, control characters) are swapped for
 // sentinel names the same way: XGrammar writes names into its EBNF unescaped, so such a name failed to compile
-// (`"`, `\`, a newline) or made the grammar write a raw tab or control character, which is not JSON.
+// (`"`, `\`, a newline) or made the grammar write a raw tab or control character, which is not JSON. Strings with
+// length bounds are swapped for sentinels too and written by string-length.ts.
 import {integerRangeEbnf} from './integer-range.js'
 import {numberRangeEbnf} from './number-range.js'
+import {boundedStringEbnf} from './string-length.js'
 import {xgrammar} from './xgrammar.js'
 
 type Schema = Record<string, unknown>
@@ -56,9 +58,11 @@ export async function jsonSchemaEbnf(schema: Schema | boolean): Promise<string> 
     }
     return n
   }
-  const rewritten = rewrite(schema, {sentinel, name: sentinelName})
+  const rules = new Set<string>()
+  const rewritten = rewrite(schema, {sentinel, name: sentinelName, rules})
   let ebnf = await xgrammar().Testings._jsonSchemaToEBNF(JSON.stringify(rewritten), false, -1, SEPARATORS, true)
   for (const [literal, expr] of ranges) ebnf = ebnf.split(literal).join(expr)
+  if (rules.size > 0) ebnf = `${ebnf.trimEnd()}\n${[...rules].join('\n')}\n`
   for (const [name, n] of names) {
     // XGrammar writes a property name as the EBNF literal "\"NAME\"": the JSON text of the name, escaped for EBNF
     ebnf = ebnf.split(`\\"${n}\\"`).join(ebnfEscape(JSON.stringify(name)))
@@ -92,6 +96,8 @@ interface Sentinels {
   sentinel: (range: string) => number
   /** The name standing for a property name that needs escapes (the same name for the same text). */
   name: (name: string) => string
+  /** Rules the replaced expressions refer to, added to the grammar once each. */
+  rules: Set<string>
 }
 
 function rewrite(node: unknown, to: Sentinels): unknown {
@@ -102,6 +108,13 @@ function rewrite(node: unknown, to: Sentinels): unknown {
   if (bounded) {
     const value = {enum: [to.sentinel(bounded.range)]}
     return bounded.others.length === 0 ? value : {anyOf: [value, ...bounded.others.map(type => ({type}))]}
+  }
+  const text = boundedString(s)
+  if (text) {
+    const written = boundedStringEbnf(text.min, text.max)
+    for (const rule of written.rules) to.rules.add(rule)
+    const value = {enum: [to.sentinel(written.expr)]}
+    return text.others.length === 0 ? value : {anyOf: [value, ...text.others.map(type => ({type}))]}
   }
   const key = (name: string) => (needsEscape(name) ? to.name(name) : name)
   const out: Schema = {}
@@ -131,6 +144,25 @@ function renameInPointer(ref: string, key: (name: string) => string): string {
       })
       .join('/')
   )
+}
+
+/** Keys a string with length bounds may carry and still be replaced whole. */
+const STRING_KEYS = new Set([
+  'type', 'minLength', 'maxLength', 'title', 'description', '$comment', 'deprecated', 'readOnly', 'writeOnly', 'nullable', 'default', 'examples',
+])
+
+/**
+ * A string schema with length bounds (checked schemas carry them only without pattern or format): the bounds and
+ * its other allowed types, or undefined when it has none. An untyped node with bounds is written as a string.
+ */
+function boundedString(s: Schema): {min: number; max: number | undefined; others: string[]} | undefined {
+  const min = typeof s.minLength === 'number' ? s.minLength : 0
+  const max = typeof s.maxLength === 'number' ? s.maxLength : undefined
+  if (min === 0 && max === undefined) return undefined
+  const types = typeof s.type === 'string' ? [s.type] : Array.isArray(s.type) ? s.type.filter((t): t is string => typeof t === 'string') : []
+  if (types.length > 0 && !types.includes('string')) return undefined
+  if (!Object.keys(s).every(k => STRING_KEYS.has(k))) throw new Error('string lengths next to other keywords (enum, const, anyOf …) cannot be enforced')
+  return {min, max, others: types.filter(t => t !== 'string')}
 }
 
 /**

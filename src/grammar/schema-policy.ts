@@ -3,8 +3,9 @@
 // random walks over its token masks validated with ajv (DEVELOPMENT.md, "Structured output"). A schema
 // using anything else is refused with a 400 naming the keyword and where it is: output is never
 // silently less constrained than asked. Some keywords are rewritten into forms XGrammar does enforce
-// (numeric bounds made two-sided, string lengths and some formats into patterns over a safe alphabet); the
-// grammar of a numeric range is then written by integer-range.ts / number-range.ts, not XGrammar (json-ebnf.ts).
+// (numeric bounds made two-sided, some formats into patterns); the grammar of a numeric range is then written by
+// integer-range.ts / number-range.ts and that of a string with length bounds by string-length.ts, not XGrammar
+// (json-ebnf.ts).
 import {errors} from '../errors.js'
 import {jsonSafePattern} from './json-pattern.js'
 
@@ -71,9 +72,6 @@ const FORMAT_PATTERNS: Record<string, string> = {
   // base64 (ajv-formats' pattern)
   byte: '^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$',
 }
-
-/** Printable ASCII except `"` and `\`: one byte, one character, never escaped (bounded strings use it). */
-const SAFE_CHAR = '[ !#-\\[\\]-~]'
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
 
@@ -370,9 +368,10 @@ function numbers(s: Schema, out: Schema, path: string, types: string[]): void {
 }
 
 /**
- * Strings: patterns as given (a bounded repetition of "any character" can split a UTF-8 character, so
- * it is refused); formats natively or as patterns; minLength / maxLength as a pattern over SAFE_CHAR
- * (the engine's own length bound lets raw control characters and half characters through).
+ * Strings: patterns as given (bounded repetitions of "any character" are refused, see json-pattern.ts); formats
+ * natively or as patterns; minLength / maxLength kept, alone with the type and annotations, for json-ebnf.ts to
+ * write (string-length.ts; XGrammar's own length bound lets raw control characters through). Lengths on a node
+ * that cannot be a string constrain nothing and are dropped.
  */
 function strings(s: Schema, out: Schema, path: string): void {
   let pattern = typeof s.pattern === 'string' ? s.pattern : undefined
@@ -401,11 +400,16 @@ function strings(s: Schema, out: Schema, path: string): void {
       if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) refuse(k, path, 'it must be a non-negative integer')
     }
     const key = min !== undefined ? 'minLength' : 'maxLength'
-    if (pattern !== undefined || out.format !== undefined) refuse(key, path, 'string lengths together with "pattern" or "format" are not supported')
-    if (typeof min === 'number' && typeof max === 'number' && min > max) refuse(key, path, 'minLength is above maxLength')
-    pattern = `^${SAFE_CHAR}{${min ?? 0},${max ?? ''}}$`
+    const types = typesOf(s)
     delete out.minLength
     delete out.maxLength
+    if (types.length === 0 || types.includes('string')) {
+      if (pattern !== undefined || out.format !== undefined) refuse(key, path, 'string lengths together with "pattern" or "format" are not supported')
+      for (const other of ['enum', 'const']) if (s[other] !== undefined) refuse(key, path, `string lengths together with "${other}" are not supported`)
+      if (typeof min === 'number' && typeof max === 'number' && min > max) refuse(key, path, 'minLength is above maxLength')
+      if (typeof min === 'number' && min > 0) out.minLength = min
+      if (typeof max === 'number') out.maxLength = max
+    }
   }
   if (pattern !== undefined) out.pattern = pattern
 }

@@ -42,7 +42,11 @@ t.test('rewrites', async t => {
   t.same(enforceableSchema({type: 'number', minimum: 0, exclusiveMaximum: 1.5}, 'x'), {type: 'number', minimum: 0, exclusiveMaximum: 1.5})
   t.same(enforceableSchema({type: 'number', minimum: 2, exclusiveMinimum: 2}, 'x'), {type: 'number', exclusiveMinimum: 2, maximum: Number.MAX_SAFE_INTEGER})
   t.same(enforceableSchema({type: ['number', 'null'], maximum: 0.25}, 'x'), {type: ['number', 'null'], minimum: -Number.MAX_SAFE_INTEGER, maximum: 0.25})
-  t.same(enforceableSchema({type: 'string', minLength: 1, maxLength: 4}, 'x'), {type: 'string', pattern: '^[ !#-\\[\\]-~]{1,4}$'})
+  // string lengths stay for json-ebnf.ts (string-length.ts); a zero minimum says nothing; on non-strings they go
+  t.same(enforceableSchema({type: 'string', minLength: 1, maxLength: 4}, 'x'), {type: 'string', minLength: 1, maxLength: 4})
+  t.same(enforceableSchema({type: 'string', minLength: 0, maxLength: 4}, 'x'), {type: 'string', maxLength: 4})
+  t.same(enforceableSchema({type: 'string', minLength: 0}, 'x'), {type: 'string'})
+  t.same(enforceableSchema({type: 'integer', minimum: 0, maximum: 3, maxLength: 2}, 'x'), {type: 'integer', minimum: 0, maximum: 3})
   const date = enforceableSchema({type: 'string', format: 'date'}, 'x') as {pattern: string; format?: string}
   t.equal(date.format, undefined)
   const re = new RegExp(date.pattern)

@@ -33,6 +33,7 @@ export const SCHEMAS: SchemaCase[] = [
   {name: 'const object', schema: {const: {k: [1, 'x'], ok: true}}, bounded: true},
   {name: 'bounded string', schema: str(6, 1), bounded: true},
   {name: 'exact length string', schema: str(3, 3), bounded: true},
+  {name: 'long bounded string', schema: str(140, 2), bounded: false},
   {name: 'pattern code', schema: {type: 'string', pattern: '^[A-Z]{3}-[0-9]{2,4}$'}, bounded: true},
   {name: 'pattern alternation', schema: {type: 'string', pattern: '^(yes|no|maybe)$'}, bounded: true},
   {name: 'format date', schema: {type: 'string', format: 'date'}, bounded: true},
@@ -107,5 +108,6 @@ export const UNSUPPORTED: Array<{schema: Record<string, unknown>; keyword: strin
   {schema: {$ref: 'https://example.com/schema.json'}, keyword: '$ref'},
   {schema: {type: 'object', properties: {a: {$ref: '#/$defs/missing'}}}, keyword: '$ref'},
   {schema: {type: 'string', minLength: 2, pattern: '^a+$'}, keyword: 'minLength'},
+  {schema: {type: 'string', maxLength: 3, enum: ['ab', 'abcd']}, keyword: 'maxLength'},
   {schema: {type: 'integer', minimum: 5, maximum: 1}, keyword: 'minimum'},
 ]
