@@ -179,13 +179,7 @@ export function jsonSafePattern(pattern: string, refuse: (why: string) => never,
     if (safe.length === 0) refuse('a character class that only matches characters JSON writes escaped')
     return writeClass(safe, refuse)
   }
-  // whether the last atom (a group: any atom inside it) can match a multi-byte character: XGrammar's bounded
-  // repetitions of those can split one
-  let wide = false
-  const groupWide: boolean[] = []
   const atom = (text: string) => {
-    wide = text.startsWith('[^')
-    if (wide && groupWide.length > 0) groupWide[groupWide.length - 1] = true
     out += text
   }
   const opensAlternative = () => /(\(|\(\?:|\|)$/.test(out) // (a literal "\(" too: EMPTY is harmless there)
@@ -213,7 +207,6 @@ export function jsonSafePattern(pattern: string, refuse: (why: string) => never,
       else out += `${opensAlternative() ? EMPTY : ''}|`
     } else if (cp === 0x28) {
       depth++
-      groupWide.push(false)
       out += '('
       if (cps[i] === 0x3f) {
         // (?: is a group; lookarounds and named groups are not in the grammar engine's language
@@ -224,11 +217,6 @@ export function jsonSafePattern(pattern: string, refuse: (why: string) => never,
     } else if (cp === 0x29) {
       if (--depth < 0) refuse('an unbalanced ")"')
       out += `${opensAlternative() ? EMPTY : ''})`
-      wide = groupWide.pop()!
-      if (wide && groupWide.length > 0) groupWide[groupWide.length - 1] = true
-    } else if (cp === 0x7b && /^\d/.test(String.fromCodePoint(cps[i] ?? 0))) {
-      if (wide) refuse('a bounded repetition of "." or of a negated class can split multi-byte characters')
-      out += '{'
     } else if ('?*+{},'.includes(String.fromCodePoint(cp))) out += String.fromCodePoint(cp)
     else atom(literal(cp, cp === 0x22 ? 'a quote' : `the character U+${cp.toString(16).toUpperCase().padStart(4, '0')}`))
   }

@@ -368,7 +368,7 @@ function numbers(s: Schema, out: Schema, path: string, types: string[]): void {
 }
 
 /**
- * Strings: patterns as given (bounded repetitions of "any character" are refused, see json-pattern.ts); formats
+ * Strings: patterns narrowed to what a JSON string holds raw (json-pattern.ts); formats
  * natively or as patterns; minLength / maxLength kept, alone with the type and annotations, for json-ebnf.ts to
  * write (string-length.ts; XGrammar's own length bound lets raw control characters through). Lengths on a node
  * that cannot be a string constrain nothing and are dropped.
@@ -378,8 +378,8 @@ function strings(s: Schema, out: Schema, path: string): void {
   if (s.pattern !== undefined && pattern === undefined) refuse('pattern', path, 'it must be a string')
   if (pattern !== undefined) {
     if (groupDepth(pattern) > MAX_NESTING) refuse('pattern', path, `groups nested more than ${MAX_NESTING} levels deep are not supported`)
-    // jsonSafePattern refuses what the engine cannot take (lookaround, word boundaries, bounded repetitions of
-    // "." and negated classes, ...) and narrows the rest to what a JSON string holds raw
+    // jsonSafePattern refuses what the engine cannot take (lookaround, word boundaries, ...) and narrows the rest to
+    // what a JSON string holds raw
     pattern = jsonSafePattern(pattern, why => refuse('pattern', path, why))
   }
   if (s.format !== undefined) {

@@ -2,7 +2,8 @@
 // alphabet that exercises the pattern, compiled for the default package's vocabulary, against JavaScript's RegExp.
 // XGrammar must accept exactly the strings the RegExp accepts. Until session 21 it took an unanchored pattern or a
 // top-level `|` beside anchors as `^(…)$` (fewer strings), and a caret, a space or a non-ASCII member in a class
-// broke the class; json-pattern.ts now writes them so that the two agree.
+// broke the class; json-pattern.ts now writes them so that the two agree. Bounded repetitions of "." and negated
+// classes were refused until session 22 (they could end in invalid UTF-8, which the UTF-8 guard now refuses).
 import t from 'tap'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
 import {decider} from '../helpers/grammar-accepts.js'
@@ -39,6 +40,13 @@ const CASES: Array<[string, string, number]> = [
   ['^[a-b ]+$', 'a b', 3],
   ['^[α-γ]+$', 'αγδa', 2],
   ['^[a-bé]$', 'aéè', 2],
+  // bounded repetitions of atoms that match multi-byte characters count characters (utf8-guard.ts keeps them whole)
+  ['^.{2}$', 'aé😀', 3],
+  ['^[^a]{1,3}$', 'aé日😀', 4],
+  ['x\\D{2}', 'x1é😀', 4],
+  ['^((.)b){2}$', 'bé😀', 4],
+  // "." leaves out U+2028 and U+2029 (the UTF-8 guard keeps them out of every output)
+  ['^a.$', 'a\u2028\u2029é', 2],
 ]
 
 t.test('patterns: XGrammar accepts exactly the strings the RegExp accepts', async t => {
