@@ -92,7 +92,7 @@ function limitBasicNumbers(ebnf: string): string {
 }
 
 interface Sentinels {
-  /** A unique number standing for a numeric range. */
+  /** A unique number standing for an expression written in its place (a numeric range, a bounded string). */
   sentinel: (range: string) => number
   /** The name standing for a property name that needs escapes (the same name for the same text). */
   name: (name: string) => string
