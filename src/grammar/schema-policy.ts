@@ -8,6 +8,7 @@
 // (json-ebnf.ts).
 import {errors} from '../errors.js'
 import {jsonSafePattern} from './json-pattern.js'
+import {patternSpan} from './pattern-span.js'
 
 type Schema = Record<string, unknown>
 
@@ -404,11 +405,17 @@ function strings(s: Schema, out: Schema, path: string): void {
     delete out.minLength
     delete out.maxLength
     if (types.length === 0 || types.includes('string')) {
-      if (pattern !== undefined || out.format !== undefined) refuse(key, path, 'string lengths together with "pattern" or "format" are not supported')
       for (const other of ['enum', 'const']) if (s[other] !== undefined) refuse(key, path, `string lengths together with "${other}" are not supported`)
       if (typeof min === 'number' && typeof max === 'number' && min > max) refuse(key, path, 'minLength is above maxLength')
-      if (typeof min === 'number' && min > 0) out.minLength = min
-      if (typeof max === 'number') out.maxLength = max
+      if (pattern !== undefined || out.format !== undefined) {
+        // beside a pattern or format, lengths are kept only where every string it matches already has them
+        const span = out.format === 'uuid' ? {min: 36, max: 36} : pattern !== undefined ? patternSpan(pattern) : undefined
+        const implied = span !== undefined && (typeof min !== 'number' || min <= span.min) && (typeof max !== 'number' || max >= span.max)
+        if (!implied) refuse(key, path, 'string lengths together with "pattern" or "format" are supported only where the pattern or format implies them')
+      } else {
+        if (typeof min === 'number' && min > 0) out.minLength = min
+        if (typeof max === 'number') out.maxLength = max
+      }
     }
   }
   if (pattern !== undefined) out.pattern = pattern

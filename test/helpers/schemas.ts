@@ -38,6 +38,8 @@ export const SCHEMAS: SchemaCase[] = [
   {name: 'pattern code', schema: {type: 'string', pattern: '^[A-Z]{3}-[0-9]{2,4}$'}, bounded: true},
   {name: 'pattern alternation', schema: {type: 'string', pattern: '^(yes|no|maybe)$'}, bounded: true},
   {name: 'format date', schema: {type: 'string', format: 'date'}, bounded: true},
+  {name: 'format date with the lengths it implies', schema: {type: 'string', format: 'date', minLength: 10, maxLength: 10}, bounded: true},
+  {name: 'format uri with minLength 1 (Pydantic AnyUrl)', schema: {type: 'string', format: 'uri', minLength: 1}, bounded: false},
   {name: 'format time', schema: {type: 'string', format: 'time'}, bounded: true},
   {name: 'format date-time', schema: {type: 'string', format: 'date-time'}, bounded: true},
   {name: 'format ipv4', schema: {type: 'string', format: 'ipv4'}, bounded: true},
