@@ -35,7 +35,7 @@ const DATE = `[0-9]{4}-((0[1-9]|1[0-2])-${DAY}|(0[13-9]|1[0-2])-(29|30)|(0[13578
 const TIME = '([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])'
 const OCTET = '(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])'
 // email: a dot-atom local part and a dotted host name (ajv-formats' full pattern), no quoted local part or address literal
-const ATOM = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+const ATEXT = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 const LABEL = '[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?'
 // uri: RFC 3986 characters; a scheme, then an authority and path, an absolute path or a rootless one, never nothing;
 // uri-reference: the scheme optional, the rest may be empty
@@ -66,7 +66,9 @@ const FORMAT_PATTERNS: Record<string, string> = {
   time: `^${TIME}$`,
   'date-time': `^${DATE}T${TIME}$`,
   ipv4: `^(${OCTET}\\.){3}${OCTET}$`,
-  email: `^${ATOM}(\\.${ATOM})*@(${LABEL}\\.)+${LABEL}$`,
+  // the dot-atom as one loop (a character, or a dot and a character): the same strings as ATOM(\.ATOM)*, whose
+  // group repetition left XGrammar 0.1–0.2 ms a mask after the first dot against 0.005 ms (DEVELOPMENT.md)
+  email: `^${ATEXT}(${ATEXT}|\\.${ATEXT})*@(${LABEL}\\.)+${LABEL}$`,
   uri: `^${URI_SCHEME}:(${URI_AUTHORITY}|${URI_PATH})${URI_TAIL}$`,
   'uri-reference': `^(${URI_SCHEME}:)?(${URI_AUTHORITY}|${URI_PATH})?${URI_TAIL}$`,
   ipv6: `^(${IPV6})$`,
