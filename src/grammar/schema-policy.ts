@@ -179,13 +179,15 @@ function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
 
 /**
  * XGrammar aborted on a lower bound over unconstrained members: `{type: "array", minItems: 1}` (also beside
- * `prefixItems`) and `{type: "object", minProperties: 1}`, common schemas that came back as a 400. Their members
- * are any value, which the explicit `items: true` / `additionalProperties: true` says in a form it compiles.
+ * `prefixItems`) and `{type: "object", minProperties: 1}`, common schemas that came back as a 400; and with an upper
+ * bound alone it took no member at all: `{type: "array", maxItems: 5}` allowed only `[]`, `{type: "object",
+ * maxProperties: 5}` only `{}`. Their members are any value, which the explicit `items: true` /
+ * `additionalProperties: true` says in a form it compiles.
  */
 function openContainers(out: Schema): void {
-  if (out.minItems !== undefined && out.items === undefined) out.items = true
+  if ((out.minItems !== undefined || out.maxItems !== undefined) && out.items === undefined) out.items = true
   const named = out.properties !== undefined || out.patternProperties !== undefined
-  if (out.minProperties !== undefined && out.additionalProperties === undefined && !named) out.additionalProperties = true
+  if ((out.minProperties !== undefined || out.maxProperties !== undefined) && out.additionalProperties === undefined && !named) out.additionalProperties = true
 }
 
 /** True when every number inside `v` is finite. */

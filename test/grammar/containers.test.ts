@@ -1,7 +1,8 @@
-// Lower bounds over members the schema leaves free: XGrammar aborted on `{type: "array", minItems: 1}` (also beside
-// `prefixItems`) and `{type: "object", minProperties: 1}`, so common schemas came back as a 400. The policy now says
-// `items: true` / `additionalProperties: true` there (openContainers in schema-policy.ts); decided text by text
-// through the real grammar against ajv.
+// Bounds over members the schema leaves free: XGrammar aborted on `{type: "array", minItems: 1}` (also beside
+// `prefixItems`) and `{type: "object", minProperties: 1}`, so common schemas came back as a 400, and with an upper
+// bound alone it took no member (`{type: "array", maxItems: 5}` only `[]`). The policy now says `items: true` /
+// `additionalProperties: true` there (openContainers in schema-policy.ts); decided text by text through the real
+// grammar against ajv.
 import t from 'tap'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
 import {decider} from '../helpers/grammar-accepts.js'
@@ -11,7 +12,7 @@ const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
 
 const TEXTS = ['[]', '[1]', '[1, "x"]', '[1, "x", {}]', '[1, 2, 3, 4]', '{}', '{"a": 1}', '{"a": 1, "b": [2]}', '{"a": 1, "b": 2, "c": 3}', '1', 'null']
 
-t.test('arrays and objects with lower bounds and free members compile and take exactly the valid texts', async t => {
+t.test('arrays and objects with bounds and free members compile and take exactly the valid texts', async t => {
   const d = await decider(DEFAULT)
   const schemas = [
     {type: 'array', minItems: 1},
@@ -21,6 +22,9 @@ t.test('arrays and objects with lower bounds and free members compile and take e
     {type: 'object', minProperties: 1},
     {type: 'object', minProperties: 2, maxProperties: 2},
     {type: ['array', 'object'], minItems: 1, minProperties: 1},
+    {type: 'array', maxItems: 2},
+    {type: 'array', minItems: 1, maxItems: 3, prefixItems: [{type: 'integer'}]},
+    {type: 'object', maxProperties: 2},
   ]
   for (const schema of schemas) {
     const checked = enforceableSchema(schema, 'x')
