@@ -78,6 +78,11 @@ const FORMAT_PATTERNS: Record<string, string> = {
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
 
+/** A string length no generated text reaches (see strings()). */
+const UNREACHABLE_LENGTH = 1e12
+/** An item or property count no generated text reaches (see counts()). */
+const UNREACHABLE_COUNT = 2 ** 31 - 1
+
 /**
  * Deepest nesting of subschemas, and of groups in a pattern. XGrammar (wasm) recurses on both and, past its stack
  * (objects nested ~55 deep, arrays ~65, groups ~300 here), traps in a way that leaves its instance unusable for
@@ -172,9 +177,28 @@ function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
   const n = numericFormat(s, out, types)
   numbers(n, out, path, typesOf(n))
   strings(n, out, path)
+  counts(out, path)
   objects(out, path)
   openContainers(out)
   return out
+}
+
+/**
+ * Item and property counts: non-negative integers, the minimum at most the maximum. A count of 2^31 − 1 or more is
+ * past any output (more than 6·10^9 characters with the ", " between members, against a context under 2^24 tokens
+ * of a few hundred characters at most) and past XGrammar's 32-bit counts (it aborted on `maxProperties: 2^31`): such
+ * a maximum bounds nothing and goes, such a minimum is a 400.
+ */
+function counts(out: Schema, path: string): void {
+  for (const [lo, hi] of [['minItems', 'maxItems'], ['minProperties', 'maxProperties']] as const) {
+    for (const k of [lo, hi]) {
+      const v = out[k]
+      if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) refuse(k, path, 'it must be a non-negative integer')
+    }
+    if (typeof out[hi] === 'number' && (out[hi] as number) >= UNREACHABLE_COUNT) delete out[hi]
+    if (typeof out[lo] === 'number' && (out[lo] as number) >= UNREACHABLE_COUNT) refuse(lo, path, 'no output can hold that many')
+    if (typeof out[lo] === 'number' && typeof out[hi] === 'number' && (out[lo] as number) > (out[hi] as number)) refuse(lo, path, `${lo} is above ${hi}`)
+  }
 }
 
 /**
@@ -399,11 +423,15 @@ function strings(s: Schema, out: Schema, path: string): void {
     }
   }
   const min = s.minLength
-  const max = s.maxLength
+  let max = s.maxLength
   if (min !== undefined || max !== undefined) {
     for (const [k, v] of [['minLength', min], ['maxLength', max]] as const) {
       if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) refuse(k, path, 'it must be a non-negative integer')
     }
+    // no output is that long (a context of at most 2^24 tokens, a token of far fewer than 10^4 characters): such a
+    // maximum bounds nothing, and XGrammar aborts on counts past 10^15
+    if (typeof max === 'number' && max >= UNREACHABLE_LENGTH) max = undefined
+    if (typeof min === 'number' && min >= UNREACHABLE_LENGTH) refuse('minLength', path, 'no output can be that long')
     const key = min !== undefined ? 'minLength' : 'maxLength'
     const types = typesOf(s)
     delete out.minLength
