@@ -144,6 +144,8 @@ function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
       else refuse(key, at, 'only the root schema may set $id')
       continue
     }
+    // `uniqueItems: false` (OpenAPI generators write it) says what holds anyway
+    if (key === 'uniqueItems' && value === false) continue
     if (!ENFORCED.has(key)) refuse(key, path, whyUnsupported(key))
     out[key] = value
   }

@@ -47,6 +47,8 @@ t.test('rewrites', async t => {
   t.same(enforceableSchema({type: 'string', minLength: 0, maxLength: 4}, 'x'), {type: 'string', maxLength: 4})
   t.same(enforceableSchema({type: 'string', minLength: 0}, 'x'), {type: 'string'})
   t.same(enforceableSchema({type: 'integer', minimum: 0, maximum: 3, maxLength: 2}, 'x'), {type: 'integer', minimum: 0, maximum: 3})
+  // uniqueItems: false constrains nothing (true is a 400, in UNSUPPORTED)
+  t.same(enforceableSchema({type: 'array', items: {type: 'integer'}, uniqueItems: false}, 'x'), {type: 'array', items: {type: 'integer'}})
   const date = enforceableSchema({type: 'string', format: 'date'}, 'x') as {pattern: string; format?: string}
   t.equal(date.format, undefined)
   const re = new RegExp(date.pattern)
