@@ -433,12 +433,12 @@ function strings(s: Schema, out: Schema, path: string): void {
     // no output is that long (a context of at most 2^24 tokens, a token of far fewer than 10^4 characters): such a
     // maximum bounds nothing, and XGrammar aborts on counts past 10^15
     if (typeof max === 'number' && max >= UNREACHABLE_LENGTH) max = undefined
-    if (typeof min === 'number' && min >= UNREACHABLE_LENGTH) refuse('minLength', path, 'no output can be that long')
     const key = min !== undefined ? 'minLength' : 'maxLength'
     const types = typesOf(s)
     delete out.minLength
     delete out.maxLength
     if (types.length === 0 || types.includes('string')) {
+      if (typeof min === 'number' && min >= UNREACHABLE_LENGTH) refuse('minLength', path, 'no output can be that long')
       for (const other of ['enum', 'const']) if (s[other] !== undefined) refuse(key, path, `string lengths together with "${other}" are not supported`)
       if (typeof min === 'number' && typeof max === 'number' && min > max) refuse(key, path, 'minLength is above maxLength')
       if (pattern !== undefined || out.format !== undefined) {
