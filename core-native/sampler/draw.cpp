@@ -183,6 +183,38 @@ int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scr
 }
 
 
+namespace {
+
+// draw_allowed without filters over a small allowed set: F's weights exp((v − max)/T) of the allowed tokens alone,
+// in id order (two passes over the set, none over the vocabulary); -1 when they all round to zero.
+int32_t draw_few_allowed(const float* v, int V, int32_t best, const Params& p, const uint32_t* allowed, double u) {
+  const float m = v[best], inv = 1.f / p.temperature;
+  const int words = (V + 31) / 32;
+  double total = 0;
+  for (int word = 0; word < words; ++word)
+    for (uint32_t bits = allowed[word]; bits != 0; bits &= bits - 1) {
+      const int i = word * 32 + std::countr_zero(bits);
+      if (i < V) total += fast_exp((v[i] - m) * inv);
+    }
+  if (!(total > 0)) return -1;
+  const double target = u * total;
+  double acc = 0;
+  int32_t last = -1;
+  for (int word = 0; word < words; ++word)
+    for (uint32_t bits = allowed[word]; bits != 0; bits &= bits - 1) {
+      const int i = word * 32 + std::countr_zero(bits);
+      if (i >= V) continue;
+      const float w = fast_exp((v[i] - m) * inv);
+      if (!(w > 0.f)) continue;
+      acc += w;
+      last = i;
+      if (acc > target) return i;
+    }
+  return last;  // rounding left the target unreached
+}
+
+}  // namespace
+
 int32_t draw_allowed(const float* v, int V, int32_t best, const Params& p, const uint32_t* allowed, double u, Scratch& s) {
   auto ok = [&](int32_t id) { return (allowed[size_t(id) >> 5] >> (id & 31)) & 1u; };
   const float wmin = min_p_floor(p);
@@ -207,6 +239,13 @@ int32_t draw_allowed(const float* v, int V, int32_t best, const Params& p, const
       if (acc > target) return c.id;
     }
     return last;
+  }
+  if (p.top_p >= 1.0 && !(wmin > 0.f)) {
+    // no filter: where the grammar allows a small part of the vocabulary (digits, an enum, punctuation), only those
+    // weights are computed (a refused row's second draw, 16K tokens: ~0.03 ms for the whole row)
+    int count = 0;
+    for (int word = 0; word < (V + 31) / 32; ++word) count += std::popcount(allowed[word]);
+    if (count <= V / 8) return draw_few_allowed(v, V, best, p, allowed, u);
   }
   // the kept weights (zero outside F), the allowed weight of each word, then the word where the running sum passes
   // u · total and the element inside it: two vectorised passes over the vocabulary and one over its words, where a
