@@ -12,6 +12,8 @@ export class GrammarMatcherState {
   private disposed = false
   /** The UTF-8 automaton's state after each accepted token (the last is the current one). */
   private readonly utf8: number[] = [0]
+  /** A stop token was the last token accepted (the matcher has terminated). */
+  private ended = false
 
   constructor(
     private readonly matcher: GrammarMatcher,
@@ -31,7 +33,7 @@ export class GrammarMatcherState {
     // xgrammar aborts its wasm instance (every later grammar with it) when asked past a stop token or after
     // release; these are engine bugs, so they fail the one request instead
     if (this.disposed) return Promise.reject(new Error('the grammar matcher was asked for a mask after it was released'))
-    if (this.matcher.isTerminated()) return Promise.reject(new Error('the grammar matcher was asked for a mask after its stop token'))
+    if (this.ended) return Promise.reject(new Error('the grammar matcher was asked for a mask after its stop token'))
     const state = this.utf8.at(-1)!
     const p = this.matcher.getNextTokenBitmask().then(raw => {
       const m = this.guard.restrict(raw, state)
@@ -47,10 +49,13 @@ export class GrammarMatcherState {
 
   /** Advances by one token; false when the grammar does not allow it (the state is unchanged then). */
   accept(token: number): boolean {
-    if (this.disposed || this.matcher.isTerminated()) return false
+    if (this.disposed || this.ended) return false
     const next = this.guard.next(this.utf8.at(-1)!, token)
     if (next < 0 || !this.matcher.acceptToken(token)) return false
     this.utf8.push(next)
+    // the grammar takes a stop token only where it ends, and the matcher then terminates (kept here: asking the
+    // wasm costs ~1 µs a call, twice a token)
+    this.ended = this.stopTokenIds.includes(token)
     this.invalidate()
     return true
   }
@@ -60,12 +65,13 @@ export class GrammarMatcherState {
     if (n <= 0 || this.disposed) return
     this.matcher.rollBack(n)
     this.utf8.length = Math.max(1, this.utf8.length - n)
+    this.ended = false
     this.invalidate()
   }
 
   /** True once the grammar is complete and a stop token was accepted. */
   get terminated(): boolean {
-    return !this.disposed && this.matcher.isTerminated()
+    return !this.disposed && this.ended
   }
 
   dispose(): void {
