@@ -193,14 +193,19 @@ function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
  */
 function counts(out: Schema, path: string): void {
   for (const [lo, hi] of [['minItems', 'maxItems'], ['minProperties', 'maxProperties']] as const) {
-    for (const k of [lo, hi]) {
-      const v = out[k]
-      if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) refuse(k, path, 'it must be a non-negative integer')
-    }
-    if (typeof out[hi] === 'number' && (out[hi] as number) >= UNREACHABLE_COUNT) delete out[hi]
-    if (typeof out[lo] === 'number' && (out[lo] as number) >= UNREACHABLE_COUNT) refuse(lo, path, 'no output can hold that many')
-    if (typeof out[lo] === 'number' && typeof out[hi] === 'number' && (out[lo] as number) > (out[hi] as number)) refuse(lo, path, `${lo} is above ${hi}`)
+    const min = count(out, lo, path)
+    const max = count(out, hi, path)
+    if (max !== undefined && max >= UNREACHABLE_COUNT) delete out[hi]
+    if (min !== undefined && min >= UNREACHABLE_COUNT) refuse(lo, path, 'no output can hold that many')
+    if (min !== undefined && max !== undefined && min > max) refuse(lo, path, `${lo} is above ${hi}`)
   }
+}
+
+/** `s[key]` when it is a non-negative integer, undefined when absent; anything else is a 400. */
+function count(s: Schema, key: string, path: string): number | undefined {
+  const v = s[key]
+  if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) refuse(key, path, 'it must be a non-negative integer')
+  return v as number | undefined
 }
 
 /**
@@ -424,31 +429,28 @@ function strings(s: Schema, out: Schema, path: string): void {
       refuse('format', path, `format "${f}" is not enforced (supported: ${[...NATIVE_FORMATS, ...Object.keys(FORMAT_PATTERNS)].join(', ')})`)
     }
   }
-  const min = s.minLength
-  let max = s.maxLength
+  const min = count(s, 'minLength', path)
+  let max = count(s, 'maxLength', path)
   if (min !== undefined || max !== undefined) {
-    for (const [k, v] of [['minLength', min], ['maxLength', max]] as const) {
-      if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) refuse(k, path, 'it must be a non-negative integer')
-    }
     // no output is that long (a context of at most 2^24 tokens, a token of far fewer than 10^4 characters): such a
     // maximum bounds nothing, and XGrammar aborts on counts past 10^15
-    if (typeof max === 'number' && max >= UNREACHABLE_LENGTH) max = undefined
+    if (max !== undefined && max >= UNREACHABLE_LENGTH) max = undefined
     const key = min !== undefined ? 'minLength' : 'maxLength'
     const types = typesOf(s)
     delete out.minLength
     delete out.maxLength
     if (types.length === 0 || types.includes('string')) {
-      if (typeof min === 'number' && min >= UNREACHABLE_LENGTH) refuse('minLength', path, 'no output can be that long')
+      if (min !== undefined && min >= UNREACHABLE_LENGTH) refuse('minLength', path, 'no output can be that long')
       for (const other of ['enum', 'const']) if (s[other] !== undefined) refuse(key, path, `string lengths together with "${other}" are not supported`)
-      if (typeof min === 'number' && typeof max === 'number' && min > max) refuse(key, path, 'minLength is above maxLength')
+      if (min !== undefined && max !== undefined && min > max) refuse(key, path, 'minLength is above maxLength')
       if (pattern !== undefined || out.format !== undefined) {
         // beside a pattern or format, lengths are kept only where every string it matches already has them
         const span = out.format === 'uuid' ? {min: 36, max: 36} : pattern !== undefined ? patternSpan(pattern) : undefined
-        const implied = span !== undefined && (typeof min !== 'number' || min <= span.min) && (typeof max !== 'number' || max >= span.max)
+        const implied = span !== undefined && (min === undefined || min <= span.min) && (max === undefined || max >= span.max)
         if (!implied) refuse(key, path, 'string lengths together with "pattern" or "format" are supported only where the pattern or format implies them')
       } else {
-        if (typeof min === 'number' && min > 0) out.minLength = min
-        if (typeof max === 'number') out.maxLength = max
+        if (min !== undefined && min > 0) out.minLength = min
+        if (max !== undefined) out.maxLength = max
       }
     }
   }

@@ -16,7 +16,7 @@
 export const FREE_STRING_CHAR = '[^\\0-\\x1f\\"\\\\\\r\\n]'
 
 /** The escape after a backslash, surrogates excluded. */
-export const STRING_ESCAPE_RULE = 'splash_string_escape'
+const STRING_ESCAPE_RULE = 'splash_string_escape'
 const ESCAPE = `${STRING_ESCAPE_RULE} ::= ["\\\\/bfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2})`
 
 /** Longest bound written as a chain of rules. */
@@ -37,7 +37,7 @@ export function boundedStringEbnf(min: number, max: number | undefined): StringE
 }
 
 /** A raw character of an XML-form parameter value: no control character and no `<` (a closing marker's start). */
-export const RAW_CHAR = '[^\\0-\\x1f<]'
+const RAW_CHAR = '[^\\0-\\x1f<]'
 
 /** The raw text (an XML-form parameter value) of `min` to `max` characters, as a grammar with root `root`. */
 export function boundedRawEbnf(min: number, max: number | undefined): string {

@@ -55,11 +55,10 @@ function step(s: number, b: number): number {
 
 /** Writes a token's row of the table: for each entry state, the state after the token, or INVALID. */
 function rowOf(b: Uint8Array, row: Int8Array): void {
-  let ascii = b.length > 0
-  for (let i = 0; i < b.length && ascii; i++) ascii = b[i]! < 0x80
   for (let s = 0; s < UTF8_STATES; s++) {
-    let at = b.length === 0 || ascii ? (s === 0 ? 0 : INVALID) : s
-    for (let i = 0; i < b.length && at !== INVALID && !ascii; i++) at = step(at, b[i]!)
+    // no bytes: only between characters (step would take it anywhere)
+    let at = b.length === 0 && s !== 0 ? INVALID : s
+    for (let i = 0; i < b.length && at !== INVALID; i++) at = step(at, b[i]!)
     row[s] = at
   }
 }
