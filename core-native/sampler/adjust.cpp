@@ -23,7 +23,7 @@ int32_t occurrences(const int32_t* extra, int n, int32_t id) {
 const float* adjust(const float* logits, int V, const Request& req, const Row& row, Scratch& scratch,
                     const int32_t* extra, int n_extra, bool mask) {
   const Params& p = req.params;
-  const bool penalize = p.penalized() && (!req.penalties.ids.empty() || n_extra > 0);
+  const bool penalize = penalizes(req, n_extra);
   const bool masked = mask && !row.allowed.empty();
   if (!penalize && !masked && req.bias.empty()) return logits;
   std::vector<float>& w = scratch.work;
@@ -66,15 +66,54 @@ const float* adjust(const float* logits, int V, const Request& req, const Row& r
   return w.data();
 }
 
-int32_t argmax(const float* v, int V) {
-  // the maximum in a vectorisable reduction, then its first index
+namespace {
+
+constexpr int kBlock = 64;  // argmax: the vectorised pass keeps the block of the running maximum, then scans it
+
+float block_max(const float* v, int n) {
   float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
-  for (int i = 0; i < V; ++i) m = v[i] > m ? v[i] : m;
-  if (!(m > -std::numeric_limits<float>::infinity())) return -1;
-  for (int i = 0; i < V; ++i)
+  for (int i = 0; i < n; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+
+int32_t first_equal(const float* v, int from, int to, float m) {
+  for (int i = from; i < to; ++i)
     if (v[i] == m) return i;
   return -1;
+}
+
+}  // namespace
+
+int32_t argmax(const float* v, int V) {
+  // block by block, a block replacing the running maximum only when larger: the first block holding the maximum
+  float m = -std::numeric_limits<float>::infinity();
+  int at = -1;
+  for (int b = 0; b < V; b += kBlock) {
+    const float bm = block_max(v + b, std::min(kBlock, V - b));
+    if (bm > m) m = bm, at = b;
+  }
+  return at < 0 ? -1 : first_equal(v, at, std::min(at + kBlock, V), m);
+}
+
+int32_t masked_argmax(const float* v, int V, const uint32_t* allowed) {
+  // word by word in id order, strictly larger replacing: a whole allowed word as a block, others bit by bit
+  float m = -std::numeric_limits<float>::infinity();
+  int32_t best = -1, word = -1;  // the best element, or the whole word that holds it
+  for (int base = 0; base < V; base += 32) {
+    const uint32_t bits = allowed[size_t(base) >> 5];
+    if (bits == 0) continue;
+    if (bits == ~0u && V - base >= 32) {
+      const float bm = block_max(v + base, 32);
+      if (bm > m) m = bm, word = base, best = -1;
+      continue;
+    }
+    for (uint32_t b = bits; b != 0; b &= b - 1) {
+      const int id = base + std::countr_zero(b);
+      if (id < V && v[id] > m) m = v[id], best = id, word = -1;
+    }
+  }
+  return word >= 0 ? first_equal(v, word, word + 32, m) : best;
 }
 
 }  // namespace splash::sampler

@@ -23,6 +23,10 @@ Sampled sample_row(const float* logits, int V, const Request& req, const Row& ro
     out.token = row.token;
   } else if (row.retry >= 0.0 && !row.allowed.empty() && req.params.temperature > 0.f) {
     out.token = draw_then_mask(logits, V, req, row, scratch, extra, n_extra);
+  } else if (req.params.temperature <= 0.f && !row.allowed.empty() && req.bias.empty() && !penalizes(req, n_extra)) {
+    // greedy under a grammar mask with nothing else adjusting the row (a refused greedy row's second draw)
+    out.token = masked_argmax(logits, V, row.allowed.data());
+    if (out.token < 0) throw Error("invalid_argument", "the allowed-token mask leaves no token to sample");
   } else {
     const float* v = adjust(logits, V, req, row, scratch, extra, n_extra);
     const int32_t best = argmax(v, V);

@@ -129,6 +129,11 @@ void sample_draft(const float* rows, int V, const Request& req, std::vector<Samp
 
 // --- the pieces (one file each)
 
+// Whether the penalties change the row: a penalised request with counted tokens or extra ones (a verify's drafts).
+inline bool penalizes(const Request& req, int n_extra) {
+  return req.params.penalized() && (!req.penalties.ids.empty() || n_extra > 0);
+}
+
 // Penalties and (unless `mask` is false) the row's mask applied to a copy of the row in scratch.work; returns
 // the row to choose from (the input itself when neither applies).
 const float* adjust(const float* logits, int V, const Request& req, const Row& row, Scratch& scratch,
@@ -138,6 +143,8 @@ int32_t draw_then_mask(const float* logits, int V, const Request& req, const Row
                        const int32_t* extra, int n_extra);
 // First index of the largest value (−inf everywhere: −1).
 int32_t argmax(const float* v, int V);
+// The same over the tokens `allowed` permits (Row::allowed's layout), without a masked copy of the row.
+int32_t masked_argmax(const float* v, int V, const uint32_t* allowed);
 // The inverse-CDF draw at temperature > 0 over adjusted logits v whose maximum is at `best`.
 int32_t draw(const float* v, int V, int32_t best, const Params& p, double u, Scratch& scratch);
 // The distribution draw() samples from, as V probabilities (0 outside the kept candidates).
