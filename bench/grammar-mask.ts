@@ -4,14 +4,14 @@
 //   mask fill (the wasm call alone), the fill plus its copy out of the wasm heap (what the matcher calls),
 //   accepting a token, and the native masked sample against an unmasked one (the mask's conversion and use);
 // - the cost that adds to the wall time of a step: constrained and unconstrained generations interleaved
-//   (greedy, and sampled at T = 0.7 with a seed), ms per token, median of the rounds; the median step as the
+//   (greedy, and sampled at T = 0.7, a seed per round), ms per token, median of the rounds; the median step as the
 //   JS thread sees it plus the JS time after it (constrained less unconstrained: the critical path a token
 //   adds, steadier under load than whole generations); the process's CPU time per token (all threads). Plain
 //   rows compute a mask only when the grammar refuses the in-step token (GrammarRows.settle), and while
 //   refusals go on (GrammarRows.prepare, during the step); the fraction of tokens that needed one is reported;
-// - the same costs timed where the engine pays them in the sampled constrained rounds (the masks it waited for, the
-//   second draws of refused rows, the accepts), per token against the unconstrained step: steadier than the wall
-//   figures on a shared machine, and without what a refusal does to the steps around it.
+// - the same costs timed where the engine pays them in the constrained rounds, greedy and sampled (the masks it
+//   waited for, the second draws of refused rows, the accepts), per token against the unconstrained step: steadier
+//   than the wall figures on a shared machine, and without what a refusal does to the steps around it.
 // The last two grammars are Codex's tools under tool_choice auto and a forced call of Codex's apply_patch tool (its Lark grammar, in the XML call form).
 //   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens] [rounds] [grammar-name-part]
 import {join} from 'node:path'
@@ -55,7 +55,8 @@ const SCHEMAS: Record<string, unknown> = {
   'apply_patch call (Lark)': APPLY_PATCH_CALL,
   'Codex tools under auto (free text, triggered calls)': CODEX_AUTO,
 }
-const SAMPLED = samplingParams({temperature: 0.7, seed: 7})
+// a seed per round: each round is another sampled generation (one seed alone is one sample of the refusal rate)
+const sampled = (round: number) => samplingParams({temperature: 0.7, seed: 7 + round})
 
 const prompt = Int32Array.from(tokenizer.encode('<|im_start|>user\nDescribe an example record as JSON.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n'))
 process.env.SPLASH_DRAFT = 'off'
@@ -87,6 +88,21 @@ model.step = items => {
   })
   return p
 }
+interface EngineCosts {tokens: number; masks: number; maskMs: number; acceptMs: number; redraws: number; redrawMs: number}
+const engineCosts = (): EngineCosts => ({tokens: 0, masks: 0, maskMs: 0, acceptMs: 0, redraws: 0, redrawMs: 0})
+/** Runs one constrained generation, adding what the engine paid for `c` (and its second draws) to `into`. */
+async function counted<R extends {tokens: number}>(into: EngineCosts, c: Counted, f: () => Promise<R>): Promise<R> {
+  const before = {...redraws}
+  const r = await f()
+  into.tokens += r.tokens
+  into.masks += c.masks
+  into.maskMs += c.maskMs
+  into.acceptMs += c.acceptMs
+  into.redraws += redraws.n - before.n
+  into.redrawMs += redraws.ms - before.ms
+  return r
+}
+
 function timed<T>(f: () => Promise<T>): Promise<T & {step: number; between: number}> {
   timeline.step = []
   timeline.between = []
@@ -176,25 +192,18 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
   }
   let lazy = {masks: 0, tokens: 0}
   let lazySampled = {masks: 0, tokens: 0}
-  // in the engine, summed over the sampled constrained rounds: mask fills waited for, accepts, second draws
-  const inEngine = {tokens: 0, masks: 0, maskMs: 0, acceptMs: 0, redraws: 0, redrawMs: 0}
+  // in the engine, summed over the constrained rounds: mask fills waited for, accepts, second draws
+  const inEngine = {greedy: engineCosts(), sampled: engineCosts()}
   let sampledTokens: number[] = []
   for (let r = 0; r < rounds; r++) {
     keep('plainGreedy', await timed(() => run(GREEDY)))
     const g = new Counted(await grammars.matcher(spec))
-    const out = keep('greedy', await timed(() => run(GREEDY, g)))
+    const out = keep('greedy', await counted(inEngine.greedy, g, () => timed(() => run(GREEDY, g))))
     lazy = {masks: g.masks, tokens: out.tokens}
-    keep('plainSampled', await timed(() => run(SAMPLED)))
+    keep('plainSampled', await timed(() => run(sampled(r))))
     const s = new Counted(await grammars.matcher(spec))
-    const before = {...redraws}
-    const sampledOut = keep('sampled', await timed(() => run(SAMPLED, s)))
+    const sampledOut = keep('sampled', await counted(inEngine.sampled, s, () => timed(() => run(sampled(r), s))))
     lazySampled = {masks: s.masks, tokens: sampledOut.tokens}
-    inEngine.tokens += sampledOut.tokens
-    inEngine.masks += s.masks
-    inEngine.maskMs += s.maskMs
-    inEngine.acceptMs += s.acceptMs
-    inEngine.redraws += redraws.n - before.n
-    inEngine.redrawMs += redraws.ms - before.ms
     sampledTokens = s.tokens
   }
   const parts = await breakdown(await grammars.matcher(spec), sampledTokens)
@@ -212,16 +221,21 @@ for (const [name, schema] of Object.entries(SCHEMAS)) {
   }
   const perMask = parts.fill + parts.copy + parts.accept + parts.convert
   const per = (ms: number, n: number) => (ms / Math.max(1, n)).toFixed(3)
-  const engineMs = inEngine.maskMs + inEngine.redrawMs + inEngine.acceptMs
+  const inEngineLine = (label: string, e: EngineCosts) => {
+    const ms = e.maskMs + e.redrawMs + e.acceptMs
+    return (
+      `  ${label}, timed in the engine over the ${rounds} rounds (${e.tokens} tokens): ${e.masks} masks waited for ${per(e.maskMs, e.masks)} ms each, ` +
+      `${e.redraws} second draws ${per(e.redrawMs, e.redraws)} ms each, accepts ${per(e.acceptMs, e.tokens)} ms a token → ${per(ms, e.tokens)} ms a token ` +
+      `= ${pct(ms / Math.max(1, e.tokens))} of the unconstrained step (masks alone ${pct(e.maskMs / Math.max(1, e.tokens))})`
+    )
+  }
   console.log(
     `${name}: compile ${compileMs.toFixed(0)} ms\n` +
       `  per mask (replay of ${sampledTokens.length} sampled tokens): fill ${parts.fill.toFixed(3)} ms (p99 ${parts.fillP99.toFixed(3)}), copy out of wasm ${parts.copy.toFixed(3)} ms, ` +
       `accept ${parts.accept.toFixed(3)} ms, native conversion + masked sample ${parts.convert.toFixed(3)} ms → ${perMask.toFixed(3)} ms = ${pct(perMask)} of the ${step.toFixed(2)} ms step\n` +
       `  greedy: masks for ${lazy.masks} of ${lazy.tokens} tokens; ${median(wall.greedy).toFixed(2)} vs ${median(wall.plainGreedy).toFixed(2)} ms/token unconstrained: adds ${added('greedy', 'plainGreedy')}\n` +
       `  sampled T=0.7: masks for ${lazySampled.masks} of ${lazySampled.tokens} tokens; ${median(wall.sampled).toFixed(2)} vs ${median(wall.plainSampled).toFixed(2)} ms/token: adds ${added('sampled', 'plainSampled')}\n` +
-      `  sampled, timed in the engine over the ${rounds} rounds (${inEngine.tokens} tokens): ${inEngine.masks} masks waited for ${per(inEngine.maskMs, inEngine.masks)} ms each, ` +
-      `${inEngine.redraws} second draws ${per(inEngine.redrawMs, inEngine.redraws)} ms each, accepts ${per(inEngine.acceptMs, inEngine.tokens)} ms a token → ${per(engineMs, inEngine.tokens)} ms a token ` +
-      `= ${pct(engineMs / Math.max(1, inEngine.tokens))} of the unconstrained step (masks alone ${pct(inEngine.maskMs / Math.max(1, inEngine.tokens))})`,
+      `${inEngineLine('greedy', inEngine.greedy)}\n${inEngineLine('sampled', inEngine.sampled)}`,
   )
 }
 model.close()
