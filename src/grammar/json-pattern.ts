@@ -184,14 +184,14 @@ export function jsonSafePattern(pattern: string, refuse: (why: string) => never,
     const cp = cps[i++]!
     if (cp === 0x5c) {
       const e = escape()
-      if (typeof e === 'number') out += (literal(e, `the character U+${e.toString(16).toUpperCase().padStart(4, '0')}`))
+      if (typeof e === 'number') out += literal(e, `the character U+${e.toString(16).toUpperCase().padStart(4, '0')}`)
       else {
         const safe = subtract(e, UNSAFE_HERE)
         if (safe.length === 0) refuse('an escape that only matches characters JSON writes escaped')
-        out += (writeClass(safe, refuse))
+        out += writeClass(safe, refuse)
       }
-    } else if (cp === 0x5b) out += (classAt())
-    else if (cp === 0x2e) out += (writeClass(subtract(complement([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]]), UNSAFE_HERE), refuse, true))
+    } else if (cp === 0x5b) out += classAt()
+    else if (cp === 0x2e) out += writeClass(subtract(complement([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]]), UNSAFE_HERE), refuse, true)
     else if (cp === 0x5e) {
       // an anchor: only where a top-level alternative starts (XGrammar matches the whole string either way)
       if (depth > 0 || out !== '') refuse('an anchor "^" that does not start the pattern or one of its top-level alternatives')
@@ -215,7 +215,7 @@ export function jsonSafePattern(pattern: string, refuse: (why: string) => never,
       if (--depth < 0) refuse('an unbalanced ")"')
       out += `${opensAlternative() ? EMPTY : ''})`
     } else if ('?*+{},'.includes(String.fromCodePoint(cp))) out += String.fromCodePoint(cp)
-    else out += (literal(cp, cp === 0x22 ? 'a quote' : `the character U+${cp.toString(16).toUpperCase().padStart(4, '0')}`))
+    else out += literal(cp, cp === 0x22 ? 'a quote' : `the character U+${cp.toString(16).toUpperCase().padStart(4, '0')}`)
   }
   if (depth !== 0) refuse('an unbalanced "("')
   endBranch()
