@@ -90,3 +90,18 @@ export class GrammarMatcherState {
 export function allows(mask: Int32Array, token: number): boolean {
   return (mask[token >> 5]! & (1 << (token & 31))) !== 0
 }
+
+/**
+ * The one token `mask` allows, or -1 when it allows none or several (stops at the second set bit, so a mask
+ * that allows many tokens costs a few words).
+ */
+export function soleAllowed(mask: Int32Array): number {
+  let at = -1
+  for (let i = 0; i < mask.length; i++) {
+    const w = mask[i]!
+    if (w === 0) continue
+    if (at >= 0 || (w & (w - 1)) !== 0) return -1
+    at = (i << 5) | (31 - Math.clz32(w))
+  }
+  return at
+}

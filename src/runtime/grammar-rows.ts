@@ -11,7 +11,7 @@
 // after the accepted drafts may need a mask and a second draw. So constrained output with the draft is token for
 // token the output without it, and a pass computes a mask only where the target's own token is refused.
 import {availableParallelism} from 'node:os'
-import {allows} from '../grammar/matcher.js'
+import {allows, soleAllowed} from '../grammar/matcher.js'
 import type {Batch} from './scheduler.js'
 import type {SampledToken} from './sampling.js'
 import type {Sequence} from './sequence.js'
@@ -102,7 +102,18 @@ export class GrammarRows {
     const allowed = allows(mask, row.token)
     seq.grammarLazy = allowed || !this.ahead
     if (allowed) return row
-    return this.model.resample(seq.slot, at, seq.sampleRequest([{...seq.nextRow(0), allowed: mask}]))
+    return this.redraw(seq, at, 0, mask)
+  }
+
+  /**
+   * A refused row drawn again under its mask. Where the mask allows one token (the grammar's fixed parts: a
+   * required key, a closing bracket), every draw gives that token, so it is taken without the native draw unless
+   * the request asks for log-probabilities, which only the draw computes.
+   */
+  private redraw(seq: Sequence, at: number, row: number, mask: Int32Array): SampledToken {
+    const sole = seq.request.logprobs === undefined ? soleAllowed(mask) : -1
+    if (sole >= 0) return {token: sole}
+    return this.model.resample(seq.slot, at, seq.sampleRequest([{...seq.nextRow(row), allowed: mask}]))
   }
 
   /**
@@ -152,7 +163,7 @@ export class GrammarRows {
           return
         }
         const mask = await c.nextMask()
-        rows[at] = this.model.resample(seq.slot, at, seq.sampleRequest([{...seq.nextRow(at), allowed: mask}]))
+        rows[at] = this.redraw(seq, at, at, mask)
         if (at >= drafts.length || rows[at]!.token !== drafts[at]) return
       }
     } finally {

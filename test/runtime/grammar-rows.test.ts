@@ -13,6 +13,7 @@ import {Rng} from '../../src/runtime/rng.js'
 import {samplingParams, type SamplingParams} from '../../src/runtime/sampling.js'
 import {readManifest} from '../../src/package/manifest.js'
 import {Grammars} from '../../src/grammar/compiler.js'
+import {soleAllowed} from '../../src/grammar/matcher.js'
 import {distribution, maskAllows} from '../helpers/sampling-reference.js'
 import {chiSquare, chiSquare999} from '../helpers/chi-square.js'
 import {CountedConstraint} from '../helpers/counted-constraint.js'
@@ -260,4 +261,42 @@ t.test('with the draft: a grammar that fails while drafts are walked, verified o
     }
   }
   t.equal(e.scheduler.numRunning + e.scheduler.numWaiting, 0, 'nothing left running')
+})
+
+t.test('a refused row whose mask allows one token takes it without a second draw, the token the draw gives', async t => {
+  const {grammars, model} = await setup()
+  t.teardown(() => model.close())
+  const draws = {n: 0}
+  const resample = model.resample.bind(model)
+  model.resample = (...args) => (draws.n++, resample(...args))
+  const e = new Engine(model)
+  // the opening `{"id": ` is one token here, any digit may follow: one refusal with one allowed token, then free ones
+  const grammar = 'root ::= "{\\"id\\": " [0-9]+ "}"'
+  for (const sampling of [samplingParams({temperature: 0}), samplingParams({temperature: 0.9, seed: 11})]) {
+    const run = async (logprobs?: number) => {
+      const c = new CountedConstraint(await matcher(grammars, grammar))
+      draws.n = 0
+      const tokens: number[] = []
+      for await (const ev of e.generate({prompt: PROMPT, maxTokens: 12, sampling, stopTokenIds: [], constraint: c, logprobs})) {
+        if (ev.type === 'token') tokens.push(ev.token)
+        else if (ev.type === 'error') throw ev.error
+      }
+      return {tokens, draws: draws.n, refusals: c.refusals}
+    }
+    const quick = await run()
+    const drawn = await run(0) // log-probabilities: every refused row is drawn again natively
+    const label = `T=${sampling.temperature}`
+    t.same(quick.tokens, drawn.tokens, `${label}: the same tokens`)
+    t.equal(quick.tokens[0], 123, `${label}: the grammar's opening token first`)
+    t.equal(drawn.draws, drawn.refusals, `${label}: with log-probabilities a draw per refusal (${drawn.refusals})`)
+    // positions of the output whose mask allows one token (the opening, the grammar's end): a refusal there costs no draw
+    const replay = await matcher(grammars, grammar)
+    let sole = 0
+    for (const token of quick.tokens) {
+      if (soleAllowed(await replay.nextMask()) >= 0) sole++
+      replay.accept(token)
+    }
+    replay.dispose()
+    t.ok(quick.draws < quick.refusals && quick.draws >= quick.refusals - sole, `${label}: without, ${quick.draws} draws for ${quick.refusals} refusals, ${sole} positions with one allowed token`)
+  }
 })
