@@ -67,21 +67,6 @@ def collect(work, out, log):
     print("collected:", os.listdir(out), flush=True)
 
 
-def train_target(a, w, log, t0):
-    """data → train (whatever time is left after reserving the later stages) → collect → check."""
-    sh(["data.py"], w, log)
-    reserve = a.reserve if a.reserve is not None else (100 if a.smoke else 250)
-    left = a.budget - (time.time() - t0) - reserve
-    targs = ["--budget", max(20, left)] + a.train_args.split()
-    if a.init_from:
-        targs += ["--init-from", a.init_from]
-    ok = sh(["train.py"] + targs, w, log)
-    collect(w, a.out, log)
-    if not ok:
-        sys.exit(1)
-    sh(["check.py"], w, log)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default="/tmp/splash_train")
@@ -92,12 +77,7 @@ def main():
     ap.add_argument("--draft-args", default="")
     ap.add_argument("--init-from", default=None)
     ap.add_argument("--reserve", type=float, default=None, help="seconds kept for the stages after train")
-    ap.add_argument("--draft-only", action="store_true",
-                    help="keep the --init-from model as it is: skip data, train and check, train only the draft")
-    ap.add_argument("--gen-train", type=int, default=5000, help="training prompts the model answers for the draft")
     a = ap.parse_args()
-    if a.draft_only and not a.init_from:
-        ap.error("--draft-only needs --init-from")
     t0 = time.time()
     w = a.work
     os.makedirs(w, exist_ok=True)
@@ -108,13 +88,18 @@ def main():
     # continuing a trained model must keep its tokenizer: copy it instead of training a new one
     sh(["tok.py"] + (["--max-chars", 10e6] if sm else ["--max-chars", 25e6]) +
        (["--from-dir", a.init_from] if a.init_from else []), w, log)
-    if a.draft_only:  # the target as given is the one the draft learns from
-        shutil.copytree(a.init_from, os.path.join(w, "hf"), dirs_exist_ok=True)
-        log.append({"stage": "copy " + a.init_from + " to hf", "seconds": 0, "rc": 0})
-    else:
-        train_target(a, w, log, t0)
-    gargs = (["--n-train", 96, "--n-val", 16, "--max-new", 96] if sm else
-             ["--n-train", a.gen_train, "--n-val", 64, "--max-new", 200])
+    sh(["data.py"], w, log)
+    reserve = a.reserve if a.reserve is not None else (100 if sm else 250)
+    left = a.budget - (time.time() - t0) - reserve
+    targs = ["--budget", max(20, left)] + a.train_args.split()
+    if a.init_from:
+        targs += ["--init-from", a.init_from]
+    ok = sh(["train.py"] + targs, w, log)
+    collect(w, a.out, log)
+    if not ok:
+        return
+    sh(["check.py"], w, log)
+    gargs = ["--n-train", 96, "--n-val", 16, "--max-new", 96] if sm else ["--n-train", 5000, "--n-val", 64, "--max-new", 200]
     sh(["gen.py"] + gargs, w, log)
     eval_time = 40 if sm else 75
     left = a.budget - (time.time() - t0) - eval_time - 15
