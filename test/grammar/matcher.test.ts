@@ -1,6 +1,7 @@
 // The mask helpers of src/grammar/matcher.ts against a plain count of the mask's bits.
 import t from 'tap'
 import {allows, soleAllowed} from '../../src/grammar/matcher.js'
+import {seeded} from '../helpers/grammar-walk.js'
 
 function maskOf(words: number, ids: number[]): Int32Array {
   const m = new Int32Array(words)
@@ -18,8 +19,7 @@ t.test('soleAllowed gives the one allowed token, or -1 for none or several', asy
   }
   for (const ids of [[0, 1], [30, 31], [31, 32], [7, 16383], [100, 101, 102]]) t.equal(soleAllowed(maskOf(words, ids)), -1, `several: ${ids}`)
   // random masks: the helper agrees with a count of the bits
-  let seed = 3
-  const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32)
+  const rand = seeded(3)
   for (let k = 0; k < 200; k++) {
     const ids = Array.from({length: Math.floor(rand() * 3)}, () => Math.floor(rand() * words * 32))
     const m = maskOf(words, ids)

@@ -48,9 +48,9 @@ async function tokensOrError(e: Engine, sampling: SamplingParams, constraint: Co
   return {tokens, error: undefined}
 }
 
-async function generate(e: Engine, sampling: SamplingParams, constraint: CountedConstraint, maxTokens = 1): Promise<number[]> {
+async function generate(e: Engine, sampling: SamplingParams, constraint: CountedConstraint, maxTokens = 1, logprobs?: number): Promise<number[]> {
   const tokens: number[] = []
-  for await (const ev of e.generate({prompt: PROMPT, maxTokens, sampling, stopTokenIds: [], constraint})) {
+  for await (const ev of e.generate({prompt: PROMPT, maxTokens, sampling, stopTokenIds: [], constraint, logprobs})) {
     if (ev.type === 'token') tokens.push(ev.token)
     else if (ev.type === 'error') throw ev.error
   }
@@ -276,11 +276,7 @@ t.test('a refused row whose mask allows one token takes it without a second draw
     const run = async (logprobs?: number) => {
       const c = new CountedConstraint(await matcher(grammars, grammar))
       draws.n = 0
-      const tokens: number[] = []
-      for await (const ev of e.generate({prompt: PROMPT, maxTokens: 12, sampling, stopTokenIds: [], constraint: c, logprobs})) {
-        if (ev.type === 'token') tokens.push(ev.token)
-        else if (ev.type === 'error') throw ev.error
-      }
+      const tokens = await generate(e, sampling, c, 12, logprobs)
       return {tokens, draws: draws.n, refusals: c.refusals}
     }
     const quick = await run()
