@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `splash bench` over HTTP on a GPU machine that has no Node (the H200 of the device tool). Prepare the folder here:
 #   npm run build && npm run build:native && node scripts/gpu-bundle.mjs .gpu-http
-# then, in that folder on the GPU machine:   bash scripts/gpu-http-bench.sh <splash bench flags>
+# then, in that folder on the GPU machine:   bash scripts/gpu-http-bench.sh <splash bench flags> | --serve-check
 # e.g. bash scripts/gpu-http-bench.sh --preset qwen3.8-27b --runs 2. It unpacks node and the app under /tmp, then runs
 # the four scenarios against `splash serve` on the CUDA backend; the JSON and SVG go to $OUT (or /tmp/splash-http-out).
 # With peer.tar.xz beside them (`node scripts/peer-cuda.mjs pack … OUT`), `--peer llama.cpp` runs llama.cpp on the GPU
@@ -35,5 +35,39 @@ export PATH="$app/.node:$PATH"
 cd "$app"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 echo "node $(node -v)"
+# --serve-check: the memory plan of `splash serve` on the device instead of the benchmark. The full-depth 27B shape
+# (16.1 GB of q4 weights) with --max-memory 8G must be refused before loading (the breakdown, a non-zero exit); without
+# a cap and with --max-memory 24G it must print its plan, say Ready and answer a request; each prints the process's
+# device memory after the request (nvidia-smi: the backend's allocations and the CUDA context).
+if [[ "${1:-}" == --serve-check ]]; then
+  preset="${CHECK_PRESET:-qwen3.8-27b}" low="${CHECK_LOW:-8G}" cap="${CHECK_CAP:-24G}"  # other values: trying it elsewhere
+  pkg=/tmp/splash-serve-$preset
+  [[ -f $pkg/splash.json ]] || node bin/run.js package synth --preset "$preset" -o $pkg > /dev/null || exit 1
+  export SPLASH_BACKEND="${SPLASH_BACKEND:-cuda}"
+  fail=0
+  node bin/run.js serve --model $pkg --max-memory "$low" --port 8001 > "$out/serve-low.log" 2>&1
+  rc=$?
+  cat "$out/serve-low.log"
+  if [[ $rc == 0 ]] || grep -q Ready "$out/serve-low.log"; then echo "FAIL: --max-memory $low was not refused"; fail=1; else echo "ok: --max-memory $low refused (exit $rc)"; fi
+  for c in auto "$cap"; do
+    args=(); [[ $c != auto ]] && args=(--max-memory "$c")
+    log="$out/serve-$c.log"
+    node bin/run.js serve --model $pkg --port 8001 "${args[@]}" > "$log" 2>&1 &
+    pid=$!
+    for _ in $(seq 240); do grep -q Ready "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.5; done
+    cat "$log"
+    if grep -q Ready "$log"; then
+      reply="$(python3 -c 'import urllib.request as u; print(u.urlopen(u.Request("http://127.0.0.1:8001/v1/chat/completions", data=b"{\"model\":\"splash/synth-'"$preset"'\",\"messages\":[{\"role\":\"user\",\"content\":\"Say hi\"}],\"max_tokens\":8}", headers={"content-type": "application/json"}), timeout=60).read().decode())' 2>&1)"
+      echo "reply: ${reply:0:300}"
+      echo "$reply" | grep -q '"choices"' && echo "ok: serve ($c) answered" || { echo "FAIL: serve ($c) did not answer"; fail=1; }
+      nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>/dev/null
+    else
+      echo "FAIL: serve ($c) did not start"; fail=1
+    fi
+    kill $pid 2>/dev/null; wait $pid 2>/dev/null
+  done
+  echo "serve-check: $([[ $fail == 0 ]] && echo PASS || echo FAIL)"
+  exit $fail
+fi
 tag="$(printf '%s' "$*" | tr -c 'A-Za-z0-9.-' '_' | cut -c1-60)"
 SPLASH_BACKEND="${SPLASH_BACKEND:-cuda}" node bin/run.js bench "$@" -o "$out/bench-$tag.json" 2>&1 | tee "$out/bench-$tag.log"
