@@ -9,7 +9,7 @@ import {GrammarRows} from './grammar-rows.js'
 import {PrefixSaves} from './prefix-saves.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from './prefix-cache.js'
-import {MeasuredCost, bestBlock, fixedCost, type PassCost} from './spec-policy.js'
+import {DraftHistory, MeasuredCost, bestBlock, fixedCost, type PassCost} from './spec-policy.js'
 
 export interface SchedulerLimits {
   /** Tokens per step across all sequences (decodes count one each; prefill chunks fill the rest). */
@@ -123,6 +123,7 @@ export class Scheduler {
       // An image prompt speculates too: its verify rows carry the target's M-RoPE positions (index + rope delta);
       // the draft keeps its own 1-D positions. Penalties are applied per verified row (drafted prefix counted).
       seq.useDraft = this.blockSize > 1
+      if (seq.useDraft && !rejection(seq)) this.history.start(seq.acceptance)
       this.saves?.resume(seq)
       this.running.push(seq)
     }
@@ -215,10 +216,11 @@ export class Scheduler {
    * most tokens per unit of cost at the sequence's acceptance, when that beats a plain decode. Greedy and
    * grammar-constrained sequences (whose output is the same either way) use the pass cost the engine measures
    * (observeStep) and decode plainly every 16th step so the plain cost stays current; sampled sequences use
-   * the backend's fixed cost model (fixedCost), so a seed gives the same output on every run. A sequence for
-   * which drafting does not pay drafts anyway after 16 plain steps, then 32, 64, … up to 256 while it still does
-   * not pay, to follow its acceptance at little cost. SPLASH_DRAFT_FIXED: always draft, SPLASH_DRAFT_K drafts (default B−1) per pass
-   * (tests and benchmarks).
+   * the backend's fixed cost model (fixedCost), so a seed gives the same output on every run. While drafting does
+   * not pay, a sequence drafts anyway after 16 plain steps, then 32, 64, … up to 256 while it still does not pay,
+   * to follow its acceptance at little cost: a sampled sequence on its own clock, greedy and constrained ones on the
+   * model's (DraftHistory, which also gives them their starting acceptance). SPLASH_DRAFT_FIXED: always draft,
+   * SPLASH_DRAFT_K drafts (default B−1) per pass (tests and benchmarks).
    */
   private draftLength(seq: Sequence): number {
     const maxK = this.blockSize - 1
@@ -228,9 +230,16 @@ export class Scheduler {
     seq.specProbe++
     if (gain > 1) {
       seq.probeEvery = 16
-      if (!measured || seq.specProbe < 16) return k
+      if (!measured) return k
+      this.history.paid()
+      if (seq.specProbe < 16) return k
       seq.specProbe = 0
       return 0 // a plain decode keeps the plain cost current
+    }
+    if (measured) {
+      if (!this.history.probe()) return 0
+      seq.specProbe = 0
+      return k
     }
     if (seq.specProbe < seq.probeEvery) return 0
     seq.specProbe = 0
@@ -242,6 +251,8 @@ export class Scheduler {
   private readonly fixed: PassCost
   /** The pass cost the engine measures (greedy and constrained sequences). */
   readonly cost: MeasuredCost
+  /** What the greedy and constrained sequences' passes have shown of the draft, and their probe clock. */
+  readonly history = new DraftHistory()
 
   /** Called by the engine with the wall time of a step (draft pass included): plain decode steps and pure verify steps feed the cost model. */
   observeStep(batch: Batch, seconds: number): void {
@@ -392,7 +403,10 @@ export class Scheduler {
     // adaptive block (draftLength): the acceptance estimate (a draft the grammar cut counts as refused there);
     // after passes with nothing accepted, plain decodes for a while (backing off exponentially) so a useless draft
     // costs little
-    if (forced === undefined) seq.acceptance.observe(acc, Math.max(k, seq.proposed))
+    if (forced === undefined) {
+      seq.acceptance.observe(acc, Math.max(k, seq.proposed))
+      if (!rejection(seq)) this.history.observe(acc, Math.max(k, seq.proposed))
+    }
     if (acc === 0) {
       seq.specFails++
       if (seq.specFails >= 2 && !process.env.SPLASH_DRAFT_FIXED) seq.specSkip = Math.min(256, 4 << (seq.specFails - 2))

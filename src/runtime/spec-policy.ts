@@ -91,14 +91,70 @@ export class Acceptance {
   private accepted = 1.5
   private trials = 2
 
+  /** `decay`: the weight a pass's counts keep per pass after it. */
+  constructor(private readonly decay = 0.85) {}
+
   observe(accepted: number, drafted: number): void {
-    const d = 0.85
+    const d = this.decay
     this.accepted = d * this.accepted + accepted
     this.trials = d * this.trials + accepted + (accepted < drafted ? 1 : 0)
   }
 
+  /** Starts again from α, with the weight of the optimistic start (two trials). */
+  restart(alpha: number): void {
+    this.accepted = 2 * alpha
+    this.trials = 2
+  }
+
   get alpha(): number {
     return Math.min(0.99, this.accepted / this.trials)
+  }
+}
+
+/**
+ * What the greedy and constrained sequences of one model have seen of its draft (the scheduler keeps one). Their
+ * output does not depend on the schedule, so they may learn from each other: a new one starts from the acceptance
+ * their passes had (decayed per pass) instead of the optimistic start, and while drafting does not pay they probe
+ * on one clock for the whole model, once per `probeEvery` plain decodes of all of them together (16, doubling up to
+ * 256 while probes keep finding that it does not pay; back to 16 once it does). Before, every request started
+ * optimistic and probed on its own after 16 decodes, so a draft that predicts nothing cost one pass per request
+ * (the default package with random draft weights: 21 passes over 16 short answers). Sampled sequences keep their own
+ * estimate and clock, since their schedule decides their output for a seed and must not depend on other requests.
+ */
+export class DraftHistory {
+  private readonly acceptance = new Acceptance(0.95)
+  private passes = 0
+  private since = 0
+  /** Plain decodes between probes. */
+  probeEvery = 16
+
+  /** A verify pass of a greedy or constrained sequence: `accepted` of `drafted` drafts. */
+  observe(accepted: number, drafted: number): void {
+    this.acceptance.observe(accepted, drafted)
+    this.passes++
+  }
+
+  /** The acceptance the passes seen so far had (the optimistic start before any). */
+  get alpha(): number {
+    return this.acceptance.alpha
+  }
+
+  /** A new sequence's estimate starts from what the model's passes have shown (unchanged before any pass). */
+  start(a: Acceptance): void {
+    if (this.passes > 0) a.restart(this.acceptance.alpha)
+  }
+
+  /** Drafting pays for a sequence: probes go back to every 16 plain decodes. */
+  paid(): void {
+    this.probeEvery = 16
+  }
+
+  /** A plain decode of a sequence whose drafting does not pay; true when it is the clock's turn to probe instead. */
+  probe(): boolean {
+    if (++this.since < this.probeEvery) return false
+    this.since = 0
+    this.probeEvery = Math.min(256, 2 * this.probeEvery)
+    return true
   }
 }
 

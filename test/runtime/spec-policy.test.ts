@@ -1,7 +1,8 @@
 // The speculative block policy (src/runtime/spec-policy.ts): expected tokens per pass, the best block length for
-// an acceptance and a cost, the acceptance estimate, the fit of the measured pass cost, and the backends' priors.
+// an acceptance and a cost, the acceptance estimate, the fit of the measured pass cost, the backends' priors, and the
+// model-wide history greedy sequences start from and probe by.
 import t from 'tap'
-import {Acceptance, FIXED_COST, FIXED_COST_GPU, MeasuredCost, bestBlock, expectedCommit, fixedCost} from '../../src/runtime/spec-policy.js'
+import {Acceptance, DraftHistory, FIXED_COST, FIXED_COST_GPU, MeasuredCost, bestBlock, expectedCommit, fixedCost} from '../../src/runtime/spec-policy.js'
 
 t.test('expected tokens per pass: 1 + α + … + α^k', async t => {
   t.equal(expectedCommit(0, 5), 1)
@@ -84,4 +85,39 @@ t.test('the fixed cost per backend: a GPU prices rows low enough that a new sequ
   t.ok(Math.abs(c.r0 + 10 * c.r1 - 4) < 1e-9 && Math.abs(c.r1 / c.r0 - FIXED_COST_GPU.r1 / FIXED_COST_GPU.r0) < 1e-9)
   // an acceptance a trained draft has at T = 0.7: the CPU's fixed model would never draft on a GPU, the GPU's does
   t.ok(bestBlock(0.8, FIXED_COST, 15).gain < 1 && bestBlock(0.8, FIXED_COST_GPU, 15).gain > 1.2)
+})
+
+t.test('draft history: a new sequence starts from the passes seen, optimistic before any', async t => {
+  const h = new DraftHistory()
+  const fresh = new Acceptance()
+  const a = new Acceptance()
+  h.start(a)
+  t.equal(a.alpha, fresh.alpha, 'no pass yet: the optimistic start')
+  for (let i = 0; i < 30; i++) h.observe(0, 3)
+  t.ok(h.alpha < 0.05, `nothing accepted: ${h.alpha}`)
+  const b = new Acceptance()
+  h.start(b)
+  t.equal(b.alpha, h.alpha, 'a later sequence starts where the model is')
+  t.ok(bestBlock(b.alpha, FIXED_COST_GPU, 15).gain < 1, 'and a useless draft no longer pays at its first decode, even at GPU prices')
+  // its own passes outweigh the start quickly (the start weighs two trials)
+  for (let i = 0; i < 3; i++) b.observe(4, 4)
+  t.ok(b.alpha > 0.7, `its own passes: ${b.alpha}`)
+  // the history forgets slowly: 60 good passes bring it back
+  for (let i = 0; i < 60; i++) h.observe(3, 3)
+  t.ok(h.alpha > 0.9, `good passes since: ${h.alpha}`)
+})
+
+t.test('draft history: one probe clock for the model, doubling to 256 while drafting does not pay, back to 16 when it does', async t => {
+  const h = new DraftHistory()
+  const gaps: number[] = []
+  let n = 0
+  for (let i = 0; i < 2000 && gaps.length < 7; i++) {
+    n++
+    if (h.probe()) gaps.push(n), (n = 0)
+  }
+  t.same(gaps, [16, 32, 64, 128, 256, 256, 256])
+  h.paid()
+  n = 0
+  while (!h.probe()) n++
+  t.equal(n + 1, 16, 'after a sequence found drafting pays')
 })

@@ -17,7 +17,7 @@ import {CHI_999, chiSquare} from '../helpers/chi-square.js'
 import {native} from '../../src/runtime/native.js'
 import {readManifest} from '../../src/package/manifest.js'
 import {load as loadQwen} from '../../models/qwen3_5/index.js'
-import {synthFixture} from '../helpers/packages.js'
+import {synthFixture, uselessDraftFixture} from '../helpers/packages.js'
 import type {Usage} from '../../src/runtime/request.js'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
@@ -100,6 +100,36 @@ t.test('a new greedy sequence drafts from its first decode when the backend pric
   })
   t.equal(firstPass.cuda, 0, 'GPU prices: the first decode is a verify pass')
   t.ok(firstPass.cpu >= 15, `CPU prices: ${firstPass.cpu} plain decodes before the first probe`)
+})
+
+t.test('a draft that predicts nothing (the default package with random draft weights): greedy requests learn it from each other, so after the first ones they stop probing it, and their output is the output without the draft', async t => {
+  const dir = await uselessDraftFixture(DEFAULT)
+  const prompts = await chatPrompts(DEFAULT)
+  const stop = [16377, 16375]
+  const off = await withModel(dir, false, async m => {
+    const e = new Engine(m)
+    const out = []
+    for (const p of prompts) out.push((await generate(e, p, GREEDY, 48, stop)).tokens)
+    return out
+  })
+  const rounds = 3
+  const passes = await withModel(dir, true, async m => {
+    const e = new Engine(m)
+    const per: number[] = []
+    for (let r = 0; r < rounds; r++)
+      for (const [i, p] of prompts.entries()) {
+        const o = await generate(e, p, GREEDY, 48, stop)
+        t.same(o.tokens, off[i], `round ${r}, prompt ${i}: the output without the draft`)
+        per.push(o.usage.draft?.passes ?? 0)
+      }
+    return per
+  })
+  const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0)
+  const decodes = off.reduce((a, o) => a + o.length, 0) * rounds
+  t.ok(sum(passes) >= 1, `the draft was tried (passes per request: ${passes.join(' ')}; ${decodes} tokens in all)`)
+  // one clock for the model: probes after 16, 32, 64, 128 and 256 plain decodes of all the requests together
+  t.ok(sum(passes) <= 6, `at most a probe per doubling of the clock: ${sum(passes)} passes`)
+  t.ok(sum(passes.slice(prompts.length)) <= 3, `the later rounds: ${sum(passes.slice(prompts.length))} passes`)
 })
 
 for (const [name, dir, stop] of [
