@@ -4,8 +4,9 @@
 // step, so the step is recorded once per shape and then replayed with one launch. The shape (the key) is what the
 // recorded slots bake in: each item's state buffers (a verify's rollback slots too), token count, tapped rows and
 // logits rows, and the attention capacity (the length rounded up to a power of two, which sizes the attention
-// grid). A shape is recorded on its second step (the first one runs directly and sizes every activation buffer); a
-// recording that needed the host (host-side MoE routing, precise mode) marks the shape as never recorded.
+// grid). A shape is recorded on its second step (the first one runs directly, with the same device values, and sizes
+// every activation buffer); a recording that needed the host (host-side MoE routing, precise mode) marks the shape as
+// never recorded.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -93,12 +94,28 @@ bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   for (auto& it : items) vars.push_back(it.seq->len);
   GraphEntry& e = graphs_[key];
   if (graph_debug()) std::fprintf(stderr, "graph: seen %d exec %d never %d\n", e.seen, e.exec != nullptr, int(e.never));
-  if (e.never || (!e.exec && e.seen++ == 0)) return false;
   if (!gvars_dev_) {
     gvars_dev_ = static_cast<int32_t*>(be->buffer_alloc(bc, size_t(4) * kGraphMaxTokens * 2));
     if (!gvars_dev_) return false;
   }
   be->copy_to_device(bc, gvars_dev_, vars.data(), vars.size() * 4);
+  // A shape's steps that are not replayed (its first, one whose recording was dropped, every step of a shape that
+  // cannot be recorded) run the recorded slots' device-value forms all the same, so its every step has the replays'
+  // numerics: a slot may take another kernel when its values are on the device (the attention of a verify block:
+  // fp32 split over the context, not the tensor cores), and the same request must not decode differently by whether
+  // its shapes were seen before.
+  auto direct = [&] {
+    gv_ = gvars_dev_;
+    try {
+      queue_step(items, N, b);
+    } catch (...) {
+      gv_ = nullptr;
+      throw;
+    }
+    gv_ = nullptr;
+    return true;
+  };
+  if (e.never || (!e.exec && e.seen++ == 0)) return direct();
   if (!e.exec) {
     const uint64_t gen = bufs_gen_;
     gv_ = gvars_dev_;
@@ -118,7 +135,7 @@ bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
     if (!g || bufs_gen_ != gen || be->graph_epoch(bc) != epoch) {
       if (g) be->graph_free(bc, g);
       else e.never = true;
-      return false;  // a buffer moved while recording: run directly, record again later
+      return direct();  // it needed the host (never recorded), or a buffer moved (recorded again later)
     }
     e.exec = g;
   }

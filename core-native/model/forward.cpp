@@ -171,7 +171,7 @@ void Model::full_attention(const Layer& l, std::vector<StepItem>& items, const f
     Sequence* s = it.seq;
     float* kc = s->kv + size_t(l.kv_index) * 2 * s->cap * plane;
     float* vc = kc + size_t(s->cap) * plane;
-    if (gv_) {  // recording a graph: the length is read on the device (gv_[N + i])
+    if (gv_) {  // a graph's step (recorded or not): the length is read on the device (gv_[N + i])
       const int32_t* len = gv_ + N + i;
       be->rope_seq_dev(bc, q + off * ow, n, ow, c.nh, c.hd, c.hd, c.rot_dim, len, sec, c.rope_theta);
       be->rope_seq_dev(bc, k + off * kvw, n, kvw, c.nkv, c.hd, c.hd, c.rot_dim, len, sec, c.rope_theta);

@@ -380,7 +380,7 @@ class Model {
   std::map<std::vector<int64_t>, GraphEntry> graphs_;
   uint64_t graphs_gen_ = 0, graphs_epoch_ = 0;
   int32_t* gvars_dev_ = nullptr;   // the step's [tokens | sequence lengths] in device memory
-  const int32_t* gv_ = nullptr;    // gvars_dev_ while a graph records, else null (slots take host values)
+  const int32_t* gv_ = nullptr;    // gvars_dev_ while a graph's step is queued, else null (slots take host values)
   // The logits rows copied back each step: page-locked memory from a device backend that offers it (the
   // copy then runs at full bus speed), else logits_host_.
   float* host_logits(size_t floats);

@@ -7,6 +7,7 @@
 namespace splash::gputest {
 
 void test_fused(Be& cpu, Be& g) {
+  DefaultGemvs pin(g);
   // the gates as the epilogue of the b/a GEMVs that wait for them (decode steps: 1 to 8 tokens; 10240 columns
   // reach past the weights read before the PDL wait), alone or riding in the launch of a q4 GEMV on the same
   // activations (the streaming GEMV's 1- and 2-token launches; 3 and 8 tokens launch them after it), against the
@@ -105,6 +106,7 @@ void test_fused(Be& cpu, Be& g) {
 // gated add), whose bits it keeps at 1–4 tokens; also without a shared expert, with 400 experts (16 per lane), and
 // with ties across the top-k boundary.
 void test_moe_fused(Be& cpu, Be& g) {
+  DefaultGemvs pin(g);
   struct Case {
     int N;
     splash_dtype dt;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -75,6 +76,27 @@ struct Be {
     std::vector<float> v(n);
     i->copy_to_host(c, v.data(), p, n * 4);
     return v;
+  }
+};
+
+// The backend's default decode matmul ranges for a scope (the fused q4 GEMM from 5 to 64 tokens, the tensor-core
+// GEMV at 8), whatever $SPLASH_QGEMM_MIN / _MAX and $SPLASH_GEMV_MMA say, and the environment's back after it:
+// checks that hold a fused kernel to the unfused kernels' bits (or to the dp4a GEMV's tolerance) need the unfused
+// launches to take the kernels the fused one reproduces, also in gpu-test.sh's runs that force the other paths.
+struct DefaultGemvs {
+  Be& g;
+  explicit DefaultGemvs(Be& be) : g(be) { set(5, 64, 8); }
+  ~DefaultGemvs() { set(env("SPLASH_QGEMM_MIN", 5), env("SPLASH_QGEMM_MAX", 64), env("SPLASH_GEMV_MMA", 8)); }
+  static int env(const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    return v ? std::atoi(v) : fallback;
+  }
+  void set(int qmin, int qmax, int mma) {
+    auto q = reinterpret_cast<void (*)(void*, int, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_qgemm"));
+    auto m = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_mma"));
+    if (!q || !m) throw std::runtime_error("the CUDA backend cannot set its matmul ranges");
+    q(g.c, qmin, qmax);
+    m(g.c, mma);
   }
 };
 

@@ -327,6 +327,7 @@ void set_precise(void* ctx, int on) { C(ctx)->precise = on != 0; }
 void set_gemv_rows(void* ctx, int rows) { C(ctx)->gemv_rows = rows; }
 void set_gemv_unroll(void* ctx, int u) { C(ctx)->gemv_unroll = u; }
 void set_gemv_stream(void* ctx, int n) { C(ctx)->gemv_stream = n; }
+void set_gemv_mma(void* ctx, int n) { C(ctx)->gemv_mma = n; }
 void set_qgemm(void* ctx, int lo, int hi) { C(ctx)->qgemm_min = lo, C(ctx)->qgemm_max = hi; }
 
 // ---- decode graphs
@@ -432,6 +433,7 @@ void* get_proc_address(void*, const char* name) {
   if (std::strcmp(name, "splash_cuda_set_qgemm") == 0) return reinterpret_cast<void*>(fl<set_qgemm>);
   if (std::strcmp(name, "splash_cuda_set_gemv_unroll") == 0) return reinterpret_cast<void*>(fl<set_gemv_unroll>);
   if (std::strcmp(name, "splash_cuda_set_gemv_stream") == 0) return reinterpret_cast<void*>(fl<set_gemv_stream>);
+  if (std::strcmp(name, "splash_cuda_set_gemv_mma") == 0) return reinterpret_cast<void*>(fl<set_gemv_mma>);
   if (std::strcmp(name, "splash_cuda_load_kernels") == 0) return reinterpret_cast<void*>(fl<spec_load>);
   if (std::strcmp(name, "splash_cuda_kernel_shapes") == 0) return reinterpret_cast<void*>(&spec_shapes);
   if (std::strcmp(name, "splash_cuda_event_ms") == 0) return reinterpret_cast<void*>(fl<event_ms>);
