@@ -108,13 +108,15 @@ t.test('an image encode in flight keeps steps queued (it holds the compute lock 
   try {
     const seq = m.createSequence(64)
     await m.step([{seq, tokens: Int32Array.of(5, 6, 7), logits: 'none'}])
-    for (let i = 0; i < 3; i++) await m.step([{seq, tokens: Int32Array.of(8 + i), logits: 'last'}])
+    // enough decodes for the average of short calls to fall under the inline bound even when the first calls were
+    // slow (a loaded machine: the prompt's call can take tens of ms, and each later call takes a quarter of the weight)
+    for (let i = 0; i < 12; i++) await m.step([{seq, tokens: Int32Array.of(8 + i), logits: 'last'}])
     t.equal(calls.at(-1), true, 'decode steps inline before')
     const encoded = m.encodeImage!(Float32Array.from({length: 24 * 1536}, (_, i) => Math.sin(i)), [1, 4, 6])
-    await m.step([{seq, tokens: Int32Array.of(20), logits: 'last'}])
+    await m.step([{seq, tokens: Int32Array.of(30), logits: 'last'}])
     t.equal(calls.at(-1), false, 'queued while the encode runs')
     t.ok((await encoded).length > 0)
-    await m.step([{seq, tokens: Int32Array.of(21), logits: 'last'}])
+    await m.step([{seq, tokens: Int32Array.of(31), logits: 'last'}])
     t.equal(calls.at(-1), true, 'inline again after it')
   } finally {
     native.step = step
