@@ -158,13 +158,18 @@ SPLASH_CLONES void gdn_recurrent_head(const splash_gdn_args* a, int32_t h) {
       u[j] = (v[j] - decay * u[j]) * beta;  // δ
       o[j] = decay * w[j] + kq * u[j];
     }
+    // a verify keeps the state after every token (the rollback's slots): written in the same pass as the update
+    float* kept = a->states ? a->states + t * a->states_stride + int64_t(h) * dk * dv : nullptr;
     for (int32_t i = 0; i < dk; ++i) {
       float* Si = S + int64_t(i) * dv;
       const float ki = kn[i];
-      for (int32_t j = 0; j < dv; ++j) Si[j] = decay * Si[j] + ki * u[j];
+      if (kept) {
+        float* Ki = kept + int64_t(i) * dv;
+        for (int32_t j = 0; j < dv; ++j) Ki[j] = Si[j] = decay * Si[j] + ki * u[j];
+      } else {
+        for (int32_t j = 0; j < dv; ++j) Si[j] = decay * Si[j] + ki * u[j];
+      }
     }
-    if (a->states)  // a verify keeps the state after every token (the rollback's slots)
-      std::memcpy(a->states + t * a->states_stride + int64_t(h) * dk * dv, S, size_t(dk) * dv * sizeof(float));
   }
 }
 
