@@ -37,12 +37,19 @@ struct OneSeq {
   OneSeq& operator=(const OneSeq&) = delete;
 };
 
-// Whether the CUDA backend's q4 matmuls of nt tokens take the fused GEMM: the backend's defaults (kQgemmMin /
-// kQgemmMax in backend/cuda/cuda_common.cuh) unless $SPLASH_QGEMM_MIN / _MAX say otherwise.
+// The CUDA backend's default matmul ranges (kQgemmMin / kQgemmMax and Ctx::gemv_mma in backend/cuda/cuda_common.cuh,
+// which this test does not include).
+constexpr int kDefaultQgemmMin = 5, kDefaultQgemmMax = 64, kDefaultGemvMma = 8;
+
+inline int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+// Whether the CUDA backend's q4 matmuls of nt tokens take the fused GEMM: the defaults unless $SPLASH_QGEMM_MIN /
+// _MAX say otherwise.
 inline bool qgemm_takes(int nt) {
-  const char* lo = std::getenv("SPLASH_QGEMM_MIN");
-  const char* hi = std::getenv("SPLASH_QGEMM_MAX");
-  return nt >= (lo ? std::atoi(lo) : 5) && nt <= (hi ? std::atoi(hi) : 64);
+  return nt >= env_int("SPLASH_QGEMM_MIN", kDefaultQgemmMin) && nt <= env_int("SPLASH_QGEMM_MAX", kDefaultQgemmMax);
 }
 
 inline int g_fail = 0;
@@ -85,11 +92,10 @@ struct Be {
 // launches to take the kernels the fused one reproduces, also in gpu-test.sh's runs that force the other paths.
 struct DefaultGemvs {
   Be& g;
-  explicit DefaultGemvs(Be& be) : g(be) { set(5, 64, 8); }
-  ~DefaultGemvs() { set(env("SPLASH_QGEMM_MIN", 5), env("SPLASH_QGEMM_MAX", 64), env("SPLASH_GEMV_MMA", 8)); }
-  static int env(const char* name, int fallback) {
-    const char* v = std::getenv(name);
-    return v ? std::atoi(v) : fallback;
+  explicit DefaultGemvs(Be& be) : g(be) { set(kDefaultQgemmMin, kDefaultQgemmMax, kDefaultGemvMma); }
+  ~DefaultGemvs() {
+    set(env_int("SPLASH_QGEMM_MIN", kDefaultQgemmMin), env_int("SPLASH_QGEMM_MAX", kDefaultQgemmMax),
+        env_int("SPLASH_GEMV_MMA", kDefaultGemvMma));
   }
   void set(int qmin, int qmax, int mma) {
     auto q = reinterpret_cast<void (*)(void*, int, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_qgemm"));

@@ -229,8 +229,10 @@ export class Scheduler {
     const {k, gain} = bestBlock(seq.acceptance.alpha, measured ? this.cost : this.fixed, maxK)
     seq.specProbe++
     if (gain > 1) {
-      seq.probeEvery = 16
-      if (!measured) return k
+      if (!measured) {
+        seq.probeEvery = 16
+        return k
+      }
       this.history.paid()
       if (seq.specProbe < 16) return k
       seq.specProbe = 0
