@@ -90,8 +90,10 @@ t.test('a forced apply_patch call always parses against its grammar', async t =>
     }
   }
   // the small model loops until the token limit at T = 0 (inside the grammar: what it wrote is still a patch
-  // prefix); sampled, most calls end (5 of 6 in a trial run): a third of them is required here
-  t.ok(completed >= PROMPTS.length * 4 / 3, `${completed} of ${PROMPTS.length * 4} sampled calls ended by themselves`)
+  // prefix); sampled, about two thirds of the calls end (81 of 120 in a trial of these prompts and temperatures,
+  // streamed and not). Unseeded, so the count is random: at that rate fewer than 4 of 12 end in about one run in
+  // 300 (a CI run met it), fewer than 2 in one in 28,000, while a grammar that never lets a call end gives 0
+  t.ok(completed >= 2, `${completed} of ${PROMPTS.length * 4} sampled calls ended by themselves`)
 })
 
 t.test('the call output comes back as custom_tool_call_output on the next turn', async t => {
