@@ -31,6 +31,9 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("saveState", Napi::Function::New(env, SaveState));
   exports.Set("restoreSequence", Napi::Function::New(env, RestoreSequence));
   exports.Set("freeSaved", Napi::Function::New(env, FreeSaved));
+  exports.Set("exportSaved", Napi::Function::New(env, ExportSaved));
+  exports.Set("importRows", Napi::Function::New(env, ImportRows));
+  exports.Set("importState", Napi::Function::New(env, ImportState));
   exports.Set("savedStats", Napi::Function::New(env, SavedStats));
   exports.Set("encodeImage", Napi::Function::New(env, EncodeImage));
   exports.Set("closeModel", Napi::Function::New(env, CloseModel));

@@ -73,4 +73,65 @@ Napi::Value SavedStats(const Napi::CallbackInfo& info) {
   });
 }
 
+// ---- the disk tier: saved pieces as floats on the host and back
+namespace {
+
+Napi::Float32Array floats_arg(const Napi::Value& v, const char* what) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+    fail("invalid_argument", std::string(what) + " must be a Float32Array");
+  return v.As<Napi::Float32Array>();
+}
+
+}  // namespace
+
+// exportSaved(handle, id) → {kind: 'rows', n, draft, data} | {kind: 'state', length, draft, windowLength, data,
+// window}: copies of a saved piece's floats (data, window: Float32Array)
+Napi::Value ExportSaved(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 2) fail("invalid_argument", "exportSaved(handle, id)");
+    const int64_t id = saved_arg(info[1], "id");
+    const auto si = m->saved_info(id);
+    Napi::Env env = info.Env();
+    Napi::Float32Array a = Napi::Float32Array::New(env, si.a_floats);
+    Napi::Float32Array b = Napi::Float32Array::New(env, si.b_floats);
+    m->read_saved(id, a.Data(), b.Data());
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("kind", si.state ? "state" : "rows");
+    o.Set(si.state ? "length" : "n", double(si.n));
+    o.Set("draft", si.draft);
+    o.Set("data", a);
+    if (si.state) {
+      o.Set("windowLength", double(si.win_n));
+      o.Set("window", b);
+    }
+    return o;
+  });
+}
+
+// importRows(handle, n, draft, data) → id
+Napi::Value ImportRows(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 4 || !info[2].IsBoolean()) fail("invalid_argument", "importRows(handle, n, draft, data)");
+    Napi::Float32Array d = floats_arg(info[3], "data");
+    const int64_t id = m->import_rows(int_arg(info[1], "n", 1, INT32_MAX), info[2].As<Napi::Boolean>().Value(), d.Data(), d.ElementLength());
+    return Napi::Number::New(info.Env(), double(id));
+  });
+}
+
+// importState(handle, length, draft, windowLength, data, window) → id
+Napi::Value ImportState(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    auto m = model_arg(info);
+    if (info.Length() < 6 || !info[2].IsBoolean()) fail("invalid_argument", "importState(handle, length, draft, windowLength, data, window)");
+    Napi::Float32Array d = floats_arg(info[4], "data");
+    Napi::Float32Array w = floats_arg(info[5], "window");
+    const int64_t id = m->import_state(int_arg(info[1], "length", 1, INT32_MAX), info[2].As<Napi::Boolean>().Value(),
+                                       int_arg(info[3], "windowLength", 0, INT32_MAX), d.Data(), d.ElementLength(), w.Data(),
+                                       w.ElementLength());
+    return Napi::Number::New(info.Env(), double(id));
+  });
+}
+
 }  // namespace splash::addon

@@ -267,6 +267,21 @@ class Model {
     size_t pooled = 0;  // idle sequence buffers kept for reuse (state_pool.h)
   };
   SavedStats saved_stats();
+  // The prefix cache's disk tier (saved_transfer.cpp): a saved piece's shape, its floats copied to the host
+  // (a: rows' data or a state's GDN/conv floats; b: a state's draft window), and a piece made from such floats,
+  // its shape checked against this model. Ids as save_rows / save_state.
+  struct SavedInfo {
+    bool state = false;  // false: rows
+    int32_t n = 0;       // rows: positions; state: the length it was saved at
+    bool draft = false;
+    int32_t win_n = 0;
+    size_t a_floats = 0, b_floats = 0;
+  };
+  SavedInfo saved_info(int64_t id);                        // throws
+  void read_saved(int64_t id, float* a, float* b);         // throws; a, b: host, sized by saved_info
+  int64_t import_rows(int32_t n, bool draft, const float* data, size_t floats);  // throws
+  int64_t import_state(int32_t len, bool draft, int32_t win_n, const float* gdn, size_t gdn_floats, const float* win,
+                       size_t win_floats);  // throws
   // Vision encoder (null when the package has none). encode_image: processor patches → merged embeddings.
   const VisionEncoder* vision() const { return vision_.get(); }
   std::vector<float> encode_image(const float* pixels, int t, int h, int w);
@@ -464,6 +479,8 @@ class Model {
     size_t win_floats = 0;
     std::unique_ptr<float[], SavedFree> win;
   };
+  // floats from the host into a new saved-piece buffer (saved_transfer.cpp; the caller holds the locks)
+  std::unique_ptr<float[], SavedFree> upload(const float* src, size_t floats, const char* what);
   std::unordered_map<int64_t, SavedRows> saved_rows_;
   std::unordered_map<int64_t, SavedState> saved_states_;
   int64_t next_saved_ = 1;

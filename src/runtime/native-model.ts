@@ -34,6 +34,9 @@ export class NativeModel implements StepModel {
       freeSaved: id => {
         if (!this.closed) native.freeSaved(h, id)
       },
+      exportSaved: id => native.exportSaved(h, id),
+      importSaved: p =>
+        p.kind === 'rows' ? native.importRows(h, p.n, p.draft, p.data) : native.importState(h, p.length, p.draft, p.windowLength, p.data, p.window),
       rowBytes: info.kvBytesPerToken + (info.draft?.kvBytesPerToken ?? 0),
       stateBytes: info.stateBytesPerSequence + (info.draft?.savedWindowBytes ?? 0),
     }

@@ -7,6 +7,7 @@ import {fileURLToPath} from 'node:url'
 import path from 'node:path'
 import {SplashError, type ErrorKind} from '../errors.js'
 import type {SampleRequest, SampledToken} from './sampling.js'
+import type {SavedPiece} from './step-model.js'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const fromBuild = import.meta.url.endsWith('.js') && here.split(path.sep).includes('dist')
@@ -315,6 +316,9 @@ interface Binding {
   saveState(h: ModelHandle, seq: SequenceId): number
   restoreSequence(h: ModelHandle, seq: SequenceId, rows: number[], state: number): boolean
   freeSaved(h: ModelHandle, id: number): void
+  exportSaved(h: ModelHandle, id: number): SavedPiece
+  importRows(h: ModelHandle, n: number, draft: boolean, data: Float32Array): number
+  importState(h: ModelHandle, length: number, draft: boolean, windowLength: number, data: Float32Array, window: Float32Array): number
   savedStats(h: ModelHandle): SavedStats
   encodeImage(h: ModelHandle, input: EncodeImageInput): Promise<Float32Array>
   closeModel(h: ModelHandle): void
@@ -366,6 +370,8 @@ export const native = {
       return false
     }
   },
+  /** The backend interface version the addon was built with. */
+  abiVersion: () => sync(() => load().abiVersion),
   /** The backend a model would open on now ($SPLASH_BACKEND, else CUDA when a device is present) and its memory. */
   backendInfo: () => sync(() => load().backendInfo()),
   openModel: (dir: string, opts: OpenModelOptions = {}) => async(() => load().openModel(dir, opts)),
@@ -398,6 +404,13 @@ export const native = {
   restoreSequence: (h: ModelHandle, seq: SequenceId, rows: number[], state: number) =>
     sync(() => load().restoreSequence(h, seq, rows, state)),
   freeSaved: (h: ModelHandle, id: number) => sync(() => load().freeSaved(h, id)),
+  /** Disk tier: a copy of saved rows or a saved state as floats on the host. */
+  exportSaved: (h: ModelHandle, id: number) => sync(() => load().exportSaved(h, id)),
+  /** Disk tier: saved rows made from exported floats (their shape checked against this model); returns an id. */
+  importRows: (h: ModelHandle, n: number, draft: boolean, data: Float32Array) => sync(() => load().importRows(h, n, draft, data)),
+  /** Disk tier: a saved state made from exported floats (shape checked); returns an id. */
+  importState: (h: ModelHandle, length: number, draft: boolean, windowLength: number, data: Float32Array, window: Float32Array) =>
+    sync(() => load().importState(h, length, draft, windowLength, data, window)),
   savedStats: (h: ModelHandle) => sync(() => load().savedStats(h)),
   /** The vision encoder on one image: merged embeddings, [t·h·w / merge² × hiddenSize]. */
   encodeImage: (h: ModelHandle, input: EncodeImageInput) => async(() => load().encodeImage(h, input)),

@@ -52,10 +52,18 @@ export interface StateStore {
   saveState(seq: number): number
   restore(seq: number, rows: number[], state: number): boolean
   freeSaved(id: number): void
+  /** The disk tier (absent: memory only): a saved piece's floats on the host, and a piece made from them. */
+  exportSaved?(id: number): SavedPiece
+  importSaved?(piece: SavedPiece): number
   /** Bytes of one KV position (target and draft) and of one saved state, for the cache's budget. */
   readonly rowBytes: number
   readonly stateBytes: number
 }
+
+/** Saved rows (n positions) or a saved state (at `length`) as floats on the host: the disk tier's unit. */
+export type SavedPiece =
+  | {kind: 'rows'; n: number; draft: boolean; data: Float32Array}
+  | {kind: 'state'; length: number; draft: boolean; windowLength: number; data: Float32Array; window: Float32Array}
 
 /** What the caller of a step or draft pass tells the model about it. */
 export interface CallHint {
