@@ -13,6 +13,10 @@ export default async function metrics(app: FastifyInstance): Promise<void> {
   registry.gauge('splash_prefix_cache_snapshots', 'Saved recurrent states in the prefix cache', () => cache()?.snapshots ?? 0)
   registry.gauge('splash_prefix_cache_blocks', 'KV blocks in the prefix cache', () => cache()?.blocks ?? 0)
   registry.gauge('splash_prefix_cache_evictions', 'Snapshots evicted from the prefix cache so far', () => cache()?.evictions ?? 0)
+  const disk = () => app.modelHost.engine?.scheduler.cache?.diskStats()
+  registry.gauge('splash_prefix_cache_disk_bytes', "Bytes in the prefix cache's disk tier", () => disk()?.bytes ?? 0)
+  registry.gauge('splash_prefix_cache_disk_snapshots', "Snapshots in the prefix cache's disk tier", () => disk()?.snapshots ?? 0)
+  registry.gauge('splash_prefix_cache_disk_loads', 'Snapshots read back from disk so far', () => disk()?.loads ?? 0)
   app.get('/metrics', async (_request, reply) => {
     reply.type('text/plain; version=0.0.4; charset=utf-8')
     return registry.render()

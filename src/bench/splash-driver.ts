@@ -15,11 +15,12 @@ export interface SplashServer {
   stop: () => Promise<void>
 }
 
-export function startSplash(model: string, extra: string[] = [], timeoutMs = 180_000): Promise<SplashServer> {
+export function startSplash(model: string, extra: string[] = [], timeoutMs = 180_000, env: NodeJS.ProcessEnv = {}): Promise<SplashServer> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [binPath, 'serve', '--port', '0', '--model', model, '--no-webui', ...extra], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: {...process.env},
+      // no disk tier for the prefix cache: an earlier run's snapshots would turn the uncached scenarios into hits
+      env: {...process.env, SPLASH_PREFIX_DISK: 'off', ...env},
     })
     let out = ''
     let ready = false

@@ -6,6 +6,7 @@ import type {GenerationEvent, GenerationRequest} from './request.js'
 import {Scheduler, type SchedulerLimits} from './scheduler.js'
 import type {Metrics} from './metrics.js'
 import {PrefixCache} from './prefix-cache.js'
+import type {PrefixDisk} from './prefix-disk.js'
 import {StepTrace} from './step-trace.js'
 
 /** Control over one submitted request. */
@@ -20,6 +21,8 @@ export const DEFAULT_LIMITS: SchedulerLimits = {tokenBudget: 512, maxRunning: 16
 export interface EngineOptions {
   /** Bytes the prefix cache may hold (0 or absent: no prefix cache). SPLASH_PREFIX_CACHE=off disables it. */
   cacheBytes?: number
+  /** The prefix cache's disk tier (absent: memory only). SPLASH_PREFIX_DISK=off disables it. */
+  disk?: PrefixDisk
   /** The most tokens any request may generate (default: SPLASH_MAX_OUTPUT_TOKENS, else no cap beyond the context). */
   maxOutputTokens?: number
 }
@@ -54,9 +57,15 @@ export class Engine {
     const cacheBytes = options.cacheBytes ?? 0
     const cache =
       store && cacheBytes > 0 && !prefixCacheDisabled()
-        ? new PrefixCache(store, {capacityBytes: cacheBytes, rowBytes: store.rowBytes, stateBytes: store.stateBytes})
+        ? new PrefixCache(store, {
+            capacityBytes: cacheBytes,
+            rowBytes: store.rowBytes,
+            stateBytes: store.stateBytes,
+            ...(options.disk && store.exportSaved && store.importSaved ? {disk: options.disk} : {}),
+          })
         : undefined
     this.scheduler = new Scheduler(model, {...DEFAULT_LIMITS, ...limits}, cache)
+    this.scheduler.onReady = () => this.kick()
     if (metrics) this.scheduler.onAcceptance = (committed, drafted) => metrics.observeAcceptance(committed, drafted)
   }
 
@@ -131,6 +140,12 @@ export class Engine {
     }
   }
 
+  /** The server is stopping: the prefix cache writes what it holds to its disk tier (when it has one). */
+  async persist(): Promise<void> {
+    await this.idle()
+    await this.scheduler.cache?.persist()
+  }
+
   /** Resolves when no request is left. */
   async idle(): Promise<void> {
     while (this.loop) await this.loop
@@ -153,7 +168,7 @@ export class Engine {
       if (batch.items.length === 0) {
         // Everything left is cancelled or waiting for room; let cancellations land.
         await new Promise(r => setImmediate(r))
-        if (this.scheduler.numRunning === 0 && this.scheduler.numWaiting === 0) break
+        if (!this.scheduler.hasWork()) break
         continue
       }
       let results: StepResult[]

@@ -4,13 +4,18 @@ import {readFile, stat} from 'node:fs/promises'
 import {freemem, totalmem} from 'node:os'
 import {join} from 'node:path'
 import {pathToFileURL} from 'node:url'
-import {existsSync} from 'node:fs'
+import {existsSync, mkdirSync, statfsSync} from 'node:fs'
+import {createHash} from 'node:crypto'
+import {envSwitch} from '../config/switch.js'
+import {dataDir} from '../package/paths.js'
+import {PrefixDisk, PREFIX_DISK_FORMAT} from './prefix-disk.js'
 import type {Manifest} from '../package/manifest.js'
 import {SplashError} from '../errors.js'
 import {planMemory, formatPlan, assertFits, type MemoryPlan} from './memory-plan.js'
+import {formatBytes} from '../config/units.js'
 import {NativeModel} from './native-model.js'
 import {native} from './native.js'
-import {Engine, DEFAULT_LIMITS} from './engine.js'
+import {Engine, DEFAULT_LIMITS, prefixCacheDisabled} from './engine.js'
 import type {ModelFamily} from './family.js'
 import type {ModelHost} from './model-host.js'
 import type {Metrics} from './metrics.js'
@@ -120,8 +125,10 @@ export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
     ...(device && o.maxMemory !== undefined ? {maxMemory: o.maxMemory} : {}),
   })
   const family = await (await importFamily(manifest.family)).load(o.dir, manifest)
+  const disk = plan.cacheBytes > 0 ? openPrefixDisk(manifest, model, o.log) : undefined
   const engine = new Engine(model, {...schedulerOverrides(), tokenBudget, maxRunning: Math.min(plan.batchLimit, schedulerOverrides().maxRunning ?? Infinity)}, o.metrics, {
     cacheBytes: plan.cacheBytes,
+    ...(disk ? {disk} : {}),
   })
   if (engine.maxOutputTokens !== undefined) o.log(`Output capped at ${engine.maxOutputTokens} tokens per request (SPLASH_MAX_OUTPUT_TOKENS)`)
   o.metrics?.info('splash_model_info', 'The served package and the backend it runs on', {
@@ -132,6 +139,34 @@ export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
     variant: model.info.isa,
   })
   return {manifest, plan, model, engine, family}
+}
+
+/**
+ * The prefix cache's disk tier for this package on this backend: <data dir>/prefix-cache/<signature>, where the
+ * signature covers the manifest (every file's sha256), the backend, its kernel variant and the native ABI, so
+ * a state is only ever read back by the build and model that computed it. Budget: a quarter of the free disk, at
+ * most 8 GiB. SPLASH_PREFIX_DISK=off (or SPLASH_PREFIX_CACHE=off) disables it; a folder that cannot be made only
+ * means memory alone.
+ */
+function openPrefixDisk(manifest: Manifest, model: NativeModel, log: (line: string) => void, env: NodeJS.ProcessEnv = process.env): PrefixDisk | undefined {
+  if (envSwitch(env.SPLASH_PREFIX_DISK) === 'off' || prefixCacheDisabled(env)) return undefined
+  const signature = createHash('sha256')
+    .update(JSON.stringify([manifest, model.info.backend, model.info.isa, native.abiVersion(), PREFIX_DISK_FORMAT]))
+    .digest('hex')
+    .slice(0, 24)
+  const dir = join(dataDir(env), 'prefix-cache', signature)
+  try {
+    mkdirSync(dir, {recursive: true})
+    const fs = statfsSync(dir)
+    const budget = Math.min(8 * 1024 ** 3, Math.floor((fs.bavail * fs.bsize) / 4))
+    const disk = new PrefixDisk(dir, budget)
+    const st = disk.stats()
+    log(`Prefix cache on disk: ${dir} (${st.snapshots} snapshots, ${formatBytes(st.bytes)} of ${formatBytes(budget)})`)
+    return disk
+  } catch (err) {
+    log(`Prefix cache on disk: off (${err instanceof Error ? err.message : String(err)})`)
+    return undefined
+  }
 }
 
 /** Loads into the host: status loading → ready (or failed, rethrowing). */

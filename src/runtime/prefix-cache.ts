@@ -7,6 +7,7 @@
 // recently used first so the cache stays inside its byte budget; a block goes when no snapshot needs it.
 // The bytes themselves live in the native core (StateStore); this file only decides.
 import type {StateStore} from './step-model.js'
+import type {PrefixDisk, PrefixDiskStats, SnapshotIn, SnapshotOut} from './prefix-disk.js'
 
 export interface PrefixCacheOptions {
   /** Positions per KV block. */
@@ -17,6 +18,8 @@ export interface PrefixCacheOptions {
   rowBytes: number
   /** Bytes of one saved GDN + conv state. */
   stateBytes: number
+  /** The disk tier: evicted snapshots go there, and a prompt it holds a longer prefix of is read back (warm). */
+  disk?: PrefixDisk
 }
 
 export interface CacheHit {
@@ -85,6 +88,73 @@ export class PrefixCache {
 
   /** The longest cached prefix of `tokens` no longer than `maxLength` (undefined: miss). */
   lookup(tokens: Int32Array, maxLength = tokens.length): CacheHit | undefined {
+    const best = this.best(tokens, maxLength)
+    if (!best) {
+      this.misses++
+      return undefined
+    }
+    best.lastUsed = ++this.clock
+    this.hits++
+    this.reused += best.length
+    const rows = best.blocks.map(b => b.id)
+    if (best.tail) rows.push(best.tail.id)
+    return {length: best.length, rows, state: best.state}
+  }
+
+  /**
+   * When the disk tier holds a longer prefix of `tokens` (up to maxLength) than memory does: reads it back into
+   * memory, so that the lookup at admission finds it. Resolves when done (never rejects); undefined: nothing to read.
+   */
+  warm(tokens: Int32Array, maxLength = tokens.length): Promise<void> | undefined {
+    const disk = this.options.disk
+    if (!disk) return undefined
+    const B = this.blockSize
+    const chain: string[] = []
+    let h1 = 0x811c9dc5
+    let h2 = 0x01000193
+    for (let j = 0; (j + 1) * B <= maxLength; j++) {
+      const next = chainKey(h1, h2, tokens, j * B, B)
+      chain.push(next.key)
+      h1 = next.h1
+      h2 = next.h2
+    }
+    // a snapshot larger than the memory tier would be evicted again at once
+    const fits = Math.floor((this.options.capacityBytes - this.options.stateBytes) / this.options.rowBytes)
+    const entry = disk.find(chain, tokens, B, Math.min(maxLength, fits), this.best(tokens, maxLength)?.length ?? 0)
+    if (!entry) return undefined
+    return disk
+      .load(entry, tokens, B, key => this.blocks.has(key))
+      .then(snap => {
+        if (snap) this.adopt(snap)
+      })
+      .catch(() => undefined)
+  }
+
+  /** Writes every snapshot held to the disk tier (the server is stopping); resolves when the files are written. */
+  async persist(): Promise<void> {
+    const disk = this.options.disk
+    if (!disk) return
+    // the most recently used that fit the folder's budget, written oldest first (the folder's own order)
+    const all = [...this.snapshots.values()].flat().sort((a, b) => b.lastUsed - a.lastUsed)
+    const chosen: Snapshot[] = []
+    let bytes = 0
+    for (const s of all) {
+      bytes += this.sizeOf(s)
+      if (bytes > disk.capacity / 2) break
+      chosen.push(s)
+    }
+    for (const s of chosen.reverse()) {
+      this.toDisk(s)
+      await disk.flush() // one at a time: the exported pieces wait in memory only until written
+    }
+  }
+
+  /** Bytes a snapshot's pieces take: its state and every row up to its length. */
+  private sizeOf(s: {length: number}): number {
+    return this.options.stateBytes + s.length * this.options.rowBytes
+  }
+
+  private best(tokens: Int32Array, maxLength: number): Snapshot | undefined {
     const B = this.blockSize
     let best: Snapshot | undefined
     let key = ROOT
@@ -105,16 +175,7 @@ export class PrefixCache {
       h1 = next.h1
       h2 = next.h2
     }
-    if (!best) {
-      this.misses++
-      return undefined
-    }
-    best.lastUsed = ++this.clock
-    this.hits++
-    this.reused += best.length
-    const rows = best.blocks.map(b => b.id)
-    if (best.tail) rows.push(best.tail.id)
-    return {length: best.length, rows, state: best.state}
+    return best
   }
 
   /**
@@ -162,15 +223,7 @@ export class PrefixCache {
         if (tail) this.store.freeSaved(tail.id)
         throw err
       }
-      const bytes = this.options.stateBytes + tailTokens.length * this.options.rowBytes
-      const snap: Snapshot = {at: key, length, blocks: chain, tail, state, bytes, lastUsed: ++this.clock}
-      for (const b of chain) b.refs++
-      const list = this.snapshots.get(key)
-      if (list) list.push(snap)
-      else this.snapshots.set(key, [snap])
-      this.count++
-      this.bytes += bytes
-      this.shrink(this.options.capacityBytes)
+      this.insert(key, length, chain, tail, state)
     } finally {
       // blocks made for a snapshot that was not kept (or kept, then evicted) go at once
       for (const b of created) if (b.refs === 0) this.dropBlock(b)
@@ -191,6 +244,11 @@ export class PrefixCache {
     this.shrink(0)
   }
 
+  /** The disk tier's counts (undefined without one). */
+  diskStats(): PrefixDiskStats | undefined {
+    return this.options.disk?.stats()
+  }
+
   stats(): PrefixCacheStats {
     return {
       snapshots: this.count,
@@ -204,7 +262,88 @@ export class PrefixCache {
     }
   }
 
+  /** Holds a new snapshot (its blocks already held) and evicts down to the budget. */
+  private insert(at: string, length: number, blocks: Block[], tail: Snapshot['tail'], state: number): void {
+    const bytes = this.options.stateBytes + (tail ? tail.tokens.length * this.options.rowBytes : 0)
+    const snap: Snapshot = {at, length, blocks, tail, state, bytes, lastUsed: ++this.clock}
+    for (const b of blocks) b.refs++
+    const list = this.snapshots.get(at)
+    if (list) list.push(snap)
+    else this.snapshots.set(at, [snap])
+    this.count++
+    this.bytes += bytes
+    this.shrink(this.options.capacityBytes)
+  }
+
+  /** Puts a snapshot read from disk into memory: its blocks shared with those held, the rest imported. */
+  private adopt(snap: SnapshotIn): void {
+    const store = this.store
+    if (!store.importSaved) return
+    const B = this.blockSize
+    const made: number[] = []
+    const blocks: Block[] = []
+    const fresh: Block[] = []
+    try {
+      let h1 = 0x811c9dc5
+      let h2 = 0x01000193
+      for (const b of snap.blocks) {
+        const next = chainKey(h1, h2, b.tokens, 0, B)
+        h1 = next.h1
+        h2 = next.h2
+        if (next.key !== b.key) return // not the chain it claims
+        const held = this.blocks.get(b.key)
+        if (held && sameTokens(held.tokens, b.tokens, 0)) {
+          blocks.push(held)
+          continue
+        }
+        if (held || !b.rows) return // evicted meanwhile, or a collision: a miss
+        const id = store.importSaved(b.rows)
+        made.push(id)
+        const block: Block = {...next, id, tokens: b.tokens, refs: 0}
+        blocks.push(block)
+        fresh.push(block)
+      }
+      const at = blocks.length > 0 ? blocks[blocks.length - 1]!.key : ROOT
+      if ((this.snapshots.get(at) ?? []).some(s => s.length === snap.length && (!s.tail || !snap.tail || sameTokens(s.tail.tokens, snap.tail.tokens, 0)))) return
+      const tail = snap.tail ? {id: store.importSaved(snap.tail.rows), tokens: snap.tail.tokens} : undefined
+      if (tail) made.push(tail.id)
+      const state = store.importSaved(snap.state)
+      made.push(state)
+      made.length = 0 // kept from here on
+      for (const b of fresh) {
+        this.blocks.set(b.key, b)
+        this.bytes += B * this.options.rowBytes
+      }
+      this.insert(at, snap.length, blocks, tail, state)
+    } catch {
+      // a piece the model refused: nothing of it is kept
+    } finally {
+      for (const id of made) store.freeSaved(id)
+    }
+  }
+
+  /** Hands a snapshot to the disk tier (its pieces are exported now). A failure only means it is not kept there. */
+  private toDisk(s: Snapshot): void {
+    const disk = this.options.disk
+    const store = this.store
+    const exp = store.exportSaved
+    if (!disk || !exp) return
+    const out: SnapshotOut = {
+      length: s.length,
+      bytes: this.sizeOf(s),
+      blocks: s.blocks.map(b => ({key: b.key, tokens: b.tokens, rows: () => exp(b.id)})),
+      tail: s.tail ? {tokens: s.tail.tokens, rows: () => exp(s.tail!.id)} : undefined,
+      state: () => exp(s.state),
+    }
+    try {
+      disk.keep(out)
+    } catch {
+      // not kept on disk
+    }
+  }
+
   private evict(s: Snapshot): void {
+    this.toDisk(s)
     const list = this.snapshots.get(s.at)!
     list.splice(list.indexOf(s), 1)
     if (list.length === 0) this.snapshots.delete(s.at)

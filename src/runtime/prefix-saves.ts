@@ -41,6 +41,16 @@ export class PrefixSaves {
   }
 
   /**
+   * Before admission: when the disk tier holds a longer prefix of this prompt than memory, reads it back (the
+   * promise resolves when done, never rejects); undefined when there is nothing to read.
+   */
+  warm(seq: Sequence): Promise<void> | undefined {
+    const r = seq.request
+    if (r.promptLogprobs !== undefined) return undefined
+    return this.cache.warm(cacheKeyOf(r), seq.promptLength - 1)
+  }
+
+  /**
    * Saves the states of running sequences whose prefill reached an anchor and of finished ones (the caller
    * frees those afterwards). The draft first takes in the pending context of all of them in one pass, so
    * that the saved rows carry it. Never throws.

@@ -45,6 +45,9 @@ export class Scheduler {
   /** Finished sequences whose state the prefix cache saves before they are freed (afterStep). */
   private readonly releasing: Sequence[] = []
 
+  /** Called when a waiting sequence becomes ready for admission (its prefix read back from disk). */
+  onReady: (() => void) | undefined
+
   /** Called after every verify pass (metrics). */
   onAcceptance: AcceptanceObserver | undefined
 
@@ -78,8 +81,9 @@ export class Scheduler {
     return this.running.length
   }
 
+  /** Sequences to run or admit (waiting ones whose prefix is still being read from disk do not count). */
   hasWork(): boolean {
-    return this.waiting.length > 0 || this.running.length > 0
+    return this.running.length > 0 || this.waiting.some(seq => !seq.warming)
   }
 
   /** Validates and queues a request. Throws a SplashError when it cannot be served. */
@@ -103,6 +107,14 @@ export class Scheduler {
     if (this.waiting.length >= this.limits.maxWaiting) throw errors.overloaded(1)
     const seq = new Sequence(request, emit)
     this.waiting.push(seq)
+    const warming = this.saves?.warm(seq)
+    if (warming) {
+      seq.warming = true
+      void warming.then(() => {
+        seq.warming = false
+        this.onReady?.()
+      })
+    }
     return seq
   }
 
@@ -114,9 +126,14 @@ export class Scheduler {
   }
 
   schedule(): Batch {
-    // Admit waiting sequences FIFO while there is room.
-    while (this.waiting.length > 0 && this.running.length < this.limits.maxRunning) {
-      const seq = this.waiting.shift()!
+    // Admit waiting sequences FIFO while there is room (one whose prefix is being read from disk keeps its place).
+    for (let i = 0; i < this.waiting.length && this.running.length < this.limits.maxRunning; ) {
+      const seq = this.waiting[i]!
+      if (seq.warming) {
+        i++
+        continue
+      }
+      this.waiting.splice(i, 1)
       seq.slot = this.model.createSequence(seq.maxLength)
       seq.status = 'running'
       const r = seq.request

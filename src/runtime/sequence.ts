@@ -27,6 +27,8 @@ export class Sequence {
   anchors: number[] = []
   readonly output: number[] = []
   finishReason: FinishReason | undefined
+  /** Waiting while the prefix cache reads its prompt's prefix back from disk (not admitted until then). */
+  warming = false
   /** Set while a step that includes this sequence is running. */
   inFlight = false
   cancelled = false

@@ -8,6 +8,7 @@ import {loadInto, defaultPackageDir} from '../runtime/load-model.js'
 import {existsSync} from 'node:fs'
 import {resolvePackage, type Resolved} from '../package/resolve.js'
 import {ByteProgress} from '../package/progress.js'
+import type {Engine} from '../runtime/engine.js'
 
 export interface ServeOptions extends AppOptions {
   port: number
@@ -46,9 +47,12 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       timer.unref()
       await app.close()
       clearTimeout(timer)
+      // the prefix cache keeps what it holds on disk for the next start
+      await loadedEngine?.persist().catch(() => undefined)
     })()
     return stopping
   }
+  let loadedEngine: Engine | undefined
   let resolved: Resolved | undefined
   try {
     resolved = await findPackage(options.model, log)
@@ -61,6 +65,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     log(`Loading ${manifest.name} from ${dir}`)
     try {
       const loaded = await loadInto(modelHost, {dir, manifest, maxMemory: options.maxMemory, maxContext: options.maxContext, log, metrics})
+      loadedEngine = loaded.engine
       log(`Serving ${loaded.manifest.name} on ${loaded.model.info.backend} (${loaded.model.info.isa}): context ${loaded.model.contextLength} tokens, up to ${loaded.plan.batchLimit} requests at once`)
     } catch (err) {
       await app.close()

@@ -2,6 +2,8 @@
 import {spawn, type ChildProcess} from 'node:child_process'
 import {fileURLToPath} from 'node:url'
 import path from 'node:path'
+import {mkdtempSync, rmSync} from 'node:fs'
+import {tmpdir} from 'node:os'
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
 export const bin = path.join(root, 'bin', 'run.js')
@@ -41,12 +43,20 @@ export interface ServerProcess {
 /** Starts `splash serve --port 0 ...` and resolves once it prints Ready with its URL. */
 export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 120_000): Promise<ServerProcess> {
   return new Promise((resolve, reject) => {
+    // each server its own data folder (the prefix cache's disk tier lives there), removed when it exits, unless
+    // the test names one
+    const data = env.SPLASH_DATA_DIR === undefined ? mkdtempSync(path.join(tmpdir(), 'splash-data-')) : undefined
     const child = spawn(process.execPath, [bin, 'serve', '--port', '0', ...args], {
-      env: {...process.env, ...env},
+      env: {...process.env, ...(data ? {SPLASH_DATA_DIR: data} : {}), ...env},
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     let out = ''
-    const exited = new Promise<number | null>(r => child.on('exit', code => r(code)))
+    const exited = new Promise<number | null>(r =>
+      child.on('exit', code => {
+        if (data) rmSync(data, {recursive: true, force: true})
+        r(code)
+      }),
+    )
     const timer = setTimeout(() => {
       child.kill('SIGKILL')
       reject(new Error(`server did not print Ready in ${timeoutMs} ms:\n${out}`))

@@ -1,11 +1,15 @@
 // The prefix cache seen by clients of `splash serve` on the default package: an agent-style conversation
 // (the whole history resent every turn) reports the reused prompt tokens in every API's usage through the
 // official SDKs, a resent turn gives the same answer as the first time, /metrics counts hits and reused
-// tokens, and a full queue answers 503 with Retry-After in the API's own error shape.
+// tokens, a full queue answers 503 with Retry-After in the API's own error shape, and a restarted server finds
+// the conversation in the cache's disk tier.
 import t from 'tap'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import {startServe} from '../helpers/cli.js'
+import {mkdtempSync, rmSync} from 'node:fs'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
 
@@ -88,4 +92,41 @@ t.test('a full queue answers 503 with Retry-After', async t => {
   const a = await send('/v1/messages', {model: 'splash/default', max_tokens: 16, messages: [{role: 'user', content: 'Hi'}]})
   t.ok(a.status === 200 || a.status === 529 || a.status === 503)
   await a.text()
+})
+
+t.test('a restarted server resumes an agent conversation from the disk tier', async t => {
+  const data = mkdtempSync(join(tmpdir(), 'splash-restart-'))
+  t.teardown(() => rmSync(data, {recursive: true, force: true}))
+  const system = 'You are a careful coding assistant working in a large repository. '.repeat(30)
+  const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
+    {role: 'system', content: system},
+    {role: 'user', content: 'List three uses of Python.'},
+  ]
+  const ask = async (url: string) => {
+    const openai = new OpenAI({baseURL: `${url}/v1`, apiKey: 'none'})
+    return openai.chat.completions.create({model: 'splash/default', messages, max_tokens: 24, temperature: 0})
+  }
+  const first = await startServe(['--model', DEFAULT, '--no-webui'], {SPLASH_DATA_DIR: data})
+  const before = await ask(first.url)
+  t.equal(before.usage?.prompt_tokens_details?.cached_tokens, 0, 'a new conversation reuses nothing')
+  first.child.kill('SIGTERM')
+  t.equal(await first.exited, 0, 'the server stops cleanly, writing its prefix cache')
+  t.match(first.output(), /Prefix cache on disk: .*\(0 snapshots/, 'the first start found an empty folder')
+
+  const second = await startServe(['--model', DEFAULT, '--no-webui'], {SPLASH_DATA_DIR: data})
+  t.teardown(async () => {
+    second.child.kill('SIGTERM')
+    await second.exited
+  })
+  t.match(second.output(), /Prefix cache on disk: .*\([1-9]\d* snapshots/, 'the second start lists what the first kept')
+  const again = await ask(second.url)
+  t.equal(again.usage?.prompt_tokens_details?.cached_tokens, before.usage!.prompt_tokens - 1, 'the resent prompt is read back from disk')
+  t.same(again.choices[0].message, before.choices[0].message, 'and gives the same answer')
+  const metrics = await (await fetch(`${second.url}/metrics`)).text()
+  t.match(metrics, /splash_prefix_cache_disk_loads [1-9]/, '/metrics counts the read-back')
+  t.match(metrics, /splash_prefix_cache_disk_bytes [1-9]\d*/)
+  messages.push(before.choices[0].message as OpenAI.Chat.ChatCompletionMessageParam, {role: 'user', content: 'Now three uses of Rust.'})
+  const next = await ask(second.url)
+  const cached = next.usage?.prompt_tokens_details?.cached_tokens ?? 0
+  t.ok(cached >= before.usage!.prompt_tokens - 8, `the next turn resumes from the first one's prompt (${cached} of ${next.usage!.prompt_tokens})`)
 })

@@ -10,6 +10,7 @@ import {GREEDY, samplingParams, type SamplingParams} from '../../src/runtime/sam
 import {synthFixture} from '../helpers/packages.js'
 import {native} from '../../src/runtime/native.js'
 import type {Usage} from '../../src/runtime/request.js'
+import {randomPrompt} from '../helpers/tokens.js'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
 
@@ -22,18 +23,6 @@ async function generate(e: Engine, prompt: Int32Array, sampling: SamplingParams,
     else if (ev.type === 'error') throw ev.error
   }
   return {tokens, usage: usage!}
-}
-
-function randomPrompt(n: number, vocab: number, seed: number): Int32Array {
-  let x = seed >>> 0 || 1
-  const out = new Int32Array(n)
-  for (let i = 0; i < n; i++) {
-    x ^= x << 13
-    x ^= x >>> 17
-    x ^= x << 5
-    out[i] = (x >>> 0) % Math.min(vocab, 5000)
-  }
-  return out
 }
 
 async function withModel<T>(dir: string, draft: boolean, fn: (m: NativeModel) => Promise<T>): Promise<T> {
