@@ -326,8 +326,8 @@ export class PrefixCache {
   private toDisk(s: Snapshot): void {
     const disk = this.options.disk
     const store = this.store
-    const exp = store.exportSaved
-    if (!disk || !exp) return
+    if (!disk || !store.exportSaved) return
+    const exp = (id: number) => store.exportSaved!(id)
     const out: SnapshotOut = {
       length: s.length,
       bytes: this.sizeOf(s),
