@@ -186,3 +186,45 @@ t.test('the folder stays inside its budget, least recently used first', async t 
   t.equal(bytes, disk.stats().bytes, 'the count matches the files')
   t.ok(disk.stats().snapshots >= 2 && disk.stats().snapshots < 8, `${disk.stats().snapshots} snapshots kept`)
 })
+
+t.test('300 requests, random cancellations (some while their prefix is read back): nothing left behind', async t => {
+  const folder = mkdtempSync(join(tmpdir(), 'splash-disk-'))
+  const m = await NativeModel.open(await synthFixture('tiny-hybrid', 'q4'), 4096, {threads: 2})
+  t.teardown(() => m.close())
+  const V = Math.min(m.vocabSize, 5000)
+  // ten conversations' prefixes, and a memory tier that holds about three snapshots: the rest live on disk
+  const bases = Array.from({length: 10}, (_, i) => prompt(200, 500 + i, V))
+  const disk = new PrefixDisk(folder, 1 << 30)
+  const e = new Engine(m, {maxRunning: 8}, undefined, {cacheBytes: 3 * (m.store.stateBytes + 230 * m.store.rowBytes), disk})
+  let x = 777
+  const rand = () => (x = (Math.imul(x, 1103515245) + 12345) >>> 0) / 2 ** 32
+  const reasons: string[] = []
+  let next = 0
+  const one = async (i: number) => {
+    const p = Int32Array.from([...bases[Math.floor(rand() * bases.length)]!, ...prompt(1 + Math.floor(rand() * 20), 9000 + i, V)])
+    const ac = new AbortController()
+    const mode = rand()
+    const events = e.generate({prompt: p, maxTokens: 1 + Math.floor(rand() * 8), sampling: GREEDY, stopTokenIds: [], signal: ac.signal})
+    if (mode < 0.2) ac.abort() // at once: often while its prefix is still being read from disk
+    let n = 0
+    for await (const ev of events) {
+      if (ev.type === 'token' && ++n === 2 && mode < 0.4) ac.abort()
+      if (ev.type === 'done') return ev.reason
+      if (ev.type === 'error') throw ev.error
+    }
+    return 'ended'
+  }
+  await Promise.all(Array.from({length: 32}, async () => {
+    for (let i = next++; i < 300; i = next++) reasons.push(await one(i))
+  }))
+  await e.idle()
+  t.equal(reasons.length, 300)
+  t.ok(reasons.includes('cancelled') && reasons.some(r => r !== 'cancelled'), 'both cancelled and completed requests')
+  t.ok(disk.stats().loads > 0, `${disk.stats().loads} snapshots read back from disk`)
+  const stats = e.scheduler.cache!.stats()
+  t.ok(stats.bytes <= stats.capacityBytes, 'the memory tier stays inside its budget')
+  t.equal(m.savedStats().sequences, 0, 'no live sequence')
+  e.scheduler.cache!.clear()
+  await disk.flush()
+  t.has(m.savedStats(), {sequences: 0, rows: 0, states: 0, bytes: 0}, 'nothing saved natively after clear')
+})
