@@ -143,15 +143,16 @@ export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
 
 /**
  * The prefix cache's disk tier for this package on this backend: <data dir>/prefix-cache/<signature>, where the
- * signature covers the manifest (every file's sha256), the backend, its kernel variant and the native ABI, so
- * a state is only ever read back by the build and model that computed it. Budget: a quarter of the free disk, at
+ * signature covers the manifest (every file's sha256), the backend, its kernel variant, whether the draft is loaded
+ * (SPLASH_DRAFT=off: saved rows then carry no draft context) and the native ABI, so a state is only ever read back by
+ * the build and model that computed it. Budget: a quarter of the free disk, at
  * most 8 GiB. SPLASH_PREFIX_DISK=off (or SPLASH_PREFIX_CACHE=off) disables it; a folder that cannot be made only
  * means memory alone.
  */
 function openPrefixDisk(manifest: Manifest, model: NativeModel, log: (line: string) => void, env: NodeJS.ProcessEnv = process.env): PrefixDisk | undefined {
   if (envSwitch(env.SPLASH_PREFIX_DISK) === 'off' || prefixCacheDisabled(env)) return undefined
   const signature = createHash('sha256')
-    .update(JSON.stringify([manifest, model.info.backend, model.info.isa, native.abiVersion(), PREFIX_DISK_FORMAT]))
+    .update(JSON.stringify([manifest, model.info.backend, model.info.isa, model.info.draft !== null, native.abiVersion(), PREFIX_DISK_FORMAT]))
     .digest('hex')
     .slice(0, 24)
   const dir = join(dataDir(env), 'prefix-cache', signature)
