@@ -16,6 +16,9 @@ export interface GenerationHandle {
   force(tokens: readonly number[]): void
 }
 
+/** How long the engine waits without work before the prefix cache writes its new snapshots to disk. */
+export const IDLE_SAVE_MS = 2000
+
 export const DEFAULT_LIMITS: SchedulerLimits = {tokenBudget: 512, maxRunning: 16, maxWaiting: 256}
 
 export interface EngineOptions {
@@ -45,6 +48,8 @@ export class Engine {
   readonly scheduler: Scheduler
   readonly maxOutputTokens: number | undefined
   private loop: Promise<void> | undefined
+  private idleTimer: NodeJS.Timeout | undefined
+  private idleSave: Promise<void> | undefined
 
   constructor(
     readonly model: StepModel,
@@ -142,8 +147,29 @@ export class Engine {
 
   /** The server is stopping: the prefix cache writes what it holds to its disk tier (when it has one). */
   async persist(): Promise<void> {
+    clearTimeout(this.idleTimer)
     await this.idle()
+    await this.idleSave
     await this.scheduler.cache?.persist()
+  }
+
+  /**
+   * Once the engine has had no work for IDLE_SAVE_MS, the prefix cache writes its snapshots that are not on disk yet
+   * (an agent's last turn, while the agent runs its tools), so a crash or a kill loses little; it stops as soon as
+   * work comes in.
+   */
+  private whenIdle(): void {
+    const cache = this.scheduler.cache
+    if (!cache?.diskStats()) return
+    clearTimeout(this.idleTimer)
+    this.idleTimer = setTimeout(() => {
+      if (this.loop || this.idleSave) return
+      this.idleSave = cache
+        .persist(() => !this.loop)
+        .catch(() => undefined)
+        .finally(() => (this.idleSave = undefined))
+    }, IDLE_SAVE_MS)
+    this.idleTimer.unref()
   }
 
   /** Resolves when no request is left. */
@@ -156,6 +182,7 @@ export class Engine {
     this.loop = this.run().finally(() => {
       this.loop = undefined
       if (this.scheduler.hasWork()) this.kick()
+      else this.whenIdle()
     })
   }
 

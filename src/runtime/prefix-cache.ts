@@ -130,8 +130,11 @@ export class PrefixCache {
       .catch(() => undefined)
   }
 
-  /** Writes every snapshot held to the disk tier (the server is stopping); resolves when the files are written. */
-  async persist(): Promise<void> {
+  /**
+   * Writes the snapshots held that the disk tier lacks, most recently used first up to half its budget (the server is
+   * stopping, or idle); resolves when the files are written. `go`: asked before each snapshot, false stops.
+   */
+  async persist(go: () => boolean = () => true): Promise<void> {
     const disk = this.options.disk
     if (!disk) return
     // the most recently used that fit the folder's budget, written oldest first (the folder's own order)
@@ -144,6 +147,8 @@ export class PrefixCache {
       chosen.push(s)
     }
     for (const s of chosen.reverse()) {
+      if (!go()) break
+      if (!this.snapshots.get(s.at)?.includes(s)) continue // evicted meanwhile (and so written then)
       this.toDisk(s)
       await disk.flush() // one at a time: the exported pieces wait in memory only until written
     }

@@ -7,7 +7,7 @@ import t from 'tap'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import {startServe} from '../helpers/cli.js'
-import {mkdtempSync, rmSync} from 'node:fs'
+import {mkdtempSync, readdirSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 
@@ -129,4 +129,31 @@ t.test('a restarted server resumes an agent conversation from the disk tier', as
   const next = await ask(second.url)
   const cached = next.usage?.prompt_tokens_details?.cached_tokens ?? 0
   t.ok(cached >= before.usage!.prompt_tokens - 8, `the next turn resumes from the first one's prompt (${cached} of ${next.usage!.prompt_tokens})`)
+})
+
+t.test('an idle server has written its cache: a kill loses nothing', async t => {
+  const data = mkdtempSync(join(tmpdir(), 'splash-kill-'))
+  t.teardown(() => rmSync(data, {recursive: true, force: true}))
+  const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
+    {role: 'system', content: 'You answer questions about build systems. '.repeat(40)},
+    {role: 'user', content: 'What does make do?'},
+  ]
+  const ask = (url: string) => new OpenAI({baseURL: `${url}/v1`, apiKey: 'none'}).chat.completions.create({model: 'splash/default', messages, max_tokens: 16, temperature: 0})
+  const first = await startServe(['--model', DEFAULT, '--no-webui'], {SPLASH_DATA_DIR: data})
+  const before = await ask(first.url)
+  // the server writes its snapshots about two seconds after its last request; wait for the files, then kill it
+  const snaps = () => readdirSync(join(data, 'prefix-cache'), {recursive: true}).filter(f => String(f).endsWith('.snap')).length
+  const deadline = Date.now() + 30_000
+  while (snaps() < 2 && Date.now() < deadline) await new Promise(r => setTimeout(r, 200))
+  t.ok(snaps() >= 2, `${snaps()} snapshot files written while idle`)
+  first.child.kill('SIGKILL')
+  await first.exited
+  const second = await startServe(['--model', DEFAULT, '--no-webui'], {SPLASH_DATA_DIR: data})
+  t.teardown(async () => {
+    second.child.kill('SIGTERM')
+    await second.exited
+  })
+  const again = await ask(second.url)
+  t.equal(again.usage?.prompt_tokens_details?.cached_tokens, before.usage!.prompt_tokens - 1, 'the prompt is read back after the kill')
+  t.same(again.choices[0].message, before.choices[0].message, 'and gives the same answer')
 })
