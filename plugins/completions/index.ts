@@ -25,9 +25,18 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
     const returnIds = body.return_token_ids === true
     let promptTokens = 0
     const seenPrompts = new Set<number>()
-    for (const j of jobs) {
-      if (!seenPrompts.has(j.promptIndex)) promptTokens += j.prompt.length
+    const firstOfPrompt: number[] = []
+    for (const [k, j] of jobs.entries()) {
+      if (seenPrompts.has(j.promptIndex)) continue
+      promptTokens += j.prompt.length
       seenPrompts.add(j.promptIndex)
+      firstOfPrompt.push(k)
+    }
+    // each prompt counted once, as prompt_tokens is: its first choice's reuse
+    const usage = () => {
+      const completion = builders.reduce((a, b) => a + b.completionTokens, 0)
+      const cached = firstOfPrompt.reduce((a, k) => a + builders[k].cachedTokens, 0)
+      return {prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion, prompt_tokens_details: {cached_tokens: cached}}
     }
     // Every generation is admitted before anything is sent, so a refusal is a plain error response.
     const streams = jobs.map(j => generateText(engine, family.codec, j.request)[Symbol.asyncIterator]())
@@ -43,8 +52,7 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
         finish_reason: b.finishReason,
         ...(returnIds ? {prompt_token_ids: Array.from(jobs[k].prompt), token_ids: b.tokenIds} : {}),
       }))
-      const completion = builders.reduce((a, b) => a + b.completionTokens, 0)
-      return {...base, choices, usage: {prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion}}
+      return {...base, choices, usage: usage()}
     }
 
     const sse = SseStream.open(request, reply)
@@ -57,10 +65,7 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
           ),
         ),
       )
-      if (body.stream_options?.include_usage) {
-        const completion = builders.reduce((a, b) => a + b.completionTokens, 0)
-        sse.data({...base, choices: [], usage: {prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion}})
-      }
+      if (body.stream_options?.include_usage) sse.data({...base, choices: [], usage: usage()})
       sse.data('[DONE]')
     } catch (err) {
       sse.data(openaiErrorBody(toSplashError(err)))
@@ -105,6 +110,7 @@ async function drain(
     }
     b.finishReason = e.reason === 'cancelled' ? 'stop' : e.reason
     b.completionTokens = e.usage.completionTokens
+    b.cachedTokens = e.usage.cachedTokens
     emit('', null, b.finishReason)
   }
 }

@@ -32,6 +32,8 @@ t.test('a string prompt and the same prompt as token ids give the same greedy te
   t.equal(b.json.choices[0].text, a.json.choices[0].text)
   t.equal(a.json.usage.prompt_tokens, ids.length)
   t.equal(a.json.usage.completion_tokens, 8)
+  t.equal(a.json.usage.prompt_tokens_details.cached_tokens, 0, 'a new prompt reuses nothing')
+  t.equal(b.json.usage.prompt_tokens_details.cached_tokens, ids.length - 1, 'the same prompt again: all but its last token from the prefix cache')
 })
 
 t.test('max_tokens 0 with echo and logprobs scores the prompt', async t => {

@@ -18,6 +18,8 @@ export class ChoiceBuilder {
   private offset = 0
   promptTokens = 0
   completionTokens = 0
+  /** Prompt tokens this choice's generation took from the prefix cache. */
+  cachedTokens = 0
 
   constructor(
     readonly index: number,
