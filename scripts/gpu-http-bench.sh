@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `splash bench` over HTTP on a GPU machine that has no Node (the H200 of the device tool). Prepare the folder here:
 #   npm run build && npm run build:native && node scripts/gpu-bundle.mjs .gpu-http
-# then, in that folder on the GPU machine:   bash scripts/gpu-http-bench.sh <splash bench flags> | --serve-check
+# then, in that folder on the GPU machine:   bash scripts/gpu-http-bench.sh <splash bench flags> | --serve-check | --disk-check
 # e.g. bash scripts/gpu-http-bench.sh --preset qwen3.8-27b --runs 2. It unpacks node and the app under /tmp, then runs
 # the four scenarios against `splash serve` on the CUDA backend; the JSON and SVG go to $OUT (or /tmp/splash-http-out).
 # With peer.tar.xz beside them (`node scripts/peer-cuda.mjs pack … OUT`), `--peer llama.cpp` runs llama.cpp on the GPU
@@ -67,6 +67,53 @@ if [[ "${1:-}" == --serve-check ]]; then
     kill $pid 2>/dev/null; wait $pid 2>/dev/null
   done
   echo "serve-check: $([[ $fail == 0 ]] && echo PASS || echo FAIL)"
+  exit $fail
+fi
+# --disk-check: the prefix cache's disk tier on the device (on by default on the CPU backend only). `splash serve` with
+# SPLASH_PREFIX_DISK=on on an 8-layer package of the shape answers one long prompt (greedy), is stopped with SIGTERM
+# (it writes its cache), started again on the same data folder and asked again: the second answer must be the first,
+# with all but the prompt's last token reused. Prints both TTFTs.
+if [[ "${1:-}" == --disk-check ]]; then
+  preset="${CHECK_PRESET:-qwen3.8-27b}" layers="${CHECK_LAYERS:-8}"
+  pkg=/tmp/splash-disk-$preset data=/tmp/splash-disk-data
+  [[ -f $pkg/splash.json ]] || node bin/run.js package synth --preset "$preset" --layers "$layers" -o $pkg > /dev/null || exit 1
+  rm -rf $data
+  export SPLASH_BACKEND="${SPLASH_BACKEND:-cuda}" SPLASH_PREFIX_DISK=on SPLASH_DATA_DIR=$data
+  fail=0
+  for round in 1 2; do
+    log="$out/disk-serve-$round.log"
+    node bin/run.js serve --model $pkg --port 8001 --no-webui > "$log" 2>&1 &
+    pid=$!
+    for _ in $(seq 240); do grep -q Ready "$log" && break; kill -0 $pid 2>/dev/null || break; sleep 0.5; done
+    grep -E 'Prefix cache on disk|Ready' "$log"
+    python3 - "$out/disk-$round.json" <<'PY' || fail=1
+import json, sys, time, urllib.request as u
+import os
+words = ' '.join(['alpha', 'kernel', 'river', 'matrix', 'cloud', 'stone', 'vector', 'signal'][(i * 7 + (i >> 3)) % 8] for i in range(int(os.environ.get('CHECK_WORDS', '3000'))))
+model = json.load(u.urlopen('http://127.0.0.1:8001/v1/models', timeout=60))['data'][0]['id']
+body = json.dumps({'model': model, 'prompt': words, 'max_tokens': 16, 'temperature': 0}).encode()
+t0 = time.time()
+try:
+    r = json.load(u.urlopen(u.Request('http://127.0.0.1:8001/v1/completions', data=body, headers={'content-type': 'application/json'}), timeout=600))
+except u.HTTPError as e:
+    sys.exit(f'HTTP {e.code}: {e.read().decode()[:500]}')
+r['client_ms'] = (time.time() - t0) * 1000
+json.dump(r, open(sys.argv[1], 'w'))
+print(f"{r['client_ms']:.0f} ms for {r['usage']['prompt_tokens']} prompt tokens, {r['usage']['prompt_tokens_details']['cached_tokens']} from the cache: {r['choices'][0]['text']!r}")
+PY
+    kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null
+  done
+  python3 - "$out/disk-1.json" "$out/disk-2.json" <<'PY' || fail=1
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+same = a['choices'][0]['text'] == b['choices'][0]['text']
+cached = b['usage']['prompt_tokens_details']['cached_tokens']
+reused = cached == b['usage']['prompt_tokens'] - 1
+print(f"same answer: {same}; second start reused {cached} of {b['usage']['prompt_tokens']}")
+sys.exit(0 if same and reused else 1)
+PY
+  [[ $? == 0 ]] || fail=1
+  echo "disk-check: $([[ $fail == 0 ]] && echo PASS || echo FAIL)"
   exit $fail
 fi
 tag="$(printf '%s' "$*" | tr -c 'A-Za-z0-9.-' '_' | cut -c1-60)"
