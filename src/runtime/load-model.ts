@@ -8,7 +8,7 @@ import {existsSync, mkdirSync, statfsSync} from 'node:fs'
 import {createHash} from 'node:crypto'
 import {envSwitch} from '../config/switch.js'
 import {dataDir} from '../package/paths.js'
-import {PrefixDisk, PREFIX_DISK_FORMAT} from './prefix-disk.js'
+import {PrefixDisk, PREFIX_DISK_FORMAT, trimOtherFolders} from './prefix-disk.js'
 import type {Manifest} from '../package/manifest.js'
 import {SplashError} from '../errors.js'
 import {planMemory, formatPlan, assertFits, type MemoryPlan} from './memory-plan.js'
@@ -161,11 +161,13 @@ function openPrefixDisk(manifest: Manifest, model: NativeModel, log: (line: stri
     .update(JSON.stringify([manifest, model.info.backend, model.info.isa, model.info.draft !== null, native.abiVersion(), PREFIX_DISK_FORMAT]))
     .digest('hex')
     .slice(0, 24)
-  const dir = join(dataDir(env), 'prefix-cache', signature)
+  const root = join(dataDir(env), 'prefix-cache')
+  const dir = join(root, signature)
   try {
     mkdirSync(dir, {recursive: true})
     const fs = statfsSync(dir)
     const budget = Math.min(8 * 1024 ** 3, Math.floor((fs.bavail * fs.bsize) / 4))
+    trimOtherFolders(root, signature, budget)
     const disk = new PrefixDisk(dir, budget)
     const st = disk.stats()
     log(`Prefix cache on disk: ${dir} (${st.snapshots} snapshots, ${formatBytes(st.bytes)} of ${formatBytes(budget)})`)

@@ -4,12 +4,12 @@
 // reused tokens counted; blocks are written once and shared; damaged files and other models' pieces are misses,
 // never errors; the folder stays inside its budget; nothing is left behind natively.
 import t from 'tap'
-import {mkdtempSync, readdirSync, statSync, writeFileSync, readFileSync} from 'node:fs'
+import {mkdirSync, mkdtempSync, readdirSync, statSync, utimesSync, writeFileSync, readFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {NativeModel} from '../../src/runtime/native-model.js'
 import {Engine} from '../../src/runtime/engine.js'
-import {PrefixDisk} from '../../src/runtime/prefix-disk.js'
+import {PrefixDisk, trimOtherFolders} from '../../src/runtime/prefix-disk.js'
 import {GREEDY, type SamplingParams} from '../../src/runtime/sampling.js'
 import {native} from '../../src/runtime/native.js'
 import type {Usage} from '../../src/runtime/request.js'
@@ -227,4 +227,24 @@ t.test('300 requests, random cancellations (some while their prefix is read back
   e.scheduler.cache!.clear()
   await disk.flush()
   t.has(m.savedStats(), {sequences: 0, rows: 0, states: 0, bytes: 0}, 'nothing saved natively after clear')
+})
+
+t.test("other signatures' folders together keep under one budget, least recently written first", async t => {
+  const root = mkdtempSync(join(tmpdir(), 'splash-roots-'))
+  const make = (name: string, bytes: number, ageMs: number) => {
+    const dir = join(root, name, 'snapshots')
+    mkdirSync(dir, {recursive: true})
+    const f = join(dir, 'a.snap')
+    writeFileSync(f, Buffer.alloc(bytes))
+    const when = new Date(Date.now() - ageMs)
+    utimesSync(f, when, when)
+  }
+  make('old', 600, 3_000_000)
+  make('mid', 300, 2_000_000)
+  make('new', 300, 1_000_000)
+  make('mine', 5000, 5_000_000)
+  trimOtherFolders(root, 'mine', 700)
+  t.same(readdirSync(root).sort(), ['mid', 'mine', 'new'], 'the oldest other folder went whole; this one is never touched')
+  trimOtherFolders(root, 'mine', 10_000)
+  t.same(readdirSync(root).sort(), ['mid', 'mine', 'new'], 'nothing goes while they fit')
 })
