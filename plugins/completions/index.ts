@@ -10,10 +10,12 @@ import {SseStream, clientGone} from '../shared/sse.js'
 import {openaiErrorBody} from '../shared/openai-error.js'
 import {toSplashError} from '../../src/server/error-shapes.js'
 import type {SampledToken} from '../../src/runtime/sampling.js'
+import {timingsBody} from '../shared/timings.js'
 
 export default async function completions(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>()
   app.post('/v1/completions', {schema: {body: CompletionBody}}, async (request, reply) => {
+    const started = performance.now()
     const body = request.body
     const {model, engine, family} = app.modelHost.serving(body.model)
     const signal = clientGone(reply)
@@ -38,6 +40,10 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
       const cached = firstOfPrompt.reduce((a, k) => a + builders[k].cachedTokens, 0)
       return {prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion, prompt_tokens_details: {cached_tokens: cached}}
     }
+    const timings = () => {
+      const firsts = builders.map(b => b.firstAt).filter(x => x > 0)
+      return timingsBody(builders, promptTokens, usage().prompt_tokens_details.cached_tokens, started, firsts.length > 0 ? Math.min(...firsts) : 0)
+    }
     // Every generation is admitted before anything is sent, so a refusal is a plain error response.
     const streams = jobs.map(j => generateText(engine, family.codec, j.request)[Symbol.asyncIterator]())
     const firsts = await Promise.all(streams.map(s => s.next()))
@@ -52,7 +58,7 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
         finish_reason: b.finishReason,
         ...(returnIds ? {prompt_token_ids: Array.from(jobs[k].prompt), token_ids: b.tokenIds} : {}),
       }))
-      return {...base, choices, usage: usage()}
+      return {...base, choices, usage: usage(), timings: timings()}
     }
 
     const sse = SseStream.open(request, reply)
@@ -65,7 +71,7 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
           ),
         ),
       )
-      if (body.stream_options?.include_usage) sse.data({...base, choices: [], usage: usage()})
+      if (body.stream_options?.include_usage) sse.data({...base, choices: [], usage: usage(), timings: timings()})
       sse.data('[DONE]')
     } catch (err) {
       sse.data(openaiErrorBody(toSplashError(err)))
@@ -104,6 +110,7 @@ async function drain(
     }
     doEcho()
     if (e.type === 'text') {
+      b.firstAt ||= performance.now()
       const d = b.apply(e)
       if (d.text || e.token >= 0) emit(d.text, d.logprobs, null, returnIds && e.token >= 0 ? {token_ids: [e.token]} : undefined)
       continue
@@ -111,6 +118,7 @@ async function drain(
     b.finishReason = e.reason === 'cancelled' ? 'stop' : e.reason
     b.completionTokens = e.usage.completionTokens
     b.cachedTokens = e.usage.cachedTokens
+    b.draft = e.usage.draft
     emit('', null, b.finishReason)
   }
 }

@@ -10,6 +10,7 @@ import {generateChat, type ChatEvent} from '../../src/runtime/chat.js'
 import {SseStream, clientGone} from '../shared/sse.js'
 import {openaiErrorBody} from '../shared/openai-error.js'
 import {toSplashError} from '../../src/server/error-shapes.js'
+import {timingsBody} from '../shared/timings.js'
 
 export default async function openaiChat(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>()
@@ -40,30 +41,7 @@ export default async function openaiChat(fastify: FastifyInstance): Promise<void
     const created = Math.floor(Date.now() / 1000)
     const base = {id, object: 'chat.completion.chunk', created, model: model.id, system_fingerprint: 'splash'}
     let firstTokenAt = 0
-    const timings = () => {
-      const end = performance.now()
-      const predicted = choices.reduce((a, c) => a + (c.usage?.completionTokens ?? 0), 0)
-      const promptMs = (firstTokenAt || end) - started
-      const predictedMs = firstTokenAt ? end - firstTokenAt : 0
-      const drafts = choices.map(c => c.usage?.draft).filter(d => d !== undefined)
-      const passes = drafts.reduce((a, d) => a + d.passes, 0)
-      const committed = drafts.reduce((a, d) => a + d.committed, 0)
-      return {
-        ...(passes > 0
-          ? {
-              draft_n: drafts.reduce((a, d) => a + d.drafted, 0),
-              draft_n_accepted: committed - passes,
-              draft_acceptance_length: committed / passes,
-            }
-          : {}),
-        prompt_n: promptEvent.tokens,
-        prompt_ms: promptMs,
-        cache_n: choices[0].usage?.cachedTokens ?? 0,
-        predicted_n: predicted,
-        predicted_ms: predictedMs,
-        predicted_per_second: predictedMs > 0 ? (predicted / predictedMs) * 1000 : 0,
-      }
-    }
+    const timings = () => timingsBody(choices.map(c => c.usage), promptEvent.tokens, choices[0].usage?.cachedTokens ?? 0, started, firstTokenAt)
 
     if (!body.stream) {
       await Promise.all(

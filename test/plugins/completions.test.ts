@@ -34,6 +34,13 @@ t.test('a string prompt and the same prompt as token ids give the same greedy te
   t.equal(a.json.usage.completion_tokens, 8)
   t.equal(a.json.usage.prompt_tokens_details.cached_tokens, 0, 'a new prompt reuses nothing')
   t.equal(b.json.usage.prompt_tokens_details.cached_tokens, ids.length - 1, 'the same prompt again: all but its last token from the prefix cache')
+  // llama.cpp-style timings, as in Chat Completions
+  const tm = b.json.timings
+  t.equal(tm.prompt_n, ids.length)
+  t.equal(tm.cache_n, ids.length - 1)
+  t.equal(tm.predicted_n, 8)
+  t.ok(tm.prompt_ms > 0 && tm.predicted_ms > 0 && tm.predicted_per_second > 0, 'times from the server clock')
+  if (tm.draft_n !== undefined) t.ok(tm.draft_acceptance_length >= 1 && tm.draft_n_accepted <= tm.draft_n, 'draft counters agree')
 })
 
 t.test('max_tokens 0 with echo and logprobs scores the prompt', async t => {
@@ -70,8 +77,10 @@ t.test('streaming with the openai SDK reassembles the non-streamed text', async 
   let text = ''
   let finish = ''
   let usage: {completion_tokens: number} | undefined
-  for await (const chunk of stream as unknown as AsyncIterable<OpenAI.Completion>) {
+  let timings: {predicted_n: number} | undefined
+  for await (const chunk of stream as unknown as AsyncIterable<OpenAI.Completion & {timings?: {predicted_n: number}}>) {
     if (chunk.usage) usage = chunk.usage
+    if (chunk.timings) timings = chunk.timings
     for (const ch of chunk.choices) {
       text += ch.text
       if (ch.finish_reason) finish = ch.finish_reason
@@ -80,6 +89,7 @@ t.test('streaming with the openai SDK reassembles the non-streamed text', async 
   t.equal(text, (full as OpenAI.Completion).choices[0].text)
   t.equal(finish, 'length')
   t.equal(usage?.completion_tokens, 12)
+  t.equal(timings?.predicted_n, 12, 'the usage chunk carries the timings')
 })
 
 t.test('a stop string is never emitted', async t => {

@@ -20,6 +20,10 @@ export class ChoiceBuilder {
   completionTokens = 0
   /** Prompt tokens this choice's generation took from the prefix cache. */
   cachedTokens = 0
+  /** Speculative decoding figures when the draft ran (Usage.draft). */
+  draft: {passes: number; committed: number; drafted: number} | undefined
+  /** When its first token came (performance.now(); 0: none yet). */
+  firstAt = 0
 
   constructor(
     readonly index: number,
