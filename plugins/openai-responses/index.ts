@@ -1,5 +1,6 @@
 // OpenAI Responses surface: POST /v1/responses (streaming and not, function and custom tools, reasoning items,
-// previous_response_id over a bounded in-memory store) and GET /v1/responses/:id for stored responses.
+// previous_response_id over a bounded in-memory store), GET and DELETE /v1/responses/:id for stored responses, and
+// POST /v1/responses/input_tokens (the prompt a request would run, counted).
 import type {FastifyInstance} from 'fastify'
 import type {TypeBoxTypeProvider} from '@fastify/type-provider-typebox'
 import {Type} from 'typebox'
@@ -13,6 +14,7 @@ import {SplashError} from '../../src/errors.js'
 import {toSplashError} from '../../src/server/error-shapes.js'
 import {openaiError} from '../shared/openai-error.js'
 import {SseStream, clientGone} from '../shared/sse.js'
+import {renderPrompt} from '../shared/render.js'
 
 /** While nothing else is sent (a long prompt being processed), an SSE comment goes out this often. */
 const KEEPALIVE_MS = 5000
@@ -49,6 +51,26 @@ export default async function openaiResponses(fastify: FastifyInstance): Promise
     const hit = store.get(request.params.id)
     if (!hit) throw notStored(request.params.id)
     return hit.response
+  })
+
+  app.delete('/v1/responses/:id', {schema: {params: Type.Object({id: Type.String()})}}, async request => {
+    if (!store.delete(request.params.id)) throw notStored(request.params.id)
+    return {id: request.params.id, object: 'response', deleted: true}
+  })
+
+  // The prompt a request would run, counted: the same translation and template as POST /v1/responses.
+  app.post('/v1/responses/input_tokens', {schema: {body: ResponsesBody}}, async request => {
+    const body = request.body
+    const {family} = app.modelHost.serving(body.model)
+    let history: Item[] = []
+    if (body.previous_response_id) {
+      const prev = store.get(body.previous_response_id)
+      if (!prev) throw notStored(body.previous_response_id, 'previous_response_id')
+      history = prev.items
+    }
+    const {request: chat} = toChatRequest(body, history, family.chat, id => store.findItem(id), new AbortController().signal, msg => request.log.warn(msg))
+    const {tokens} = await renderPrompt(family.chat, {...chat, media: mediaOptionsOf(app.appOptions)})
+    return {object: 'response.input_tokens', input_tokens: tokens.length}
   })
 
   app.post('/v1/responses', {schema: {body: ResponsesBody}}, async (request, reply) => {

@@ -159,6 +159,23 @@ t.test('previous_response_id continues a stored conversation; store:false keeps 
   await t.rejects(client.responses.create({model: modelId, previous_response_id: 'resp_unknown', input: 'x'}), {status: 404, code: 'previous_response_not_found'})
 })
 
+t.test('inputTokens.count counts the prompt a request runs; delete forgets a stored response', async t => {
+  const tools: OpenAI.Responses.Tool[] = [{type: 'function', name: 'shell', description: 'Runs a command', parameters: {type: 'object', properties: {cmd: {type: 'string'}}}, strict: false}]
+  const params = {model: modelId, instructions: 'Be brief.', input: 'List the files here.', tools}
+  const counted = await client.responses.inputTokens.count(params)
+  t.equal(counted.object, 'response.input_tokens')
+  const ran = await client.responses.create({...params, max_output_tokens: 4, temperature: 0})
+  t.equal(counted.input_tokens, ran.usage!.input_tokens, 'the count is the prompt the request ran')
+  // instructions and tools are not carried over by previous_response_id: sent again
+  const next = await client.responses.inputTokens.count({...params, previous_response_id: ran.id, input: 'And hidden ones?'})
+  t.ok(next.input_tokens > counted.input_tokens, 'previous_response_id counts the stored conversation')
+
+  await client.responses.delete(ran.id)
+  t.ok((await client.responses.retrieve(ran.id).catch(e => e)) instanceof OpenAI.NotFoundError, 'gone after delete')
+  t.ok((await client.responses.delete(ran.id).catch(e => e)) instanceof OpenAI.NotFoundError, 'a second delete is a 404')
+  t.ok((await client.responses.inputTokens.count({model: modelId, previous_response_id: ran.id, input: 'x'}).catch(e => e)) instanceof OpenAI.NotFoundError)
+})
+
 t.test('tools: a forced function call and a forced custom (freeform) call, complete in output_item.done', async t => {
   const tools: OpenAI.Responses.Tool[] = [
     {type: 'function', name: 'get_weather', description: 'Weather for a city', parameters: {type: 'object', properties: {city: {type: 'string'}}, required: ['city']}, strict: false},

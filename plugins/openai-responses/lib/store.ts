@@ -30,6 +30,11 @@ export class ResponseStore {
     while (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value as string)
   }
 
+  /** Forgets a response; false when it was not stored. */
+  delete(id: string): boolean {
+    return this.entries.delete(id)
+  }
+
   /** An item of any stored response by its id (for item_reference), newest first. */
   findItem(id: string): Item | undefined {
     for (const entry of [...this.entries.values()].reverse()) {
