@@ -11,7 +11,7 @@ import {join} from 'node:path'
 import type {SavedPiece} from './step-model.js'
 
 const MAGIC = 'SPLASHP1'
-const QUEUE_BYTES = 1024 ** 3
+const QUEUE_BYTES = 256 * 1024 ** 2
 /** The files' format: part of the folder's signature, so a new format starts a new folder. */
 export const PREFIX_DISK_FORMAT = MAGIC
 
