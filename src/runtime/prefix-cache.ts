@@ -70,6 +70,8 @@ export class PrefixCache {
   private readonly blocks = new Map<string, Block>()
   /** Snapshots by the key of their last full block. */
   private readonly snapshots = new Map<string, Snapshot[]>()
+  /** Disk snapshots being read back, by their disk entry. */
+  private readonly reading = new Map<object, Promise<void>>()
   private count = 0
   private bytes = 0
   private clock = 0
@@ -122,12 +124,19 @@ export class PrefixCache {
     const fits = Math.floor((this.options.capacityBytes - this.options.stateBytes) / this.options.rowBytes)
     const entry = disk.find(chain, tokens, B, Math.min(maxLength, fits), this.best(tokens, maxLength)?.length ?? 0)
     if (!entry) return undefined
-    return disk
-      .load(entry, tokens, B, key => this.blocks.has(key))
-      .then(snap => {
-        if (snap) this.adopt(snap)
-      })
-      .catch(() => undefined)
+    // requests that share a prefix wait for one read of it
+    let reading = this.reading.get(entry)
+    if (!reading) {
+      reading = disk
+        .load(entry, tokens, B, key => this.blocks.has(key))
+        .then(snap => {
+          if (snap && !this.adopt(snap)) disk.forget(entry) // the model refused its pieces: not read again
+        })
+        .catch(() => undefined)
+        .finally(() => this.reading.delete(entry))
+      this.reading.set(entry, reading)
+    }
+    return reading
   }
 
   /**
@@ -280,10 +289,13 @@ export class PrefixCache {
     this.shrink(this.options.capacityBytes)
   }
 
-  /** Puts a snapshot read from disk into memory: its blocks shared with those held, the rest imported. */
-  private adopt(snap: SnapshotIn): void {
+  /**
+   * Puts a snapshot read from disk into memory: its blocks shared with those held, the rest imported. False when the
+   * model refused a piece (true also when it is moot: held already, or a block evicted meanwhile).
+   */
+  private adopt(snap: SnapshotIn): boolean {
     const store = this.store
-    if (!store.importSaved) return
+    if (!store.importSaved) return false
     const B = this.blockSize
     const made: number[] = []
     const blocks: Block[] = []
@@ -295,13 +307,13 @@ export class PrefixCache {
         const next = chainKey(h1, h2, b.tokens, 0, B)
         h1 = next.h1
         h2 = next.h2
-        if (next.key !== b.key) return // not the chain it claims
+        if (next.key !== b.key) return false // not the chain it claims
         const held = this.blocks.get(b.key)
         if (held && sameTokens(held.tokens, b.tokens, 0)) {
           blocks.push(held)
           continue
         }
-        if (held || !b.rows) return // evicted meanwhile, or a collision: a miss
+        if (held || !b.rows) return true // evicted meanwhile, or a collision: a miss this time
         const id = store.importSaved(b.rows)
         made.push(id)
         const block: Block = {...next, id, tokens: b.tokens, refs: 0}
@@ -309,7 +321,7 @@ export class PrefixCache {
         fresh.push(block)
       }
       const at = blocks.length > 0 ? blocks[blocks.length - 1]!.key : ROOT
-      if ((this.snapshots.get(at) ?? []).some(s => s.length === snap.length && (!s.tail || !snap.tail || sameTokens(s.tail.tokens, snap.tail.tokens, 0)))) return
+      if ((this.snapshots.get(at) ?? []).some(s => s.length === snap.length && (!s.tail || !snap.tail || sameTokens(s.tail.tokens, snap.tail.tokens, 0)))) return true
       const tail = snap.tail ? {id: store.importSaved(snap.tail.rows), tokens: snap.tail.tokens} : undefined
       if (tail) made.push(tail.id)
       const state = store.importSaved(snap.state)
@@ -320,8 +332,9 @@ export class PrefixCache {
         this.bytes += B * this.options.rowBytes
       }
       this.insert(at, snap.length, blocks, tail, state)
+      return true
     } catch {
-      // a piece the model refused: nothing of it is kept
+      return false // a piece the model refused: nothing of it is kept
     } finally {
       for (const id of made) store.freeSaved(id)
     }

@@ -176,6 +176,11 @@ export class PrefixDisk {
     })
   }
 
+  /** Forgets a snapshot its model cannot take back, and deletes its files. */
+  forget(e: Entry): void {
+    this.remove(e)
+  }
+
   /** Resolves when every write started so far has finished. */
   async flush(): Promise<void> {
     await this.pending

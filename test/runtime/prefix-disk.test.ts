@@ -248,3 +248,41 @@ t.test("other signatures' folders together keep under one budget, least recently
   trimOtherFolders(root, 'mine', 10_000)
   t.same(readdirSync(root).sort(), ['mid', 'mine', 'new'], 'nothing goes while they fit')
 })
+
+t.test('requests that share a prefix on disk read it once; pieces another model refuses are forgotten', async t => {
+  const folder = mkdtempSync(join(tmpdir(), 'splash-disk-'))
+  const p = prompt(300, 31, 500) // ids every package here has
+  {
+    const m = await NativeModel.open(DEFAULT, 4096, {threads: 2})
+    const e = new Engine(m, {}, undefined, {cacheBytes: 64 << 20, disk: new PrefixDisk(folder, 1 << 30)})
+    await generate(e, p, 4)
+    await e.persist()
+    m.close()
+  }
+  {
+    const m = await NativeModel.open(DEFAULT, 4096, {threads: 2})
+    const disk = new PrefixDisk(folder, 1 << 30)
+    const e = new Engine(m, {}, undefined, {cacheBytes: 64 << 20, disk})
+    const both = await Promise.all([generate(e, p, 4), generate(e, p, 4)])
+    t.same(both.map(r => r.usage.cachedTokens), [p.length - 1, p.length - 1], 'both resume from the snapshot')
+    t.equal(disk.stats().loads, 1, 'read from disk once')
+    await e.idle()
+    e.scheduler.cache!.clear()
+    await disk.flush()
+    m.close()
+  }
+  // a package of other shapes on the same folder (a signature would keep them apart; here they share it on purpose)
+  const other = await NativeModel.open(await synthFixture('tiny-hybrid', 'q4'), 4096, {threads: 2})
+  t.teardown(() => other.close())
+  const disk = new PrefixDisk(folder, 1 << 30)
+  const before = disk.stats().snapshots
+  const e = new Engine(other, {}, undefined, {cacheBytes: 64 << 20, disk})
+  const r = await generate(e, p, 4)
+  t.equal(r.usage.cachedTokens, 0, 'served as a miss')
+  await disk.flush()
+  t.ok(disk.stats().snapshots < before, `the refused snapshot is forgotten (${before} → ${disk.stats().snapshots})`)
+  await e.idle()
+  e.scheduler.cache!.clear()
+  await disk.flush()
+  t.has(other.savedStats(), {rows: 0, states: 0}, 'nothing of it left natively')
+})
