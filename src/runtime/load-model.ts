@@ -7,8 +7,8 @@ import {pathToFileURL} from 'node:url'
 import {existsSync, mkdirSync, statfsSync} from 'node:fs'
 import {createHash} from 'node:crypto'
 import {envSwitch} from '../config/switch.js'
-import {dataDir} from '../package/paths.js'
-import {PrefixDisk, PREFIX_DISK_FORMAT, trimOtherFolders} from './prefix-disk.js'
+import {PrefixDisk, PREFIX_DISK_FORMAT} from './prefix-disk.js'
+import {prefixCacheRoot, trimOtherFolders} from './prefix-folders.js'
 import type {Manifest} from '../package/manifest.js'
 import {SplashError} from '../errors.js'
 import {planMemory, formatPlan, assertFits, type MemoryPlan} from './memory-plan.js'
@@ -161,7 +161,7 @@ function openPrefixDisk(manifest: Manifest, model: NativeModel, log: (line: stri
     .update(JSON.stringify([manifest, model.info.backend, model.info.isa, model.info.draft !== null, native.abiVersion(), PREFIX_DISK_FORMAT]))
     .digest('hex')
     .slice(0, 24)
-  const root = join(dataDir(env), 'prefix-cache')
+  const root = prefixCacheRoot(env)
   const dir = join(root, signature)
   try {
     mkdirSync(dir, {recursive: true})

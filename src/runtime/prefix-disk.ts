@@ -5,7 +5,7 @@
 // request whose prompt extends a snapshot on disk, in this process or after a restart, has it read back into the
 // memory tier before it is admitted. The folder is kept under a byte budget, least recently used snapshot first.
 // Anything unreadable, torn or of another shape is a miss and is deleted; the disk tier never fails a request.
-import {closeSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, unlinkSync} from 'node:fs'
+import {closeSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkSync} from 'node:fs'
 import {readFile, rename, unlink, utimes, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import type {SavedPiece} from './step-model.js'
@@ -276,33 +276,6 @@ export class PrefixDisk {
       if (!victim) return
       this.remove(victim)
     }
-  }
-}
-
-/**
- * The folders of other signatures under `root` (other packages, or this one under an earlier build): together they
- * may hold one more budget's worth; the least recently written go whole until they do.
- */
-export function trimOtherFolders(root: string, keep: string, budget: number): void {
-  const others = readdirSync(root, {withFileTypes: true})
-    .filter(d => d.isDirectory() && d.name !== keep)
-    .map(d => {
-      let bytes = 0
-      let newest = 0
-      for (const f of readdirSync(join(root, d.name), {recursive: true, withFileTypes: true})) {
-        if (!f.isFile()) continue
-        const st = statSync(join(f.parentPath ?? f.path, f.name))
-        bytes += st.size
-        newest = Math.max(newest, st.mtimeMs)
-      }
-      return {path: join(root, d.name), bytes, newest}
-    })
-    .sort((a, b) => a.newest - b.newest)
-  let total = others.reduce((a, o) => a + o.bytes, 0)
-  for (const o of others) {
-    if (total <= budget) break
-    rmSync(o.path, {recursive: true, force: true})
-    total -= o.bytes
   }
 }
 

@@ -9,7 +9,8 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {NativeModel} from '../../src/runtime/native-model.js'
 import {Engine} from '../../src/runtime/engine.js'
-import {PrefixDisk, trimOtherFolders} from '../../src/runtime/prefix-disk.js'
+import {PrefixDisk} from '../../src/runtime/prefix-disk.js'
+import {trimOtherFolders} from '../../src/runtime/prefix-folders.js'
 import {GREEDY, type SamplingParams} from '../../src/runtime/sampling.js'
 import {native} from '../../src/runtime/native.js'
 import type {Usage} from '../../src/runtime/request.js'
@@ -285,4 +286,15 @@ t.test('requests that share a prefix on disk read it once; pieces another model 
   e.scheduler.cache!.clear()
   await disk.flush()
   t.has(other.savedStats(), {rows: 0, states: 0}, 'nothing of it left natively')
+})
+
+t.test('a folder of another signature that has held no snapshot for a day goes', async t => {
+  const root = mkdtempSync(join(tmpdir(), 'splash-roots-'))
+  for (const name of ['stale', 'fresh', 'full', 'mine']) mkdirSync(join(root, name, 'snapshots'), {recursive: true})
+  writeFileSync(join(root, 'full', 'snapshots', 'a.snap'), 'x')
+  const dayAgo = new Date(Date.now() - 25 * 3600 * 1000)
+  for (const name of ['stale', 'full', 'mine']) utimesSync(join(root, name), dayAgo, dayAgo)
+  utimesSync(join(root, 'full', 'snapshots', 'a.snap'), dayAgo, dayAgo)
+  trimOtherFolders(root, 'mine', 1 << 20)
+  t.same(readdirSync(root).sort(), ['fresh', 'full', 'mine'], 'only the stale empty one')
 })
