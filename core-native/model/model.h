@@ -479,7 +479,20 @@ class Model {
     size_t win_floats = 0;
     std::unique_ptr<float[], SavedFree> win;
   };
-  // floats from the host into a new saved-piece buffer (saved_transfer.cpp; the caller holds the locks)
+  // The saved-piece calls' locks, taken in this order: the compute lock when the pieces live in device memory (their
+  // copies go through the backend's queue, which a running step also uses), then the sequence table's.
+  class SavedLock {
+   public:
+    SavedLock(std::mutex& compute, bool device, std::mutex& seqs) : device_(compute, std::defer_lock), seqs_(seqs, std::defer_lock) {
+      if (device) device_.lock();
+      seqs_.lock();
+    }
+
+   private:
+    std::unique_lock<std::mutex> device_, seqs_;  // released in reverse
+  };
+  SavedLock saved_lock() { return SavedLock(compute_mu_, !host_memory_, seq_mu_); }
+  // floats from the host into a new saved-piece buffer (saved_transfer.cpp; the caller holds saved_lock())
   std::unique_ptr<float[], SavedFree> upload(const float* src, size_t floats, const char* what);
   std::unordered_map<int64_t, SavedRows> saved_rows_;
   std::unordered_map<int64_t, SavedState> saved_states_;

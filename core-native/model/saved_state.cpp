@@ -46,10 +46,7 @@ Sequence* Model::idle_sequence(int32_t id) {
 }
 
 int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
-  // device memory: copies go through the backend's queue, which a running step also uses
-  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
-  if (!host_memory_) device.lock();
-  std::lock_guard<std::mutex> lock(seq_mu_);
+  auto lock = saved_lock();
   Sequence* s = idle_sequence(id);
   if (start < 0 || n <= 0 || start + n > s->len)
     throw Error("invalid_argument", "rows [" + std::to_string(start) + ", " + std::to_string(start + n) +
@@ -85,10 +82,7 @@ int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
 }
 
 int64_t Model::save_state(int32_t id) {
-  // device memory: copies go through the backend's queue, which a running step also uses
-  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
-  if (!host_memory_) device.lock();
-  std::lock_guard<std::mutex> lock(seq_mu_);
+  auto lock = saved_lock();
   Sequence* s = idle_sequence(id);
   if (s->broken) throw Error("sequence_broken", "sequence " + std::to_string(id) + " failed earlier");
   SavedState st;
@@ -127,10 +121,7 @@ int64_t Model::save_state(int32_t id) {
 }
 
 bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state) {
-  // device memory: copies go through the backend's queue, which a running step also uses
-  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
-  if (!host_memory_) device.lock();
-  std::lock_guard<std::mutex> lock(seq_mu_);
+  auto lock = saved_lock();
   Sequence* s = idle_sequence(id);
   auto st = saved_states_.find(state);
   if (st == saved_states_.end()) throw Error("invalid_argument", "unknown saved state " + std::to_string(state));
@@ -190,10 +181,7 @@ bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state)
 }
 
 void Model::free_saved(int64_t key) {
-  // saved rows in device memory go back to the backend, which a running step may be using
-  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
-  if (!host_memory_) device.lock();
-  std::lock_guard<std::mutex> lock(seq_mu_);
+  auto lock = saved_lock();
   if (saved_rows_.erase(key) == 0 && saved_states_.erase(key) == 0)
     throw Error("invalid_argument", "unknown saved rows or state " + std::to_string(key));
 }

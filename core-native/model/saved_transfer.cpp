@@ -40,10 +40,7 @@ Model::SavedInfo Model::saved_info(int64_t id) {
 }
 
 void Model::read_saved(int64_t id, float* a, float* b) {
-  // device memory: copies go through the backend's queue, which a running step also uses
-  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
-  if (!host_memory_) device.lock();
-  std::lock_guard<std::mutex> lock(seq_mu_);
+  auto lock = saved_lock();
   if (auto r = saved_rows_.find(id); r != saved_rows_.end()) {
     be_->iface->copy_to_host(be_->ctx, a, r->second.data.get(), r->second.floats * 4);
     return;
@@ -71,9 +68,7 @@ int64_t Model::import_rows(int32_t n, bool draft, const float* data, size_t floa
   if (floats != want)
     throw Error("invalid_argument", "saved rows of " + std::to_string(n) + " positions hold " + std::to_string(floats) +
                                         " floats; this model's hold " + std::to_string(want));
-  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
-  if (!host_memory_) device.lock();
-  std::lock_guard<std::mutex> lock(seq_mu_);
+  auto lock = saved_lock();
   SavedRows r;
   r.n = n;
   r.draft = draft;
@@ -97,9 +92,7 @@ int64_t Model::import_state(int32_t len, bool draft, int32_t win_n, const float*
     throw Error("invalid_argument", "a saved state's draft window (" + std::to_string(win_n) + " positions, " +
                                         std::to_string(win_floats) + " floats) is not this model's (" + std::to_string(keep) +
                                         ", " + std::to_string(want_win) + ")");
-  std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
-  if (!host_memory_) device.lock();
-  std::lock_guard<std::mutex> lock(seq_mu_);
+  auto lock = saved_lock();
   SavedState st;
   st.len = len;
   st.draft = draft;

@@ -64,6 +64,9 @@ interface Snapshot {
 }
 
 const ROOT = ''
+/** The hash chain's starting lanes (before the first block). */
+const H1 = 0x811c9dc5
+const H2 = 0x01000193
 
 export class PrefixCache {
   readonly blockSize: number
@@ -112,8 +115,8 @@ export class PrefixCache {
     if (!disk) return undefined
     const B = this.blockSize
     const chain: string[] = []
-    let h1 = 0x811c9dc5
-    let h2 = 0x01000193
+    let h1 = H1
+    let h2 = H2
     for (let j = 0; (j + 1) * B <= maxLength; j++) {
       const next = chainKey(h1, h2, tokens, j * B, B)
       chain.push(next.key)
@@ -152,7 +155,7 @@ export class PrefixCache {
     let bytes = 0
     for (const s of all) {
       bytes += this.sizeOf(s)
-      if (bytes > disk.capacity / 2) break
+      if (bytes > disk.capacityBytes / 2) break
       chosen.push(s)
     }
     for (const s of chosen.reverse()) {
@@ -172,8 +175,8 @@ export class PrefixCache {
     const B = this.blockSize
     let best: Snapshot | undefined
     let key = ROOT
-    let h1 = 0x811c9dc5
-    let h2 = 0x01000193
+    let h1 = H1
+    let h2 = H2
     const path: Block[] = []
     for (let j = 0; ; j++) {
       for (const s of this.snapshots.get(key) ?? []) {
@@ -205,8 +208,8 @@ export class PrefixCache {
     const chain: Block[] = []
     const created: Block[] = []
     let key = ROOT
-    let h1 = 0x811c9dc5
-    let h2 = 0x01000193
+    let h1 = H1
+    let h2 = H2
     try {
       for (let j = 0; j < full; j++) {
         const next = chainKey(h1, h2, tokens, j * B, B)
@@ -301,8 +304,8 @@ export class PrefixCache {
     const blocks: Block[] = []
     const fresh: Block[] = []
     try {
-      let h1 = 0x811c9dc5
-      let h2 = 0x01000193
+      let h1 = H1
+      let h2 = H2
       for (const b of snap.blocks) {
         const next = chainKey(h1, h2, b.tokens, 0, B)
         h1 = next.h1
@@ -381,7 +384,8 @@ export class PrefixCache {
   }
 }
 
-function sameTokens(saved: Int32Array, tokens: Int32Array, offset: number): boolean {
+/** Whether `saved` stands in `tokens` at `offset`. */
+export function sameTokens(saved: Int32Array, tokens: Int32Array, offset: number): boolean {
   if (offset + saved.length > tokens.length) return false
   for (let i = 0; i < saved.length; i++) if (saved[i] !== tokens[offset + i]) return false
   return true

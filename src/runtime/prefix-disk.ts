@@ -9,6 +9,7 @@ import {closeSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkS
 import {readFile, rename, unlink, utimes, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import type {SavedPiece} from './step-model.js'
+import {sameTokens} from './prefix-cache.js'
 
 const MAGIC = 'SPLASHP1'
 const QUEUE_BYTES = 256 * 1024 ** 2
@@ -35,8 +36,6 @@ export interface SnapshotIn {
 
 interface Entry {
   file: string
-  /** Key of the last full block ('' = none). */
-  at: string
   length: number
   blocks: string[]
   tail: Int32Array
@@ -47,7 +46,6 @@ interface Entry {
 interface Header {
   kind: 'block' | 'snapshot'
   key?: string
-  at?: string
   length?: number
   blocks?: string[]
   tail?: number[]
@@ -66,7 +64,6 @@ export interface PrefixDiskStats {
   bytes: number
   capacityBytes: number
   loads: number
-  writes: number
 }
 
 export class PrefixDisk {
@@ -77,14 +74,14 @@ export class PrefixDisk {
   private bytes = 0
   private clock = 0
   private loads = 0
-  private writes = 0
   private pending: Promise<void> = Promise.resolve()
   /** Bytes exported and not yet written. */
   private queued = 0
 
   constructor(
     readonly dir: string,
-    private readonly capacityBytes: number,
+    /** The most bytes the folder may hold. */
+    readonly capacityBytes: number,
   ) {
     mkdirSync(join(dir, 'blocks'), {recursive: true})
     mkdirSync(join(dir, 'snapshots'), {recursive: true})
@@ -97,7 +94,7 @@ export class PrefixDisk {
     for (let j = 0; j <= chain.length; j++) {
       for (const e of this.entries.get(j === 0 ? '' : chain[j - 1]!) ?? []) {
         if (e.length > maxLength || e.length <= than || (best && best.length >= e.length) || e.blocks.length !== j) continue
-        if (sameAt(e.tail, tokens, j * blockSize)) best = e
+        if (sameTokens(e.tail, tokens, j * blockSize)) best = e
       }
     }
     return best
@@ -117,7 +114,7 @@ export class PrefixDisk {
           continue
         }
         const b = decode(await readFile(join(this.dir, 'blocks', `${key}.kv`)))
-        if (b.header.kind !== 'block' || b.header.key !== key || !equal(b.ints, want) || b.pieces.length !== 1) throw new Error('not its block')
+        if (b.header.kind !== 'block' || b.header.key !== key || b.ints.length !== want.length || !sameTokens(b.ints, want, 0) || b.pieces.length !== 1) throw new Error('not its block')
         blocks.push({key, tokens: b.ints, rows: b.pieces[0]})
       }
       this.loads++
@@ -140,7 +137,8 @@ export class PrefixDisk {
     // one snapshot may not take most of the budget, and writes that fall behind hold at most QUEUE_BYTES of
     // exported pieces in memory (or one snapshot)
     if (s.bytes > this.capacityBytes / 2 || (this.queued > 0 && this.queued + s.bytes > QUEUE_BYTES)) return
-    const at = s.blocks.length > 0 ? s.blocks[s.blocks.length - 1]!.key : ''
+    const keys = s.blocks.map(b => b.key)
+    const at = atOf(keys)
     const file = `${at || 'root'}-${s.length}-${tailHash(s.tail?.tokens)}.snap`
     const same = (this.entries.get(at) ?? []).find(e => e.file === file)
     if (same) {
@@ -156,9 +154,9 @@ export class PrefixDisk {
       bytes += buf.length
     }
     const pieces = s.tail ? [s.tail.rows(), s.state()] : [s.state()]
-    const snapBuf = encode({kind: 'snapshot', at, length: s.length, blocks: s.blocks.map(b => b.key), tail: [...(s.tail?.tokens ?? [])]}, new Int32Array(0), pieces)
+    const snapBuf = encode({kind: 'snapshot', length: s.length, blocks: keys, tail: [...(s.tail?.tokens ?? [])]}, new Int32Array(0), pieces)
     bytes += snapBuf.length
-    const entry: Entry = {file, at, length: s.length, blocks: s.blocks.map(b => b.key), tail: s.tail?.tokens.slice() ?? new Int32Array(0), bytes: snapBuf.length, lastUsed: ++this.clock}
+    const entry: Entry = {file, length: s.length, blocks: keys, tail: s.tail?.tokens.slice() ?? new Int32Array(0), bytes: snapBuf.length, lastUsed: ++this.clock}
     this.add(entry)
     for (const [key, buf] of writes) this.blockBytes.set(key, buf.length), (this.bytes += buf.length)
     this.shrink(entry)
@@ -167,7 +165,6 @@ export class PrefixDisk {
       try {
         for (const [key, buf] of writes) await atomicWrite(join(this.dir, 'blocks', `${key}.kv`), buf)
         await atomicWrite(join(this.dir, 'snapshots', file), snapBuf)
-        this.writes++
       } catch {
         this.remove(entry) // a full disk or a removed folder: the snapshot is not kept
       } finally {
@@ -186,15 +183,10 @@ export class PrefixDisk {
     await this.pending
   }
 
-  /** The most bytes the folder may hold. */
-  get capacity(): number {
-    return this.capacityBytes
-  }
-
   stats(): PrefixDiskStats {
     let snapshots = 0
     for (const list of this.entries.values()) snapshots += list.length
-    return {snapshots, blocks: this.blockRefs.size, bytes: this.bytes, capacityBytes: this.capacityBytes, loads: this.loads, writes: this.writes}
+    return {snapshots, blocks: this.blockRefs.size, bytes: this.bytes, capacityBytes: this.capacityBytes, loads: this.loads}
   }
 
   /** Reads the snapshot files' headers; drops files it cannot read and blocks no snapshot needs. */
@@ -207,7 +199,7 @@ export class PrefixDisk {
         const h = readHeader(path)
         if (h.kind !== 'snapshot' || typeof h.length !== 'number' || !Array.isArray(h.blocks) || !Array.isArray(h.tail)) throw new Error('bad header')
         const st = statSync(path)
-        found.push({file: f, at: h.at ?? '', length: h.length, blocks: h.blocks, tail: Int32Array.from(h.tail), bytes: st.size, lastUsed: st.mtimeMs})
+        found.push({file: f, length: h.length, blocks: h.blocks, tail: Int32Array.from(h.tail), bytes: st.size, lastUsed: st.mtimeMs})
       } catch {
         quietUnlink(path)
       }
@@ -234,20 +226,21 @@ export class PrefixDisk {
   }
 
   private add(e: Entry): void {
-    const list = this.entries.get(e.at)
+    const list = this.entries.get(atOf(e.blocks))
     if (list) list.push(e)
-    else this.entries.set(e.at, [e])
+    else this.entries.set(atOf(e.blocks), [e])
     for (const k of e.blocks) this.blockRefs.set(k, (this.blockRefs.get(k) ?? 0) + 1)
     this.bytes += e.bytes
   }
 
   /** Forgets a snapshot and deletes its file, and the files of blocks no other snapshot holds. */
   private remove(e: Entry): void {
-    const list = this.entries.get(e.at)
+    const at = atOf(e.blocks)
+    const list = this.entries.get(at)
     const i = list?.indexOf(e) ?? -1
     if (i < 0) return
     list!.splice(i, 1)
-    if (list!.length === 0) this.entries.delete(e.at)
+    if (list!.length === 0) this.entries.delete(at)
     this.bytes -= e.bytes
     const gone: string[] = []
     for (const k of e.blocks) {
@@ -358,17 +351,8 @@ const u32 = (n: number) => {
 }
 const bytesOf = (a: Float32Array | Int32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength)
 
-function equal(a: Int32Array, b: Int32Array): boolean {
-  if (a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
-  return true
-}
-
-function sameAt(saved: Int32Array, tokens: Int32Array, offset: number): boolean {
-  if (offset + saved.length > tokens.length) return false
-  for (let i = 0; i < saved.length; i++) if (saved[i] !== tokens[offset + i]) return false
-  return true
-}
+/** The key snapshots are found by: their last full block's ('' = none). */
+const atOf = (blocks: readonly string[]) => blocks[blocks.length - 1] ?? ''
 
 function tailHash(t: Int32Array | undefined): string {
   let h = 0x811c9dc5

@@ -17,7 +17,6 @@ import type {Usage} from '../../src/runtime/request.js'
 import {synthFixture} from '../helpers/packages.js'
 import {randomPrompt} from '../helpers/tokens.js'
 
-const prompt = (n: number, seed: number, vocab = 5000) => randomPrompt(n, vocab, seed)
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
 
@@ -38,7 +37,7 @@ t.test('an exported and imported piece restores what the original restores', asy
   const m = await NativeModel.open(DEFAULT, 4096, {threads: 2})
   t.teardown(() => m.close())
   const h = m.handle
-  const p = prompt(300, 7)
+  const p = randomPrompt(300, 5000, 7)
   const a = native.createSequence(h, {maxLength: 4096})
   await native.step(h, [{seq: a, tokens: p, logits: 'none', capture: true}])
   await native.draft(h, [{seq: a, token: p[0]!, n: 0}]) // the draft takes in the context, so the rows carry it
@@ -75,7 +74,7 @@ for (const pkg of ['default', 'synthetic tiny-hybrid with a DFlash 2 draft'] as 
     t.teardown(() => m.close())
     const cold = new Engine(m, {}, undefined, {cacheBytes: 0})
     const V = Math.min(m.vocabSize, 5000)
-    const prompts = [prompt(400, 1, V), prompt(333, 2, V), prompt(129, 3, V)]
+    const prompts = [randomPrompt(400, V, 1), randomPrompt(333, V, 2), randomPrompt(129, V, 3)]
     const want = []
     for (const p of prompts) want.push((await generate(cold, p, 12)).tokens)
     // a memory tier that holds one snapshot of the longest prompt: the others go to disk
@@ -104,7 +103,7 @@ for (const pkg of ['default', 'synthetic tiny-hybrid with a DFlash 2 draft'] as 
 
 t.test('a restart finds what the last server persisted; blocks are shared on disk', async t => {
   const folder = mkdtempSync(join(tmpdir(), 'splash-disk-'))
-  const p = prompt(700, 9)
+  const p = randomPrompt(700, 5000, 9)
   const turn2 = Int32Array.from([...p.subarray(0, 600), 5, 6, 7, 8])
   let first: number[]
   {
@@ -132,7 +131,7 @@ t.test('a restart finds what the last server persisted; blocks are shared on dis
 
 t.test('damaged files are misses, and are removed', async t => {
   const folder = mkdtempSync(join(tmpdir(), 'splash-disk-'))
-  const p = prompt(300, 4)
+  const p = randomPrompt(300, 5000, 4)
   const m = await NativeModel.open(DEFAULT, 4096, {threads: 2})
   t.teardown(() => m.close())
   const cold = new Engine(m, {}, undefined, {cacheBytes: 0})
@@ -177,7 +176,7 @@ t.test('the folder stays inside its budget, least recently used first', async t 
   const budget = Math.floor(per * 3.5)
   const disk = new PrefixDisk(folder, budget)
   const e = new Engine(m, {}, undefined, {cacheBytes: per, disk})
-  for (let i = 0; i < 8; i++) await generate(e, prompt(200, 100 + i), 2)
+  for (let i = 0; i < 8; i++) await generate(e, randomPrompt(200, 5000, 100 + i), 2)
   await e.idle() // the last request's snapshots are saved after its done event
   e.scheduler.cache!.clear()
   await disk.flush()
@@ -194,7 +193,7 @@ t.test('300 requests, random cancellations (some while their prefix is read back
   t.teardown(() => m.close())
   const V = Math.min(m.vocabSize, 5000)
   // ten conversations' prefixes, and a memory tier that holds about three snapshots: the rest live on disk
-  const bases = Array.from({length: 10}, (_, i) => prompt(200, 500 + i, V))
+  const bases = Array.from({length: 10}, (_, i) => randomPrompt(200, V, 500 + i))
   const disk = new PrefixDisk(folder, 1 << 30)
   const e = new Engine(m, {maxRunning: 8}, undefined, {cacheBytes: 3 * (m.store.stateBytes + 230 * m.store.rowBytes), disk})
   let x = 777
@@ -202,7 +201,7 @@ t.test('300 requests, random cancellations (some while their prefix is read back
   const reasons: string[] = []
   let next = 0
   const one = async (i: number) => {
-    const p = Int32Array.from([...bases[Math.floor(rand() * bases.length)]!, ...prompt(1 + Math.floor(rand() * 20), 9000 + i, V)])
+    const p = Int32Array.from([...bases[Math.floor(rand() * bases.length)]!, ...randomPrompt(1 + Math.floor(rand() * 20), V, 9000 + i)])
     const ac = new AbortController()
     const mode = rand()
     const events = e.generate({prompt: p, maxTokens: 1 + Math.floor(rand() * 8), sampling: GREEDY, stopTokenIds: [], signal: ac.signal})
@@ -252,7 +251,7 @@ t.test("other signatures' folders together keep under one budget, least recently
 
 t.test('requests that share a prefix on disk read it once; pieces another model refuses are forgotten', async t => {
   const folder = mkdtempSync(join(tmpdir(), 'splash-disk-'))
-  const p = prompt(300, 31, 500) // ids every package here has
+  const p = randomPrompt(300, 500, 31) // ids every package here has
   {
     const m = await NativeModel.open(DEFAULT, 4096, {threads: 2})
     const e = new Engine(m, {}, undefined, {cacheBytes: 64 << 20, disk: new PrefixDisk(folder, 1 << 30)})
