@@ -141,11 +141,17 @@ t.test('an idle server has written its cache: a kill loses nothing', async t => 
   const ask = (url: string) => new OpenAI({baseURL: `${url}/v1`, apiKey: 'none'}).chat.completions.create({model: 'splash/default', messages, max_tokens: 16, temperature: 0})
   const first = await startServe(['--model', DEFAULT, '--no-webui'], {SPLASH_DATA_DIR: data})
   const before = await ask(first.url)
-  // the server writes its snapshots about two seconds after its last request; wait for the files, then kill it
+  // the server writes its snapshots about two seconds after its last request, one file at a time: wait until there is
+  // a file for every snapshot the memory tier holds (/metrics), then kill it
   const snaps = () => readdirSync(join(data, 'prefix-cache'), {recursive: true}).filter(f => String(f).endsWith('.snap')).length
+  const held = async () => Number(/^splash_prefix_cache_snapshots (\d+)/m.exec(await (await fetch(`${first.url}/metrics`)).text())?.[1])
   const deadline = Date.now() + 30_000
-  while (snaps() < 2 && Date.now() < deadline) await new Promise(r => setTimeout(r, 200))
-  t.ok(snaps() >= 2, `${snaps()} snapshot files written while idle`)
+  let want = await held()
+  while (snaps() < want && Date.now() < deadline) {
+    await new Promise(r => setTimeout(r, 200))
+    want = await held() // the finished request's own snapshot lands just after its answer
+  }
+  t.ok(want > 0 && snaps() >= want, `${snaps()} snapshot files written while idle, for the ${want} snapshots held`)
   first.child.kill('SIGKILL')
   await first.exited
   const second = await startServe(['--model', DEFAULT, '--no-webui'], {SPLASH_DATA_DIR: data})
