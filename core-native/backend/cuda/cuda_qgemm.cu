@@ -74,6 +74,13 @@ __device__ __forceinline__ uint32_t deq2(uint32_t v, uint32_t s2, uint32_t b2) {
   asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(v) : "r"(q), "r"(s2), "r"(b2));
   return v;
 }
+// (w & 0x000F000F) | 0x43004300 as one lop3: the bf16 pair 128 + q of the nibbles at bits 0 and 16 (written as C++,
+// the mask-and-or compiled to two LOP3: 32 more in each kernel, 872 → 840 instructions in all for 8 tokens)
+__device__ __forceinline__ uint32_t nib2(uint32_t w) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(w), "n"(0x000F000F), "r"(0x43004300u));
+  return r;
+}
 __device__ __forceinline__ uint32_t pair16(uint16_t v) { return uint32_t(v) | (uint32_t(v) << 16); }  // in both halves
 
 // The weight of row block b, its output and where its rows start among the group's (constant indices only: the
@@ -204,8 +211,8 @@ __global__ void __launch_bounds__(QgTile<WN, NTW, KS, ST>::kThreads, QgTile<WN, 
 #pragma unroll
           for (int p = 0; p < 2; ++p) {  // k16 steps: nibble pairs 2p and 2p + 1 of the word
             const int sh = 8 * p;
-            uint32_t a0 = ((wa >> sh) & 0x000F000Fu) | 0x43004300u, a1 = ((wb >> sh) & 0x000F000Fu) | 0x43004300u;
-            uint32_t a2 = ((wa >> (sh + 4)) & 0x000F000Fu) | 0x43004300u, a3 = ((wb >> (sh + 4)) & 0x000F000Fu) | 0x43004300u;
+            uint32_t a0 = nib2(wa >> sh), a1 = nib2(wb >> sh);
+            uint32_t a2 = nib2(wa >> (sh + 4)), a3 = nib2(wb >> (sh + 4));
             if constexpr (L::kLate) {
 #pragma unroll
               for (int j = 0; j < NTW; ++j) mma_bf16(part[i][j], a0, a1, a2, a3, b[j][2 * p], b[j][2 * p + 1]);
