@@ -215,7 +215,21 @@ void bench_spec_gemv(Be& g, const std::string& dir) {
 void bench(const std::string& dir, int prompt, int n) {
   auto m = Model::open(dir, 0, nullptr, 0, false, "cuda");
   const ModelConfig& c = m->config();
-  int32_t id = m->create_sequence(prompt + 2 * n + 1800);  // + the 1,580 tokens of the multi-token and greedy-row steps
+  // $SPLASH_BENCH_STEPS=k,k,...: first these step sizes in this order, 10 steps each, each step's time printed (where
+  // a size's median hides a slow step or an order effect)
+  std::vector<int> listed;
+  if (const char* list = std::getenv("SPLASH_BENCH_STEPS"))
+    for (const char* p = list; *p;) {
+      if (const int k = std::atoi(p); k > 0) listed.push_back(k);
+      while (*p && *p != ',') ++p;
+      if (*p == ',') ++p;
+    }
+  // the sequence holds every token below: the prompt, a decode step, n + n / 2 timed ones, the listed steps, and 11
+  // steps of each size of the multi-token (2 … 64), greedy-row (1, 4, 8; two ways) and sampled-row (1, 4, 8; two
+  // settings, two ways) loops
+  int64_t need = prompt + 1 + n + n / 2 + 11 * ((2 + 4 + 6 + 8 + 16 + 32 + 64) + 2 * 13 + 4 * 13);
+  for (int k : listed) need += 10 * k;
+  int32_t id = m->create_sequence(int32_t(need));
   std::vector<StepItem> items(1);
   items[0].seq = seq_of(*m, id);
   std::vector<std::vector<float>> out;
@@ -249,19 +263,33 @@ void bench(const std::string& dir, int prompt, int n) {
   setenv("SPLASH_CUDA_GRAPHS", "0", 1);  // the same steps queued slot by slot
   const double dc_direct = n > 1 ? decode(n / 2) : 0;
   unsetenv("SPLASH_CUDA_GRAPHS");
-  // steps of 2 to 64 tokens (the matmuls of a verify block or of batched decodes), 8 steps each after a warm-up
-  // (the mean time of a step of k tokens, new ids each step, with the item's sampling and logits as set; after two
-  // steps of warm-up)
+  // steps of 2 to 64 tokens (the matmuls of a verify block or of batched decodes): the median of 8 steps of k tokens
+  // (new ids each step, with the item's sampling and logits as set) after three of warm-up. The first steps of a
+  // new size are slower: a step that records its graph, and once, on the H100 of session 27, a third step of 16
+  // tokens that took 14 ms with or without graphs, which the mean of this loop then carried.
   auto time_steps = [&](int k) {
-    double t = 0;
-    for (int i = 0; i < 10; ++i) {
-      if (i == 2) t = now();
+    std::vector<double> ts;
+    for (int i = 0; i < 11; ++i) {
       items[0].tokens.resize(k);
       for (int j = 0; j < k; ++j) items[0].tokens[j] = int32_t((i * 31 + j * 7 + 1) % c.V);
+      const double t = now();
       m->step(items, out);
+      if (i >= 3) ts.push_back(now() - t);
     }
-    return (now() - t) / 8;
+    std::nth_element(ts.begin(), ts.begin() + ts.size() / 2, ts.end());
+    return ts[ts.size() / 2];
   };
+  for (int k : listed) {
+    std::printf("steps of %d tokens, ms:", k);
+    for (int i = 0; i < 10; ++i) {
+      items[0].tokens.resize(size_t(k));
+      for (int j = 0; j < k; ++j) items[0].tokens[size_t(j)] = int32_t((i * 31 + j * 7 + 1) % c.V);
+      const double t = now();
+      m->step(items, out);
+      std::printf(" %.3f", (now() - t) * 1e3);
+    }
+    std::printf("\n");
+  }
   const int kMulti[] = {2, 4, 6, 8, 16, 32, 64};
   double multi[7] = {};
   for (int mi = 0; mi < 7; ++mi) multi[mi] = time_steps(kMulti[mi]);
