@@ -6,13 +6,15 @@
 // memory tier before it is admitted. The folder is kept under a byte budget, least recently used snapshot first.
 // Anything unreadable, torn or of another shape is a miss and is deleted; the disk tier never fails a request.
 import {closeSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkSync} from 'node:fs'
-import {readFile, rename, unlink, utimes, writeFile} from 'node:fs/promises'
+import {open, rename, unlink, utimes, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import type {SavedPiece} from './step-model.js'
 import {sameTokens} from './prefix-cache.js'
 
 const MAGIC = 'SPLASHP1'
 const QUEUE_BYTES = 256 * 1024 ** 2
+/** Files read at once when a snapshot is read back (libuv's thread pool has 4 threads by default). */
+const READERS = 4
 /** The files' format: part of the folder's signature, so a new format starts a new folder. */
 export const PREFIX_DISK_FORMAT = MAGIC
 
@@ -100,20 +102,27 @@ export class PrefixDisk {
     return best
   }
 
-  /** Reads a snapshot back (blocks in `inMemory` are not read); undefined when its files are gone or damaged. */
+  /**
+   * Reads a snapshot back (blocks in `inMemory` are not read); undefined when its files are gone or damaged. The files
+   * are read READERS at a time (the thread pool's reads overlap), and their pieces are views of the file buffers.
+   */
   async load(e: Entry, tokens: Int32Array, blockSize: number, inMemory: (key: string) => boolean): Promise<SnapshotIn | undefined> {
     await this.pending // its files may still be on their way
     try {
-      const snap = decode(await readFile(join(this.dir, 'snapshots', e.file)))
+      const wanted = e.blocks.map((key, j) => ({key, j, held: inMemory(key)}))
+      const toRead = wanted.filter(b => !b.held)
+      const files = await readAll([join(this.dir, 'snapshots', e.file), ...toRead.map(b => join(this.dir, 'blocks', `${b.key}.kv`))])
+      const snap = decode(files[0]!)
       if (snap.header.kind !== 'snapshot' || snap.pieces.length !== (e.tail.length > 0 ? 2 : 1)) throw new Error('not a snapshot')
+      const read = new Map(toRead.map((b, i) => [b.key, files[i + 1]!]))
       const blocks: SnapshotIn['blocks'] = []
-      for (const [j, key] of e.blocks.entries()) {
+      for (const {key, j, held} of wanted) {
         const want = tokens.subarray(j * blockSize, (j + 1) * blockSize)
-        if (inMemory(key)) {
+        if (held) {
           blocks.push({key, tokens: want.slice(), rows: undefined})
           continue
         }
-        const b = decode(await readFile(join(this.dir, 'blocks', `${key}.kv`)))
+        const b = decode(read.get(key)!)
         if (b.header.kind !== 'block' || b.header.key !== key || b.ints.length !== want.length || !sameTokens(b.ints, want, 0) || b.pieces.length !== 1) throw new Error('not its block')
         blocks.push({key, tokens: b.ints, rows: b.pieces[0]})
       }
@@ -298,21 +307,50 @@ function decode(buf: Buffer): {header: Header; ints: Int32Array; pieces: SavedPi
   const hl = buf.readUInt32LE(8)
   const header = JSON.parse(buf.toString('utf8', 12, 12 + hl)) as Header
   let at = 12 + hl
-  const take = (n: number): ArrayBuffer => {
-    if (!Number.isSafeInteger(n) || n < 0 || at + n * 4 > buf.length) throw new Error('truncated')
-    const out = new ArrayBuffer(n * 4)
-    buf.copy(new Uint8Array(out), 0, at, at + n * 4)
+  // the pieces are views of the file's buffer (readAll's buffers start an ArrayBuffer, and a written header is
+  // padded to 4 bytes); they live until imported
+  const take = (n: number): number => {
+    if (!Number.isSafeInteger(n) || n < 0 || at + n * 4 > buf.length || (buf.byteOffset + at) % 4 !== 0) throw new Error('truncated or misaligned')
     at += n * 4
-    return out
+    return buf.byteOffset + at - n * 4
   }
-  const ints = new Int32Array(take(header.tokens ?? 0))
+  const floats = (n: number) => new Float32Array(buf.buffer, take(n), n)
+  // a copy: a block's tokens stay in the memory tier, which must not keep the whole file's buffer alive
+  const tokens = header.tokens ?? 0
+  const ints = new Int32Array(buf.buffer, take(tokens), tokens).slice()
   const pieces: SavedPiece[] = header.pieces.map(p =>
     p.kind === 'rows'
-      ? {kind: 'rows', n: p.n, draft: p.draft, data: new Float32Array(take(p.floats))}
-      : {kind: 'state', length: p.length, draft: p.draft, windowLength: p.windowLength, data: new Float32Array(take(p.floats)), window: new Float32Array(take(p.windowFloats))},
+      ? {kind: 'rows', n: p.n, draft: p.draft, data: floats(p.floats)}
+      : {kind: 'state', length: p.length, draft: p.draft, windowLength: p.windowLength, data: floats(p.floats), window: floats(p.windowFloats)},
   )
   if (at !== buf.length) throw new Error('trailing bytes')
   return {header, ints, pieces}
+}
+
+/** Reads whole files, READERS at a time, each into a buffer of its own (offset 0); rejects if any cannot be read. */
+async function readAll(paths: readonly string[]): Promise<Buffer[]> {
+  const out: Buffer[] = new Array(paths.length)
+  let next = 0
+  const worker = async () => {
+    while (next < paths.length) {
+      const i = next++
+      const fh = await open(paths[i]!, 'r')
+      try {
+        const size = (await fh.stat()).size
+        const buf = Buffer.allocUnsafeSlow(size) // not pooled: its own ArrayBuffer, at offset 0; every byte read below
+        for (let at = 0; at < size; ) {
+          const {bytesRead} = await fh.read(buf, at, size - at, at)
+          if (bytesRead === 0) throw new Error('truncated')
+          at += bytesRead
+        }
+        out[i] = buf
+      } finally {
+        await fh.close()
+      }
+    }
+  }
+  await Promise.all(Array.from({length: Math.min(READERS, paths.length)}, worker))
+  return out
 }
 
 function readHeader(path: string): Header {
