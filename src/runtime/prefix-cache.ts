@@ -149,13 +149,20 @@ export class PrefixCache {
   async persist(go: () => boolean = () => true): Promise<void> {
     const disk = this.options.disk
     if (!disk) return
-    // the most recently used that fit the folder's budget, written oldest first (the folder's own order)
+    // the most recently used that fit half the folder's budget, written oldest first (the folder's own order); a
+    // block shared by several snapshots is one file, so it counts once (a prompt's snapshot and its answer's share
+    // all but the answer's blocks)
     const all = [...this.snapshots.values()].flat().sort((a, b) => b.lastUsed - a.lastUsed)
     const chosen: Snapshot[] = []
+    const counted = new Set<string>()
+    const R = this.options.rowBytes
     let bytes = 0
     for (const s of all) {
-      bytes += this.sizeOf(s)
-      if (bytes > disk.capacityBytes / 2) break
+      let adds = this.options.stateBytes + (s.tail?.tokens.length ?? 0) * R
+      for (const b of s.blocks) if (!counted.has(b.key)) adds += this.blockSize * R
+      if (bytes + adds > disk.capacityBytes / 2) break
+      bytes += adds
+      for (const b of s.blocks) counted.add(b.key)
       chosen.push(s)
     }
     for (const s of chosen.reverse()) {

@@ -129,6 +129,30 @@ t.test('a restart finds what the last server persisted; blocks are shared on dis
   t.equal(again.usage.cachedTokens, p.length - 1, 'the whole prompt but its last token reused')
 })
 
+t.test('persisting counts a block shared by several snapshots once', async t => {
+  const p = randomPrompt(700, 5000, 21)
+  const m = await NativeModel.open(DEFAULT, 4096, {threads: 2})
+  t.teardown(() => m.close())
+  // what a prompt's snapshot and its answer's take on disk together, in an ample folder
+  const ample = new PrefixDisk(mkdtempSync(join(tmpdir(), 'splash-disk-')), 1 << 30)
+  {
+    const e = new Engine(m, {}, undefined, {cacheBytes: 64 << 20, disk: ample})
+    await generate(e, p, 10)
+    await e.idle()
+    await e.persist()
+  }
+  t.equal(ample.stats().snapshots, 2, 'the prompt less one token, and the end of the answer')
+  const both = ample.stats().bytes
+  // half of this folder's budget holds 1.5 times that: the two snapshots as files, not as two copies of the blocks
+  const tight = new PrefixDisk(mkdtempSync(join(tmpdir(), 'splash-disk-')), Math.ceil(both * 3))
+  const e = new Engine(m, {}, undefined, {cacheBytes: 64 << 20, disk: tight})
+  await generate(e, p, 10)
+  await e.idle()
+  await e.persist()
+  t.equal(tight.stats().snapshots, 2, 'both written')
+  t.equal(tight.stats().bytes, both, 'the same files')
+})
+
 t.test('damaged files are misses, and are removed', async t => {
   const folder = mkdtempSync(join(tmpdir(), 'splash-disk-'))
   const p = randomPrompt(300, 5000, 4)
