@@ -154,7 +154,7 @@ export class PrefixDisk {
       same.lastUsed = ++this.clock
       return
     }
-    const writes: Array<[string, Buffer]> = []
+    const writes: Array<[string, Encoded]> = []
     let bytes = 0
     for (const b of s.blocks) {
       if (this.blockRefs.has(b.key) || writes.some(w => w[0] === b.key)) continue
@@ -282,7 +282,13 @@ export class PrefixDisk {
 }
 
 // ---- files: MAGIC, u32 header length, JSON header (padded to 4 bytes), the tokens (i32), then each piece's floats
-function encode(h: Omit<Header, 'pieces'>, tokens: Int32Array, pieces: SavedPiece[]): Buffer {
+/** A file's parts in order (the pieces as views of their arrays, not copied into one buffer) and its length. */
+interface Encoded {
+  parts: Buffer[]
+  length: number
+}
+
+function encode(h: Omit<Header, 'pieces'>, tokens: Int32Array, pieces: SavedPiece[]): Encoded {
   const header: Header = {
     ...h,
     tokens: tokens.length,
@@ -299,7 +305,7 @@ function encode(h: Omit<Header, 'pieces'>, tokens: Int32Array, pieces: SavedPiec
     parts.push(bytesOf(p.data))
     if (p.kind === 'state') parts.push(bytesOf(p.window))
   }
-  return Buffer.concat(parts)
+  return {parts, length: parts.reduce((n, b) => n + b.length, 0)}
 }
 
 function decode(buf: Buffer): {header: Header; ints: Int32Array; pieces: SavedPiece[]} {
@@ -368,9 +374,9 @@ function readHeader(path: string): Header {
   }
 }
 
-async function atomicWrite(path: string, buf: Buffer): Promise<void> {
+async function atomicWrite(path: string, file: Encoded): Promise<void> {
   const tmp = `${path}.${process.pid}.tmp`
-  await writeFile(tmp, buf)
+  await writeFile(tmp, file.parts)
   await rename(tmp, path)
 }
 
