@@ -75,7 +75,7 @@ fi
 # with all but the prompt's last token reused. Prints both TTFTs.
 if [[ "${1:-}" == --disk-check ]]; then
   preset="${CHECK_PRESET:-qwen3.8-27b}" layers="${CHECK_LAYERS:-8}"
-  pkg=/tmp/splash-disk-$preset data=/tmp/splash-disk-data
+  pkg=/tmp/splash-disk-$preset-$layers data=/tmp/splash-disk-data  # a package per depth: CHECK_LAYERS=64 must not reuse an 8-layer one
   [[ -f $pkg/splash.json ]] || node bin/run.js package synth --preset "$preset" --layers "$layers" -o $pkg > /dev/null || exit 1
   rm -rf $data
   export SPLASH_BACKEND="${SPLASH_BACKEND:-cuda}" SPLASH_PREFIX_DISK=on SPLASH_DATA_DIR=$data
