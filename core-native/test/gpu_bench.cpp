@@ -219,11 +219,8 @@ void bench(const std::string& dir, int prompt, int n) {
   // a size's median hides a slow step or an order effect)
   std::vector<int> listed;
   if (const char* list = std::getenv("SPLASH_BENCH_STEPS"))
-    for (const char* p = list; *p;) {
-      if (const int k = std::atoi(p); k > 0) listed.push_back(k);
-      while (*p && *p != ',') ++p;
-      if (*p == ',') ++p;
-    }
+    for (const std::string& k : split(list, ','))
+      if (std::atoi(k.c_str()) > 0) listed.push_back(std::atoi(k.c_str()));
   // the sequence holds every token below: the prompt, a decode step, n + n / 2 timed ones, the listed steps, and 11
   // steps of each size of the multi-token (2 … 64), greedy-row (1, 4, 8; two ways) and sampled-row (1, 4, 8; two
   // settings, two ways) loops

@@ -11,18 +11,6 @@
 
 namespace splash::gputest {
 
-namespace {
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t p = 0;
-  for (size_t e; (e = s.find(sep, p)) != std::string::npos; p = e + 1) out.push_back(s.substr(p, e - p));
-  out.push_back(s.substr(p));
-  return out;
-}
-
-}  // namespace
-
 void bench_probe(const std::string& dir, int prompt, int n, const std::vector<std::string>& settings) {
   for (const std::string& setting : settings) {
     std::vector<std::string> names;

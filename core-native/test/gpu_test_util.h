@@ -41,6 +41,15 @@ struct OneSeq {
 // which this test does not include).
 constexpr int kDefaultQgemmMin = 5, kDefaultQgemmMax = 64, kDefaultGemvMma = 8;
 
+// s cut at every sep (an empty piece where two meet)
+inline std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  for (size_t e; (e = s.find(sep, p)) != std::string::npos; p = e + 1) out.push_back(s.substr(p, e - p));
+  out.push_back(s.substr(p));
+  return out;
+}
+
 inline int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : fallback;

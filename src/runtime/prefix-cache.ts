@@ -155,11 +155,10 @@ export class PrefixCache {
     const all = [...this.snapshots.values()].flat().sort((a, b) => b.lastUsed - a.lastUsed)
     const chosen: Snapshot[] = []
     const counted = new Set<string>()
-    const R = this.options.rowBytes
     let bytes = 0
     for (const s of all) {
-      let adds = this.options.stateBytes + (s.tail?.tokens.length ?? 0) * R
-      for (const b of s.blocks) if (!counted.has(b.key)) adds += this.blockSize * R
+      let adds = this.sizeOf(s)
+      for (const b of s.blocks) if (counted.has(b.key)) adds -= this.blockSize * this.options.rowBytes
       if (bytes + adds > disk.capacityBytes / 2) break
       bytes += adds
       for (const b of s.blocks) counted.add(b.key)
