@@ -81,6 +81,15 @@ float* Model::host_logits(size_t floats) {
 }
 
 void Model::step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out) {
+  // The addon refuses these before a step starts; this guards the engine's other callers (the benches, the GPU
+  // tests), for which an overlong step would write KV rows past the sequence's planes.
+  for (const auto& it : items) {
+    if (!it.seq) throw Error("invalid_argument", "a step item has no sequence");
+    if (it.tokens.empty()) throw Error("invalid_argument", "a step item has no tokens");
+    if (int64_t(it.seq->len) + int64_t(it.tokens.size()) > it.seq->max_len)
+      throw Error("too_long", std::to_string(it.seq->len) + " + " + std::to_string(it.tokens.size()) +
+                                  " tokens exceed the sequence's maxLength " + std::to_string(it.seq->max_len));
+  }
   std::lock_guard<std::mutex> lock(compute_mu_);
   forward(items, out);
 }

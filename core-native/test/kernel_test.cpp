@@ -1,5 +1,5 @@
 // Standalone kernel self-test and matmul benchmark:
-// `splash_kernel_test [bench rows cols dtype threads [isa|-] [tokens]]`.
+// `splash_kernel_test [bench rows cols dtype threads [isa|-] [tokens]]`, `decode DIR …`, `guard DIR`.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -65,6 +65,42 @@ int main(int argc, char** argv) {
     std::printf("%s threads=%d int8=%d weights %.2f GB: prefill %d tok %.1f tok/s; decode %.2f tok/s (%.1f GB/s of weights)\n",
                 m->backend().iface->variant, threads, int(int8), gb, prompt, prompt / pf, n / dc, gb * n / dc);
     return 0;
+  }
+  if (argc > 2 && std::string(argv[1]) == "guard") {
+    // guard DIR: Model::step refuses a step that would pass the sequence's maxLength (code too_long), before it
+    // runs, so the sequence is still usable; prints "guard ok" or what went wrong
+    auto m = splash::Model::open(argv[2], 1, nullptr, 2);
+    const int32_t id = m->create_sequence(4);
+    splash::Sequence* s = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(m->seq_mutex());
+      s = m->find(id);
+    }
+    std::vector<splash::StepItem> items(1);
+    std::vector<std::vector<float>> out;
+    items[0].seq = s;
+    items[0].logits = 1;
+    auto refused = [&](int n) {
+      items[0].tokens.assign(size_t(n), 1);
+      try {
+        m->step(items, out);
+      } catch (const splash::Error& e) {
+        if (e.code == "too_long") return true;
+        std::printf("guard: %d tokens at length %d failed with %s: %s\n", n, s->len, e.code.c_str(), e.what());
+        return false;
+      }
+      std::printf("guard: %d tokens at length %d were not refused\n", n, s->len - n);
+      return false;
+    };
+    auto steps = [&](int n) {
+      items[0].tokens.assign(size_t(n), 1);
+      m->step(items, out);
+      return s->len;
+    };
+    bool ok = refused(5) && s->len == 0 && steps(3) == 3 && refused(2) && s->len == 3 && steps(1) == 4 && refused(1);
+    ok = ok && out.size() == 1 && out[0].size() == size_t(m->config().V);
+    std::printf("guard %s\n", ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
   }
   int bad = 0;
   for (auto& r : kernel_self_test(1234)) {

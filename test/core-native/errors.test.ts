@@ -1,9 +1,11 @@
 // Bad input to the native core is an error with a code, never a crash.
 import t from 'tap'
-import {native, NativeError} from '../../src/runtime/native.js'
+import {native, NativeError, addonPath} from '../../src/runtime/native.js'
 import {SplashError} from '../../src/errors.js'
 import {writeTinyPackage} from './helpers/tiny-package.js'
 import {writeFile, mkdir} from 'node:fs/promises'
+import {spawnSync} from 'node:child_process'
+import path from 'node:path'
 
 const root = t.testdir({})
 
@@ -67,6 +69,16 @@ t.test('sequence and step validation', async (t) => {
   t.throws(() => native.createSequence(h, {maxLength: 4}), {code: 'unknown_model'})
   await t.rejects(step([{seq, tokens: toks([1])}]), {code: 'unknown_model'})
   t.throws(() => native.closeModel(h), {code: 'unknown_model'})
+})
+
+// The addon refuses an overlong step before it reaches the engine (above); the engine's own check covers its other
+// callers (the benches, the GPU tests), through the kernel test binary built beside the addon.
+t.test('the engine refuses a step past maxLength without the addon', async (t) => {
+  const pkg = await writeTinyPackage(`${root}/guard`, 'hybrid', 'q4', 11)
+  const exe = path.join(path.dirname(addonPath), '..', 'splash_kernel_test')
+  const r = spawnSync(exe, ['guard', pkg.dir], {encoding: 'utf8', timeout: 120_000})
+  t.equal(r.status, 0, `${r.stdout}${r.stderr}`)
+  t.match(r.stdout, /^guard ok$/m)
 })
 
 t.test('closing a model while a step runs lets the step finish', async (t) => {
