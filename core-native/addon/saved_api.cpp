@@ -25,12 +25,13 @@ Napi::Value SaveRows(const Napi::CallbackInfo& info) {
   });
 }
 
-// saveState(handle, seqId) → id
+// saveState(handle, seqId, length?) → id: the state at the sequence's length, or at a length its last step kept (snapshots)
 Napi::Value SaveState(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     auto m = model_arg(info);
-    if (info.Length() < 2) fail("invalid_argument", "saveState(handle, seqId)");
-    return Napi::Number::New(info.Env(), double(m->save_state(int_arg(info[1], "seqId", 0, INT32_MAX))));
+    if (info.Length() < 2) fail("invalid_argument", "saveState(handle, seqId, length?)");
+    const int32_t length = info.Length() > 2 && !info[2].IsUndefined() ? int_arg(info[2], "length", 0, INT32_MAX) : -1;
+    return Napi::Number::New(info.Env(), double(m->save_state(int_arg(info[1], "seqId", 0, INT32_MAX), length)));
   });
 }
 

@@ -152,7 +152,8 @@ Napi::Object item_arg(Napi::Array arr, uint32_t i, const std::string& where) {
   return v.As<Napi::Object>();
 }
 
-// step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all', capture?, verify?, keep?, sample?}], {inline?})
+// step(handle, [{seq, tokens: Int32Array, logits: 'none'|'last'|'all', capture?, verify?, keep?, snapshots?, sample?}],
+//   {inline?})
 //   → Promise<{logits: Float32Array|null, sampled: [...]|null}[]>; with inline: true the step runs on the calling
 //   thread (the promise is settled when the call returns)
 Napi::Value Step(const Napi::CallbackInfo& info) {
@@ -191,6 +192,18 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
       it.capture = o.Get("capture").ToBoolean().Value();
       it.verify = o.Get("verify").ToBoolean().Value();
       it.keep = o.Get("keep").ToBoolean().Value();
+      if (Napi::Value kv = o.Get("snapshots"); !kv.IsUndefined()) {
+        if (!kv.IsArray()) fail("invalid_argument", where + ".snapshots must be an array of lengths");
+        Napi::Array ka = kv.As<Napi::Array>();
+        const int64_t n = int64_t(it.tokens.size());
+        for (uint32_t k = 0; k < ka.Length(); ++k) {
+          const int32_t L = int_arg(ka.Get(k), (where + ".snapshots[" + std::to_string(k) + "]").c_str(), 0, INT32_MAX);
+          if (it.verify || L <= s->len || L >= s->len + n || (k > 0 && L <= it.snaps.back()))
+            fail("invalid_argument", where + ".snapshots must be ascending lengths inside the step (" + std::to_string(s->len) +
+                                         ", " + std::to_string(s->len + n) + "), and not in a verify pass");
+          it.snaps.push_back(L);
+        }
+      }
       multimodal_fields(*m, o, where, it);
       if (!o.Get("sample").IsUndefined()) {
         it.sample = splash::addon::parse_sample(o.Get("sample"), where + ".sample", V, int(it.tokens.size()));

@@ -64,7 +64,7 @@ bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   void* bc = be_->ctx;
   if (!be->graph_capture_begin || N > kGraphMaxTokens || !graphs_enabled()) return false;
   for (auto& it : items) {
-    if (!it.positions.empty() || !it.embed_at.empty()) return false;
+    if (!it.positions.empty() || !it.embed_at.empty() || !it.snaps.empty()) return false;
     if (it.verify && !verify_graphs_enabled(weight_bytes())) return false;
   }
   const uint64_t epoch = be->graph_epoch(bc);

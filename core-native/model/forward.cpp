@@ -143,10 +143,22 @@ void Model::linear_attention(const Layer& l, std::vector<StepItem>& items, const
       off += n;
       continue;
     }
-    be->conv1d_silu(bc, qkv + off * C, n, int(C), c.conv_k, l.conv, st + l.conv_off, conv + off * C);
-    splash_gdn_args g = args(off, n);
-    if (n > 1 && be->gdn_chunked) be->gdn_chunked(bc, &g);
-    else be->gdn_recurrent(bc, &g);
+    // one segment per kept state (StepItem::snaps) and one after the last: the calls, and so the bits, of steps
+    // that ended at those lengths; after each segment but the last the layer's conv and GDN state is kept
+    const Sequence* s = it.seq;
+    int done = 0;
+    for (size_t j = 0; j <= it.snaps.size(); ++j) {
+      const int end = j < it.snaps.size() ? it.snaps[j] - s->len : n, m = end - done;
+      be->conv1d_silu(bc, qkv + (off + done) * C, m, int(C), c.conv_k, l.conv, st + l.conv_off, conv + (off + done) * C);
+      splash_gdn_args g = args(off + done, m);
+      if (m > 1 && be->gdn_chunked) be->gdn_chunked(bc, &g);
+      else be->gdn_recurrent(bc, &g);
+      if (j < it.snaps.size() && s->snaps[j].second) {
+        const size_t floats = size_t(int64_t(c.conv_k - 1) * C + int64_t(c.nv) * c.dk * c.dv);
+        be->copy2d(bc, s->snaps[j].second + l.conv_off, 0, st + l.conv_off, 0, floats * 4, 1);
+      }
+      done = end;
+    }
     off += n;
   }
   be->gated_rmsnorm(bc, o, z, l.gnorm, N * c.nv, c.dv, c.eps, o);
@@ -334,6 +346,7 @@ void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>
   for (auto& it : items) {
     Sequence* s = it.seq;
     s->spec_n = 0;
+    open_snaps(it);
     if (it.verify && gdn_floats_ > 0) {  // both methods start from the state before the block
       ensure_slots(s, int32_t(it.tokens.size()));
       be->copy2d(bc, s->slots, 0, s->gdn, 0, size_t(gdn_floats_) * 4, 1);

@@ -140,6 +140,10 @@ struct Sequence {
   // or, when the backend's sampler drew them, their copy in backend memory (rows draft_qd_rows of room draft_qd_cap)
   float* draft_qd = nullptr;
   int32_t draft_qd_rows = 0, draft_qd_cap = 0;
+  // GDN and conv states kept inside the last step at the lengths its item asked for (StepItem::snaps): {length,
+  // gdn_floats of state, or null without linear layers}; owned by the model (Model::drop_snaps), taken by
+  // save_state(id, length)
+  std::vector<std::pair<int32_t, float*>> snaps;
 };
 
 struct StepItem {
@@ -156,6 +160,9 @@ struct StepItem {
   std::shared_ptr<const sampler::Request> sample;  // sample (or score) the trailing rows inside the step
   std::vector<sampler::Sampled> sampled;           // filled by step(): one per sample->rows
   bool keep = false;  // keep the sampled rows' logits where the backend is, for resample() until the next step
+  // lengths inside this item (len < L < len + n, ascending) at which the GDN and conv state is kept for
+  // save_state(id, L): the prefix cache's anchors inside a prefill chunk, which then need no step of their own
+  std::vector<int32_t> snaps;
   int logit_rows() const { return logits == 0 ? 0 : logits == 1 ? 1 : int(tokens.size()); }
   // trailing rows that go through the LM head: those returned as logits and those sampled
   int head_rows() const { return std::max(logit_rows(), sample ? int(sample->rows.size()) : 0); }
@@ -259,7 +266,8 @@ class Model {
   // puts rows covering [0, len) and a state at len into a sequence and returns whether the draft context
   // came back too (else the draft cannot run on it).
   int64_t save_rows(int32_t seq, int32_t start, int32_t n);  // throws
-  int64_t save_state(int32_t seq);                           // throws
+  // the state at the sequence's length, or (length ≥ 0, below it) one its last step kept (StepItem::snaps)
+  int64_t save_state(int32_t seq, int32_t length = -1);      // throws
   bool restore(int32_t seq, const std::vector<int64_t>& rows, int64_t state);  // throws
   void free_saved(int64_t id);                               // throws
   struct SavedStats {
@@ -367,6 +375,10 @@ class Model {
   // states: layer l's conv state after each of a verify's n tokens (conv inputs x) into slots 1..n, from the
   // block's start state in slot 0 and x
   void keep_conv_states(const Layer& l, Sequence* s, const float* x, int n);
+  // frees the states a step kept for s above `length` (all of them with −1)
+  void drop_snaps(Sequence* s, int32_t length);
+  // the step's kept states: slots for the item's lengths (checked), then per linear layer its segments
+  void open_snaps(const StepItem& it);
   // replay: after layer l's verify rows [off, off + n) of item s ran, keep their conv inputs and gates
   void keep_replay_inputs(const Layer& l, Sequence* s, const float* qkv, const float* beta, const float* g, int64_t off,
                           int n);

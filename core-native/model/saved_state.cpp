@@ -3,6 +3,7 @@
 // snapshot of the same prefix), in the memory the sequences' KV lives in (device memory on a device backend);
 // GDN and conv state cannot be sliced, so a whole state is saved at one length (in the same memory). Restoring copies
 // blocks and a state into a fresh sequence, which then continues as if it had computed that prefix itself: the rows and the state are the very values the first sequence computed.
+#include <algorithm>
 #include <cstring>
 
 #include "model/model.h"
@@ -81,22 +82,62 @@ int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
   return key;
 }
 
-int64_t Model::save_state(int32_t id) {
+void Model::drop_snaps(Sequence* s, int32_t length) {
+  auto& v = s->snaps;
+  for (auto& [len, p] : v)
+    if (len > length) free_state(p), p = nullptr;
+  v.erase(std::remove_if(v.begin(), v.end(), [&](const auto& k) { return k.first > length; }), v.end());
+}
+
+void Model::open_snaps(const StepItem& it) {
+  Sequence* s = it.seq;
+  drop_snaps(s, -1);
+  const int64_t n = int64_t(it.tokens.size());
+  for (size_t j = 0; j < it.snaps.size(); ++j) {
+    const int32_t L = it.snaps[j];
+    if (it.verify || L <= s->len || L >= s->len + n || (j > 0 && L <= it.snaps[j - 1]))
+      throw Error("invalid_argument", "a kept state's length " + std::to_string(L) + " is not inside the step (" +
+                                          std::to_string(s->len) + ", " + std::to_string(s->len + n) +
+                                          "), ascending, in a step that is not a verify pass");
+    // memory the plan does not count (it becomes a saved state's, which the cache's budget does): a state that does
+    // not fit is not kept, and its save fails, not the step
+    float* p = gdn_floats_ > 0 ? static_cast<float*>(alloc_state(size_t(gdn_floats_) * 4, false)) : nullptr;
+    s->snaps.emplace_back(L, p);
+  }
+}
+
+int64_t Model::save_state(int32_t id, int32_t length) {
   auto lock = saved_lock();
   Sequence* s = idle_sequence(id);
   if (s->broken) throw Error("sequence_broken", "sequence " + std::to_string(id) + " failed earlier");
   SavedState st;
-  st.len = s->len;
+  st.gdn = std::unique_ptr<float[], SavedFree>(nullptr, SavedFree{this});  // deleters set before any assignment
+  st.win = std::unique_ptr<float[], SavedFree>(nullptr, SavedFree{this});
+  st.len = length < 0 ? s->len : length;
   st.floats = size_t(gdn_floats_);
-  if (st.floats > 0) {
+  auto kept = std::find_if(s->snaps.begin(), s->snaps.end(), [&](const auto& k) { return k.first == st.len; });
+  if (st.len != s->len && kept == s->snaps.end())
+    throw Error("invalid_argument", "sequence " + std::to_string(id) + " has no state at length " + std::to_string(st.len) +
+                                        " (its length is " + std::to_string(s->len) +
+                                        "; a step keeps states only at the lengths its item asks for)");
+  if (st.len != s->len && st.floats > 0 && !kept->second)
+    throw Error("out_of_memory", "the state at length " + std::to_string(st.len) + " could not be kept (no memory for it)");
+  if (st.len != s->len) {  // the kept state becomes the saved one
+    st.gdn = std::unique_ptr<float[], SavedFree>(kept->second, SavedFree{this});
+    s->snaps.erase(kept);
+  } else if (st.floats > 0) {
     st.gdn = std::unique_ptr<float[], SavedFree>(static_cast<float*>(alloc_state(st.floats * 4, false)), SavedFree{this});
     if (!st.gdn) throw Error("out_of_memory", "cannot allocate " + std::to_string(st.floats * 4) + " bytes for a saved state");
     be_->iface->copy2d(be_->ctx, st.gdn.get(), 0, s->gdn, 0, st.floats * 4, 1);
   }
-  // the draft context travels with the state only when the draft has consumed every position; the sliding
-  // layers' part of it is the window before the next block, saved here
-  st.draft = has_draft() && s->draft_len == s->len;
-  const int32_t keep = st.draft ? draft_keep(s->len) : 0;
+  // the draft context travels with the state only when the draft has consumed every position up to it and, for
+  // sliding layers, still holds the window before it (saved here: the window before the next block)
+  int32_t keep = 0;
+  st.draft = has_draft() && s->draft_len >= st.len;
+  if (st.draft) {
+    keep = draft_keep(st.len);
+    if (keep > 0 && st.len - keep < s->draft_lo) st.draft = false, keep = 0;
+  }
   if (keep > 0) {
     const int64_t dw = int64_t(dcfg_.nkv) * dcfg_.hd;
     st.win_n = keep;
@@ -108,7 +149,7 @@ int64_t Model::save_state(int32_t id) {
       if (!is_sliding(dcfg_, li)) continue;
       // ≤ window − 1 positions: contiguous rows in a ring too
       const DraftPlanes dp = draft_planes(*s, li);
-      const int64_t row = dp.ring ? (s->len - keep) % dp.ring : s->len - keep;
+      const int64_t row = dp.ring ? (st.len - keep) % dp.ring : st.len - keep;
       for (const float* plane : {dp.k, dp.v}) {
         be_->iface->copy2d(be_->ctx, out, 0, plane + row * dw, 0, size_t(keep) * dw * 4, 1);
         out += size_t(keep) * dw;
@@ -170,6 +211,7 @@ bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state)
     }
   }
   if (st->second.floats > 0) be_->iface->copy2d(be_->ctx, s->gdn, 0, st->second.gdn.get(), 0, st->second.floats * 4, 1);
+  drop_snaps(s, -1);
   s->len = len;
   s->broken = false;
   s->spec_n = 0;

@@ -114,6 +114,7 @@ void Model::free_sequence(int32_t id) {
   if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
   if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
   if (s->gdn) gdn_pool_.push_back(s->gdn);
+  drop_snaps(s, -1);
   pool_.give(s->kv);
   pool_.give(s->dkv);
   pool_.give(s->feat);
@@ -153,6 +154,7 @@ void Model::truncate_sequence(int32_t id, int32_t len) {
   };
   if (len == 0) {
     if (s->gdn) be_->iface->memset_zero(be_->ctx, s->gdn, size_t(gdn_floats_) * 4);
+    drop_snaps(s, 0);
     s->len = 0;
     s->broken = false;
     s->spec_n = 0;
@@ -167,6 +169,7 @@ void Model::truncate_sequence(int32_t id, int32_t len) {
                       "; truncate to 0, to the current length, or within the last verify step");
     roll_back(s, len);
   }
+  drop_snaps(s, len);
   s->len = len;
   s->spec_n = 0;
   cut_draft();

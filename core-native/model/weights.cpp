@@ -499,6 +499,7 @@ Model::~Model() {
   saved_rows_.clear();  // device memory on a device backend: freed while the backend is open
   for (auto& [id, s] : seqs_) {
     free_state(s.gdn);
+    drop_snaps(&s, -1);
     pool_.give(s.kv);
     pool_.give(s.dkv);
     pool_.give(s.feat);

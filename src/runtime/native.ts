@@ -221,6 +221,12 @@ export interface StepItem {
   verify?: boolean
   /** Keep the logits of the sampled rows where the backend is, for resample() until the next step. */
   keep?: boolean
+  /**
+   * Lengths inside this step (ascending, above the sequence's length and below its length after the step; not in
+   * a verify pass) at which the GDN and conv state is kept, for saveState(h, seq, length) until the sequence's next
+   * step: the prefix cache's anchors inside a prefill chunk. The step computes what steps ending there would.
+   */
+  snapshots?: number[]
   /** Token indices of this item (image pads) whose embeddings are replaced by rows of `embeds`. */
   embedAt?: Int32Array
   /** embedAt.length × hiddenSize values. */
@@ -313,7 +319,7 @@ interface Binding {
   draft(h: ModelHandle, items: DraftItem[], opts?: CallOptions): Promise<StepResult[]>
   resample(h: ModelHandle, seq: SequenceId, row: number, sample: SampleRequest): SampledToken
   saveRows(h: ModelHandle, seq: SequenceId, start: number, n: number): number
-  saveState(h: ModelHandle, seq: SequenceId): number
+  saveState(h: ModelHandle, seq: SequenceId, length?: number): number
   restoreSequence(h: ModelHandle, seq: SequenceId, rows: number[], state: number): boolean
   freeSaved(h: ModelHandle, id: number): void
   exportSaved(h: ModelHandle, id: number): SavedPiece
@@ -398,8 +404,8 @@ export const native = {
   resample: (h: ModelHandle, seq: SequenceId, row: number, sample: SampleRequest) => sync(() => load().resample(h, seq, row, sample)),
   /** Prefix cache: copies KV rows [start, start+n) of a sequence (target, and draft context when complete); returns an id. */
   saveRows: (h: ModelHandle, seq: SequenceId, start: number, n: number) => sync(() => load().saveRows(h, seq, start, n)),
-  /** Prefix cache: copies a sequence's GDN + conv state at its current length; returns an id. */
-  saveState: (h: ModelHandle, seq: SequenceId) => sync(() => load().saveState(h, seq)),
+  /** Prefix cache: copies a sequence's GDN + conv state at its current length, or takes the one its last step kept at `length` (StepItem.snapshots); returns an id. */
+  saveState: (h: ModelHandle, seq: SequenceId, length?: number) => sync(() => load().saveState(h, seq, length)),
   /** Puts saved rows covering [0, len) and a saved state at len into a sequence; true when the draft context came back too. */
   restoreSequence: (h: ModelHandle, seq: SequenceId, rows: number[], state: number) =>
     sync(() => load().restoreSequence(h, seq, rows, state)),
