@@ -29,7 +29,7 @@ export class NativeModel implements StepModel {
     this.inlineDrafts = new InlinePolicy(inlineEnabled(info.backend))
     this.store = {
       saveRows: (seq, start, n) => native.saveRows(h, seq, start, n),
-      saveState: seq => native.saveState(h, seq),
+      saveState: (seq, length) => native.saveState(h, seq, length),
       restore: (seq, rows, state) => native.restoreSequence(h, seq, rows, state),
       freeSaved: id => {
         if (!this.closed) native.freeSaved(h, id)

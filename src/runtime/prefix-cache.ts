@@ -241,7 +241,7 @@ export class PrefixCache {
       const tail = tailTokens.length > 0 ? {id: this.store.saveRows(seq, full * B, tailTokens.length), tokens: tailTokens.slice()} : undefined
       let state: number
       try {
-        state = this.store.saveState(seq)
+        state = this.store.saveState(seq, length)
       } catch (err) {
         if (tail) this.store.freeSaved(tail.id)
         throw err

@@ -51,28 +51,32 @@ export class PrefixSaves {
   }
 
   /**
-   * Saves the states of running sequences whose prefill reached an anchor and of finished ones (the caller
-   * frees those afterwards). The draft first takes in the pending context of all of them in one pass, so
-   * that the saved rows carry it. Never throws.
+   * Saves the states of running sequences at the anchors their last prefill chunk reached (its end, or states
+   * the step kept inside it) and of finished ones at those and at their length (the caller frees those
+   * afterwards). The draft first takes in the pending context of all of them in one pass, so that the saved rows
+   * carry it. Never throws.
    */
   async save(anchored: Sequence[], releasing: Sequence[]): Promise<void> {
-    const saving = anchored.filter(seq => seq.numComputed >= 1)
+    const saving = anchored.filter(seq => seq.numComputed >= 1).map(seq => ({seq, at: seq.reached}))
     for (const seq of releasing) {
       if (seq.numComputed < 1) continue
       try {
         this.model.truncate?.(seq.slot, seq.numComputed) // a stop inside a verify pass
-        saving.push(seq)
+        saving.push({seq, at: [...seq.reached.filter(a => a < seq.numComputed), seq.numComputed]})
       } catch {
         // not saved: the cache is an optimisation, the request itself is unaffected
       }
     }
-    const synced = await this.syncDrafts(saving.filter(seq => seq.useDraft))
-    for (const seq of saving) {
+    const synced = await this.syncDrafts(saving.map(s => s.seq).filter(seq => seq.useDraft))
+    for (const {seq, at} of saving) {
+      seq.reached = []
       if (seq.useDraft && !synced.has(seq)) continue
-      try {
-        this.saveState(seq)
-      } catch {
-        // as above
+      for (const length of at) {
+        try {
+          this.saveState(seq, length)
+        } catch {
+          // as above
+        }
       }
     }
   }
@@ -105,9 +109,11 @@ export class PrefixSaves {
     }
   }
 
-  /** Saves a sequence's computed tokens (prompt, then output) in the prefix cache; its draft context is synced. */
-  private saveState(seq: Sequence): void {
-    const computed = seq.numComputed
+  /**
+   * Saves a sequence's first `computed` tokens (prompt, then output) in the prefix cache: its length, or one the
+   * last step kept; its draft context is synced.
+   */
+  private saveState(seq: Sequence, computed: number): void {
     const p = cacheKeyOf(seq.request) // image pads keyed by the image's hash
     let tokens: Int32Array
     if (computed <= p.length) tokens = p.subarray(0, computed)

@@ -178,14 +178,15 @@ export class Scheduler {
     // Then prefill chunks, oldest first, under what is left of the budget.
     for (const seq of this.running) {
       if (!seq.inPrefill || budget <= 0) continue
-      // a chunk ends at the next cache anchor, where the state is saved
-      const stop = seq.anchors.find(a => a > seq.numComputed) ?? seq.promptLength
-      const n = Math.min(budget, stop - seq.numComputed)
+      const n = this.chunkLength(seq, budget)
       const tokens = seq.request.prompt.subarray(seq.numComputed, seq.numComputed + n)
       seqs.push(seq)
       const last = seq.numComputed + n === seq.promptLength
       const keep = seq.request.constraint !== undefined && last
-      items.push({seq: seq.slot, tokens, logits: 'none', keep, capture: seq.useDraft, sample: this.prefillSample(seq, n), ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, n)})
+      // the cache anchors inside the chunk: the step keeps the state there, saved after it (afterStep)
+      const inside = seq.anchors.filter(a => a > seq.numComputed && a < seq.numComputed + n)
+      const snapshots = inside.length > 0 ? {snapshots: inside} : {}
+      items.push({seq: seq.slot, tokens, logits: 'none', keep, capture: seq.useDraft, sample: this.prefillSample(seq, n), ...snapshots, ...mediaFields(seq.request.media, seq.promptLength, seq.numComputed, n)})
       budget -= n
     }
     for (const seq of seqs) seq.inFlight = true
@@ -203,12 +204,26 @@ export class Scheduler {
     try {
       await this.saves?.save(anchored, releasing)
     } finally {
+      for (const seq of batch.anchored) seq.reached = [] // what was not saved (a cancel, no cache) is not kept
       for (const seq of anchored) {
         seq.inFlight = false
         if (seq.cancelled) this.finish(seq, 'cancelled')
       }
       for (const seq of releasing) this.model.freeSequence(seq.slot)
     }
+  }
+
+  /**
+   * The next prefill chunk of a sequence under `budget` tokens: the rest of its prompt, its cache anchors inside it
+   * kept by the step (StepItem.snapshots). A chunk the budget cuts short ends at the last anchor it reaches, so that
+   * its next chunk starts there, as a request resuming from that anchor's snapshot does: the chunked GDN's sums
+   * follow where its calls start, and this way a cache hit computes what the miss computed, bit for bit.
+   */
+  private chunkLength(seq: Sequence, budget: number): number {
+    const rest = seq.promptLength - seq.numComputed
+    if (budget >= rest) return rest
+    const last = seq.anchors.filter(a => a > seq.numComputed && a <= seq.numComputed + budget).pop()
+    return (last ?? seq.numComputed + budget) - seq.numComputed
   }
 
   /**
@@ -368,7 +383,8 @@ export class Scheduler {
     if (seq.inPrefill) {
       const start = seq.numComputed
       seq.numComputed += item.tokens.length
-      if (seq.anchors.includes(seq.numComputed)) batch.anchored.push(seq)
+      seq.reached = seq.anchors.filter(a => a > start && a <= seq.numComputed)
+      if (seq.reached.length > 0) batch.anchored.push(seq)
       if (seq.request.promptLogprobs !== undefined && sampled) this.promptLogprobs(seq, start, sampled)
       if (seq.inPrefill) return
       if (seq.request.maxTokens === 0) return this.finish(seq, 'length')

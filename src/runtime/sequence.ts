@@ -25,6 +25,8 @@ export class Sequence {
   numCached = 0
   /** Prompt positions at which the prefix cache saves this sequence's state (ascending; set at admission). */
   anchors: number[] = []
+  /** Anchors the last step's prefill chunk reached (its end, or states the step kept inside it), saved after it. */
+  reached: number[] = []
   readonly output: number[] = []
   finishReason: FinishReason | undefined
   /** Waiting while the prefix cache reads its prompt's prefix back from disk (not admitted until then). */

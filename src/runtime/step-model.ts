@@ -13,6 +13,12 @@ export interface StepItem {
   verify?: boolean
   /** Keep the sampled rows' logits where the model is, for resample() after the step. */
   keep?: boolean
+  /**
+   * Lengths inside this item (ascending, past the sequence's length and short of its end) where the step keeps
+   * the recurrent state, for StateStore.saveState until the sequence's next step: the prefix cache's anchors
+   * inside a prefill chunk, which then need no step of their own.
+   */
+  snapshots?: number[]
   /** Image embeddings replacing rows of this item (token indices), and M-RoPE ids, 3 per token (media.ts). */
   embedAt?: Int32Array
   embeds?: Float32Array
@@ -43,13 +49,15 @@ export interface StepResult {
 
 /**
  * Saved sequence state for the prefix cache (the bytes stay in the model). Rows are KV positions
- * [start, start+n) of a sequence; a state is its recurrent (GDN + conv) state at its current length.
+ * [start, start+n) of a sequence; a state is its recurrent (GDN + conv) state at its current length, or at a
+ * length its last step kept (StepItem.snapshots).
  * restore() puts rows covering [0, len) and a state at len into a fresh sequence and says whether the
  * draft's context came back too (if not, the draft cannot run on that sequence).
  */
 export interface StateStore {
   saveRows(seq: number, start: number, n: number): number
-  saveState(seq: number): number
+  /** The state at `length`: the sequence's length, or a length its last step kept (StepItem.snapshots). */
+  saveState(seq: number, length: number): number
   restore(seq: number, rows: number[], state: number): boolean
   freeSaved(id: number): void
   /** The disk tier (absent: memory only): a saved piece's floats on the host, and a piece made from them. */

@@ -79,15 +79,54 @@ for (const draft of [true, false]) {
 
 t.test('anchors: a prompt that diverges after an anchor resumes there', async t => {
   await withModel(DEFAULT, true, async m => {
+    // the prefill items the model is given (the real step runs)
+    const prefills: {tokens: number; snapshots?: number[]}[] = []
+    const step = m.step.bind(m)
+    m.step = (items, hint) => {
+      for (const it of items) if (it.tokens.length > 1) prefills.push({tokens: it.tokens.length, snapshots: it.snapshots})
+      return step(items, hint)
+    }
     const e = new Engine(m, {}, undefined, {cacheBytes: CACHE})
     const cold = new Engine(m, {}, undefined, {cacheBytes: 0})
     const shared = randomPrompt(300, m.vocabSize, 3)
     const a = Int32Array.from([...shared, ...randomPrompt(40, m.vocabSize, 4)])
     const b = Int32Array.from([...shared, ...randomPrompt(60, m.vocabSize, 5)])
     await generate(e, a, GREEDY, 8, [shared.length])
+    t.same(prefills, [{tokens: a.length, snapshots: [shared.length, a.length - 1]}], 'the prompt takes one step, which keeps the state at its anchors')
     const hit = await generate(e, b, GREEDY, 16, [shared.length])
     t.equal(hit.usage.cachedTokens, shared.length, 'resumed at the anchor both prompts share')
     t.same(hit.tokens, (await generate(cold, b, GREEDY, 16)).tokens, 'same tokens as a miss')
+    // a request that ends in the step that computes its prompt saves the state kept before its last token
+    const c = randomPrompt(200, m.vocabSize, 6)
+    await generate(e, c, GREEDY, 1)
+    const replay = await generate(e, c, GREEDY, 4)
+    t.equal(replay.usage.cachedTokens, c.length - 1, 'its replay computes only the last prompt token')
+    t.same(replay.tokens, (await generate(cold, c, GREEDY, 4)).tokens, 'and gives the tokens of a miss')
+    e.scheduler.cache!.clear()
+  })
+})
+
+t.test('anchors: a chunk the token budget cuts short ends at the last anchor it reaches', async t => {
+  await withModel(DEFAULT, false, async m => {
+    const prefills: {tokens: number; snapshots?: number[]}[] = []
+    const step = m.step.bind(m)
+    m.step = (items, hint) => {
+      for (const it of items) if (it.tokens.length > 1) prefills.push({tokens: it.tokens.length, snapshots: it.snapshots})
+      return step(items, hint)
+    }
+    const e = new Engine(m, {tokenBudget: 100}, undefined, {cacheBytes: CACHE})
+    const prompt = randomPrompt(260, m.vocabSize, 8)
+    const first = await generate(e, prompt, GREEDY, 8, [30, 60, 150])
+    // 100 tokens a step: [0, 60) keeping 30, [60, 150), [150, 250), [250, 260) keeping 259
+    t.same(prefills, [
+      {tokens: 60, snapshots: [30]},
+      {tokens: 90, snapshots: undefined},
+      {tokens: 100, snapshots: undefined},
+      {tokens: 10, snapshots: [259]},
+    ])
+    const again = await generate(e, Int32Array.from([...prompt.subarray(0, 150), ...randomPrompt(20, m.vocabSize, 9)]), GREEDY, 8, [30, 60, 150])
+    t.equal(again.usage.cachedTokens, 150, 'a prompt sharing the first 150 tokens resumes at that anchor')
+    t.ok(first.tokens.length > 0)
     e.scheduler.cache!.clear()
   })
 })
