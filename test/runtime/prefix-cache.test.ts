@@ -77,15 +77,20 @@ for (const draft of [true, false]) {
   })
 }
 
+/** The prefill items (more than one token) the model is given from now on; the real step runs. */
+function recordPrefills(m: NativeModel): {tokens: number; snapshots?: number[]}[] {
+  const prefills: {tokens: number; snapshots?: number[]}[] = []
+  const step = m.step.bind(m)
+  m.step = (items, hint) => {
+    for (const it of items) if (it.tokens.length > 1) prefills.push({tokens: it.tokens.length, snapshots: it.snapshots})
+    return step(items, hint)
+  }
+  return prefills
+}
+
 t.test('anchors: a prompt that diverges after an anchor resumes there', async t => {
   await withModel(DEFAULT, true, async m => {
-    // the prefill items the model is given (the real step runs)
-    const prefills: {tokens: number; snapshots?: number[]}[] = []
-    const step = m.step.bind(m)
-    m.step = (items, hint) => {
-      for (const it of items) if (it.tokens.length > 1) prefills.push({tokens: it.tokens.length, snapshots: it.snapshots})
-      return step(items, hint)
-    }
+    const prefills = recordPrefills(m)
     const e = new Engine(m, {}, undefined, {cacheBytes: CACHE})
     const cold = new Engine(m, {}, undefined, {cacheBytes: 0})
     const shared = randomPrompt(300, m.vocabSize, 3)
@@ -108,12 +113,7 @@ t.test('anchors: a prompt that diverges after an anchor resumes there', async t 
 
 t.test('anchors: a chunk the token budget cuts short ends at the last anchor it reaches', async t => {
   await withModel(DEFAULT, false, async m => {
-    const prefills: {tokens: number; snapshots?: number[]}[] = []
-    const step = m.step.bind(m)
-    m.step = (items, hint) => {
-      for (const it of items) if (it.tokens.length > 1) prefills.push({tokens: it.tokens.length, snapshots: it.snapshots})
-      return step(items, hint)
-    }
+    const prefills = recordPrefills(m)
     const e = new Engine(m, {tokenBudget: 100}, undefined, {cacheBytes: CACHE})
     const prompt = randomPrompt(260, m.vocabSize, 8)
     const first = await generate(e, prompt, GREEDY, 8, [30, 60, 150])
