@@ -72,7 +72,8 @@ void verify_graphs(const std::string& dir) {
 
 }  // namespace
 
-// Whole model: prefill of a prompt (all logits), decode steps, a verify step and a rollback, CUDA against
+// Whole model: prefill of a prompt (all logits), decode steps, a verify step and a rollback, a prefill keeping
+// states inside it and a prefix restored from one, CUDA against
 // the CPU backend with fp32 activations. `precise`: every CUDA matmul on fp32 activations too, so the
 // kernels of the whole graph are checked tightly; otherwise the default (int8x2 GEMVs, bf16 GEMMs).
 void test_model(const std::string& dir, bool precise) {
@@ -113,6 +114,22 @@ void test_model(const std::string& dir, bool precise) {
     items[0].verify = false;
     m.step(items, out);
     all.push_back(out[0]);
+    // states kept inside a step (the prefix cache's anchors): the prompt in one step keeping lengths 9 and 17, a
+    // prefix of 17 saved from the kept state and restored into a fresh sequence, which then decodes
+    OneSeq kept(m, 64), back(m, 64);
+    kept.items[0].tokens = prompt;
+    kept.items[0].logits = 2;
+    kept.items[0].snaps = {9, 17};
+    m.step(kept.items, kept.out);
+    all.push_back(kept.out[0]);
+    const int64_t rows = m.save_rows(kept.id, 0, 17), st = m.save_state(kept.id, 17);
+    m.restore(back.id, {rows}, st);
+    back.items[0].tokens = {5 % V};
+    back.items[0].logits = 1;
+    m.step(back.items, back.out);
+    all.push_back(back.out[0]);
+    m.free_saved(rows);
+    m.free_saved(st);
   };
   // with a draft: capture the context, draft a block, one more captured step, draft again
   auto run_draft = [&](Model& m, std::vector<std::vector<float>>& all) {
@@ -202,8 +219,9 @@ void test_model(const std::string& dir, bool precise) {
     run_draft(*gpu, b);
   }
   const std::string name = dir.substr(dir.rfind('/') + 1) + (precise ? " [precise]: " : " [default]: ");
-  const char* what[] = {"prefill 23 tokens", "decode 1", "decode 2",        "decode 3",
-                        "decode 4",          "verify 3", "after rollback", "draft block", "draft after a step"};
+  const char* what[] = {"prefill 23 tokens",   "decode 1",          "decode 2",        "decode 3",
+                        "decode 4",            "verify 3",          "after rollback",  "prefill keeping 9, 17",
+                        "restored kept state", "draft block",       "draft after a step"};
   for (size_t i = 0; i < a.size(); ++i) {
     // default mode: the prefill GEMMs round activations to bf16, and these random-weight fixtures amplify
     // that through the layers (the per-op bounds above are the tight ones)
