@@ -116,7 +116,7 @@ t.test('anchors: a chunk the token budget cuts short ends at the last anchor it 
     const prefills = recordPrefills(m)
     const e = new Engine(m, {tokenBudget: 100}, undefined, {cacheBytes: CACHE})
     const prompt = randomPrompt(260, m.vocabSize, 8)
-    const first = await generate(e, prompt, GREEDY, 8, [30, 60, 150])
+    await generate(e, prompt, GREEDY, 8, [30, 60, 150])
     // 100 tokens a step: [0, 60) keeping 30, [60, 150), [150, 250), [250, 260) keeping 259
     t.same(prefills, [
       {tokens: 60, snapshots: [30]},
@@ -124,10 +124,15 @@ t.test('anchors: a chunk the token budget cuts short ends at the last anchor it 
       {tokens: 100, snapshots: undefined},
       {tokens: 10, snapshots: [259]},
     ])
-    const again = await generate(e, Int32Array.from([...prompt.subarray(0, 150), ...randomPrompt(20, m.vocabSize, 9)]), GREEDY, 8, [30, 60, 150])
+    const next = Int32Array.from([...prompt.subarray(0, 150), ...randomPrompt(20, m.vocabSize, 9)])
+    const again = await generate(e, next, GREEDY, 8, [30, 60, 150])
     t.equal(again.usage.cachedTokens, 150, 'a prompt sharing the first 150 tokens resumes at that anchor')
-    t.ok(first.tokens.length > 0)
+    const fresh = new Engine(m, {tokenBudget: 100}, undefined, {cacheBytes: CACHE})
+    const miss = await generate(fresh, next, GREEDY, 8, [30, 60, 150])
+    t.equal(miss.usage.cachedTokens, 0)
+    t.same(again.tokens, miss.tokens, 'and gives the tokens of a miss')
     e.scheduler.cache!.clear()
+    fresh.scheduler.cache!.clear()
   })
 })
 
