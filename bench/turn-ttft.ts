@@ -1,7 +1,8 @@
 // An agent's turns (a report, not a test): `splash serve` on a package, one conversation grown turn by turn the
 // way a coding agent resends it (system prompt, then user / assistant pairs), each turn sent with max_tokens 1 and
 // temperature 0 and timed by the client; per turn its TTFT, prompt and cached tokens, and the engine steps the
-// server took for it (SPLASH_TRACE_STEPS). Between turns the server is left idle (the agent running its tools).
+// server took for it with their wall time, the prefix cache's saves after them included (SPLASH_TRACE_STEPS).
+// Between turns the server is left idle (the agent running its tools).
 //   npx tsx bench/turn-ttft.ts <package-dir> [turns] [words per turn]
 import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
@@ -35,7 +36,7 @@ try {
     const ms = performance.now() - t0
     // an agent runs its tools between turns: wait until the server is idle (a step's trace line is written after
     // its saves, which may follow the response)
-    for (let size = -1, quiet = 0; quiet < 4 && performance.now() - t0 < 60_000; ) {
+    for (let size = -1, quiet = 0; quiet < 12 && performance.now() - t0 < 120_000; ) {
       await new Promise(r => setTimeout(r, 250))
       const now = readFileSync(trace, 'utf8').length
       quiet = now === size ? quiet + 1 : 0
@@ -43,7 +44,10 @@ try {
     }
     const steps = readFileSync(trace, 'utf8').split('\n').filter(Boolean).slice(before)
     const tokens = steps.map(l => Number(/tokens=(\d+)/.exec(l)?.[1] ?? 0))
-    console.log(`turn ${turn}: TTFT ${ms.toFixed(0)} ms, ${body.usage.prompt_tokens} prompt tokens, ${body.usage.prompt_tokens_details?.cached_tokens ?? 0} cached; ${steps.length} steps of ${tokens.join(' + ')} tokens`)
+    // the engine's busy time for the turn: its steps, with the prefix-cache saves after them (which may follow the
+    // response)
+    const busy = steps.reduce((a, l) => a + Number(/total=([\d.]+)ms/.exec(l)?.[1] ?? 0), 0)
+    console.log(`turn ${turn}: TTFT ${ms.toFixed(0)} ms, ${body.usage.prompt_tokens} prompt tokens, ${body.usage.prompt_tokens_details?.cached_tokens ?? 0} cached; ${steps.length} steps of ${tokens.join(' + ')} tokens, engine busy ${busy.toFixed(0)} ms`)
     messages.push({role: 'assistant', content: `Done with turn ${turn}. ${words(turn + 50, Number(wordsArg) / 2)}`})
   }
 } finally {
