@@ -173,9 +173,6 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
         fail("invalid_argument", where + ".tokens must be an Int32Array");
       Napi::Int32Array ta = tv.As<Napi::Int32Array>();
       if (ta.ElementLength() == 0) fail("invalid_argument", where + ".tokens is empty");
-      if (int64_t(s->len) + int64_t(ta.ElementLength()) > s->max_len)
-        fail("too_long", where + ": " + std::to_string(s->len) + " + " + std::to_string(ta.ElementLength()) +
-                             " tokens exceed the sequence's maxLength " + std::to_string(s->max_len));
       auto& it = (*items)[i];
       it.seq = s;
       it.tokens.assign(ta.Data(), ta.Data() + ta.ElementLength());
@@ -195,14 +192,13 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
       if (Napi::Value kv = o.Get("snapshots"); !kv.IsUndefined()) {
         if (!kv.IsArray()) fail("invalid_argument", where + ".snapshots must be an array of lengths");
         Napi::Array ka = kv.As<Napi::Array>();
-        const int64_t n = int64_t(it.tokens.size());
-        for (uint32_t k = 0; k < ka.Length(); ++k) {
-          const int32_t L = int_arg(ka.Get(k), (where + ".snapshots[" + std::to_string(k) + "]").c_str(), 0, INT32_MAX);
-          if (it.verify || L <= s->len || L >= s->len + n || (k > 0 && L <= it.snaps.back()))
-            fail("invalid_argument", where + ".snapshots must be ascending lengths inside the step (" + std::to_string(s->len) +
-                                         ", " + std::to_string(s->len + n) + "), and not in a verify pass");
-          it.snaps.push_back(L);
-        }
+        for (uint32_t k = 0; k < ka.Length(); ++k)
+          it.snaps.push_back(int_arg(ka.Get(k), (where + ".snapshots[" + std::to_string(k) + "]").c_str(), 0, INT32_MAX));
+      }
+      try {  // what the model's step would refuse, here, before the sequence takes part in a step
+        m->check_item(it);
+      } catch (const splash::Error& e) {
+        fail(e.code, where + ": " + e.what());
       }
       multimodal_fields(*m, o, where, it);
       if (!o.Get("sample").IsUndefined()) {

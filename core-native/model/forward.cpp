@@ -80,16 +80,26 @@ float* Model::host_logits(size_t floats) {
   return logits_pinned_;
 }
 
-void Model::step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out) {
-  // The addon refuses these before a step starts; this guards the engine's other callers (the benches, the GPU
-  // tests), for which an overlong step would write KV rows past the sequence's planes.
-  for (const auto& it : items) {
-    if (!it.seq) throw Error("invalid_argument", "a step item has no sequence");
-    if (it.tokens.empty()) throw Error("invalid_argument", "a step item has no tokens");
-    if (int64_t(it.seq->len) + int64_t(it.tokens.size()) > it.seq->max_len)
-      throw Error("too_long", std::to_string(it.seq->len) + " + " + std::to_string(it.tokens.size()) +
-                                  " tokens exceed the sequence's maxLength " + std::to_string(it.seq->max_len));
+void Model::check_item(const StepItem& it) const {
+  if (!it.seq) throw Error("invalid_argument", "a step item has no sequence");
+  if (it.tokens.empty()) throw Error("invalid_argument", "a step item has no tokens");
+  const Sequence* s = it.seq;
+  const int64_t n = int64_t(it.tokens.size());
+  if (int64_t(s->len) + n > s->max_len)
+    throw Error("too_long", std::to_string(s->len) + " + " + std::to_string(n) + " tokens exceed the sequence's maxLength " +
+                                std::to_string(s->max_len));
+  for (size_t j = 0; j < it.snaps.size(); ++j) {
+    const int32_t L = it.snaps[j];
+    if (it.verify || L <= s->len || L >= s->len + n || (j > 0 && L <= it.snaps[j - 1]))
+      throw Error("invalid_argument", "kept lengths (snapshots) must ascend inside the step (" + std::to_string(s->len) +
+                                          ", " + std::to_string(s->len + n) + "), and not in a verify pass");
   }
+}
+
+void Model::step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out) {
+  // The addon checks each item as it parses it, so that a refused step leaves its sequences usable; this covers the
+  // engine's other callers (the benches, the GPU tests), for which an overlong step would write past the KV planes.
+  for (const auto& it : items) check_item(it);
   std::lock_guard<std::mutex> lock(compute_mu_);
   forward(items, out);
 }

@@ -252,6 +252,9 @@ class Model {
   Sequence* idle_sequence(int32_t id);  // throws unknown_sequence / sequence_busy; caller holds seq_mu_
   std::mutex& seq_mutex() { return seq_mu_; }
 
+  // Throws what step() refuses of an item before it runs: no sequence or tokens, more tokens than the sequence's
+  // maxLength leaves room for (too_long), kept lengths (snaps) not ascending inside the item or in a verify pass.
+  void check_item(const StepItem& it) const;
   // One batched step; out[i] gets logits per item (empty for 'none'), items[i].sampled the sampled rows.
   // Serialised by compute_mu_.
   void step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out);

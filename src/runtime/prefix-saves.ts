@@ -69,7 +69,6 @@ export class PrefixSaves {
     }
     const synced = await this.syncDrafts(saving.map(s => s.seq).filter(seq => seq.useDraft))
     for (const {seq, at} of saving) {
-      seq.reached = []
       if (seq.useDraft && !synced.has(seq)) continue
       for (const length of at) {
         try {

@@ -204,7 +204,7 @@ export class Scheduler {
     try {
       await this.saves?.save(anchored, releasing)
     } finally {
-      for (const seq of batch.anchored) seq.reached = [] // what was not saved (a cancel, no cache) is not kept
+      for (const seq of batch.anchored) seq.reached = [] // saved or not (a cancel, no cache), they are this step's only
       for (const seq of anchored) {
         seq.inFlight = false
         if (seq.cancelled) this.finish(seq, 'cancelled')
