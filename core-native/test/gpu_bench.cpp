@@ -465,6 +465,15 @@ void bench_moe(Be& g, const std::vector<int>& tokens) {
       return std::make_pair(t, o);
     };
     setenv("SPLASH_MOE_GEMV_MAX", "0", 1);
+    // the expert GEMM's other forms first (cuda_expert_gemm.cu), then the default
+    double tf[3];
+    std::vector<float> of[3];
+    const char* forms[3] = {"wmma", "w2", "w1-noglu"};
+    for (int f = 0; f < 3; ++f) {
+      set_expert_form(forms[f]);
+      std::tie(tf[f], of[f]) = measure(false);
+      set_expert_form(nullptr);
+    }
     auto [tg, og] = measure(false);
     auto [th, oh] = measure(true);
     setenv("SPLASH_MOE_GEMV_MAX", "100000", 1);  // the expert-indexed GEMVs (the decode form) at this many tokens
@@ -472,7 +481,14 @@ void bench_moe(Be& g, const std::vector<int>& tokens) {
     unsetenv("SPLASH_MOE_GEMV_MAX");
     const double flop = 2.0 * N * K * 3.0 * H * I;
     std::printf("moe E=%d k=%d H=%d I=%d q4 T=%5d: grouped %8.3f ms (%6.1f TFLOP/s), host-routed %8.3f ms (%.1fx), "
-                "GEMVs %8.3f ms\n", E, K, H, I, N, tg * 1e3, flop / tg * 1e-12, th * 1e3, th / tg, tv * 1e3);
+                "GEMVs %8.3f ms; grouped wmma %8.3f ms (%6.1f), w2 %8.3f ms (%6.1f), w1 without GLU %8.3f ms (%6.1f)\n",
+                E, K, H, I, N, tg * 1e3, flop / tg * 1e-12, th * 1e3, th / tg, tv * 1e3, tf[0] * 1e3,
+                flop / tf[0] * 1e-12, tf[1] * 1e3, flop / tf[1] * 1e-12, tf[2] * 1e3, flop / tf[2] * 1e-12);
+    for (int f = 0; f < 3; ++f) {
+      char wf[80];
+      std::snprintf(wf, sizeof wf, "  grouped %s vs host-routed T=%d", forms[f], N);
+      report(wf, oh, of[f], 2e-2);
+    }
     if (N <= 256) {
       char w2[80];
       std::snprintf(w2, sizeof w2, "  GEMVs vs host-routed T=%d", N);

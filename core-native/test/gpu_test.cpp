@@ -390,8 +390,21 @@ void test_ops(Be& cpu, Be& g) {
                                {9, SPLASH_Q8, 64, 8, 256, 192, 'g'},   {130, SPLASH_Q4, 64, 8, 512, 128, 'd'},
                                {10, SPLASH_BF16, 32, 4, 256, 64, 'd'}, {300, SPLASH_BF16, 32, 4, 256, 64, 'd'},
                                {700, SPLASH_Q4, 256, 8, 256, 128, 'd'}, {5, SPLASH_Q4, 400, 8, 256, 128, 'd'},
-                               {4, SPLASH_Q4, 600, 6, 256, 128, 'd'}};
+                               {4, SPLASH_Q4, 600, 6, 256, 128, 'd'},  {150, SPLASH_Q4, 32, 4, 256, 192, 'g'},
+                               {2100, SPLASH_Q4, 64, 8, 256, 128, 'd'}};
+  // q4 experts on the grouped path: every form of the expert GEMM (cuda_expert_gemm.cu, $SPLASH_EXPERT_Q4)
+  struct MoeRun {
+    MoeCase mc;
+    const char* form;
+  };
+  std::vector<MoeRun> moe_runs;
   for (const MoeCase& mc : moe_cases) {
+    const bool grouped_q4 = mc.dt == SPLASH_Q4 && mc.form != 'h' && (mc.form == 'g' || mc.N > 128);
+    if (!grouped_q4) moe_runs.push_back({mc, nullptr});
+    else
+      for (const char* f : {"w1", "w2", "w1-noglu", "wmma"}) moe_runs.push_back({mc, f});
+  }
+  for (const auto& [mc, eform] : moe_runs) {
     // MoE: routing, grouped experts, weighted combine (all on the device unless `host`)
     const int N = mc.N, E = mc.E, K = mc.K, H = mc.H, I = mc.I;
     const splash_dtype dt = mc.dt;
@@ -405,12 +418,15 @@ void test_ops(Be& cpu, Be& g) {
     splash_moe_args ad{N, E, K, 1, g.up(x), g.up(lg), &wg.d, &wu.d, &wd.d, dout};
     if (mc.form != 'd') setenv("SPLASH_MOE_GEMV_MAX", "0", 1);
     if (mc.form == 'h') setenv("SPLASH_MOE_GROUPED", "0", 1);
+    if (eform) set_expert_form(eform);
     g.i->moe(g.c, &ad);
     unsetenv("SPLASH_MOE_GROUPED");
     unsetenv("SPLASH_MOE_GEMV_MAX");
-    char what[96];
-    std::snprintf(what, sizeof what, "moe %s E=%d k=%d H=%d I=%d tokens=%d%s", names[dt], E, K, H, I, N,
-                  mc.form == 'h' ? " (host-routed)" : mc.form == 'g' || N > 128 || dt == SPLASH_BF16 ? " (grouped)" : "");
+    set_expert_form(nullptr);
+    char what[112];
+    std::snprintf(what, sizeof what, "moe %s E=%d k=%d H=%d I=%d tokens=%d%s%s", names[dt], E, K, H, I, N,
+                  mc.form == 'h' ? " (host-routed)" : mc.form == 'g' || N > 128 || dt == SPLASH_BF16 ? " (grouped)" : "",
+                  eform ? eform : "");
     report(what, out, g.down(dout, out.size()), N > 128 || mc.form != 'd' || dt == SPLASH_BF16 ? 2e-2 : 3e-4);
   }
   test_vision_ops(cpu, g);

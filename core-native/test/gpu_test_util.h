@@ -37,6 +37,16 @@ struct OneSeq {
   OneSeq& operator=(const OneSeq&) = delete;
 };
 
+// The form of the CUDA backend's q4 expert GEMM (cuda_expert_gemm.cu): "w1", "w2", "w1-noglu" (w1 with gate, up and
+// SwiGLU as separate steps) or "wmma"; null: the default (w1 with them fused).
+inline void set_expert_form(const char* f) {
+  unsetenv("SPLASH_EXPERT_Q4");
+  unsetenv("SPLASH_EXPERT_GLU");
+  if (!f) return;
+  if (std::strcmp(f, "w1-noglu") == 0) setenv("SPLASH_EXPERT_Q4", "w1", 1), setenv("SPLASH_EXPERT_GLU", "0", 1);
+  else setenv("SPLASH_EXPERT_Q4", f, 1);
+}
+
 // The CUDA backend's default matmul ranges (kQgemmMin / kQgemmMax and Ctx::gemv_mma in backend/cuda/cuda_common.cuh,
 // which this test does not include).
 constexpr int kDefaultQgemmMin = 5, kDefaultQgemmMax = 64, kDefaultGemvMma = 8;

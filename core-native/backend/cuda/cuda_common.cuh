@@ -324,8 +324,18 @@ bool expert_gemm_fits(const splash_weight& w);
 struct GemvGroup;
 bool qgemm_fits(const Ctx* c, const splash_weight& w, int32_t nt);
 void qgemm(Ctx* c, GemvGroup& grp, const float* x, int32_t nt);
+// x [n] fp32 → bf16 with every 8 values in the order 0 4 1 5 2 6 3 7 (qmma.cuh; n a multiple of 8), and with sums
+// not null the sum of each 64 rounded values
+void qgemm_act(Ctx* c, const float* x, int64_t n, uint16_t* out, float* sums);
 int expert_gemm_rows();
+// x null: xb holds the activations already in the q4 form's layout (expert_glu's output; q4 weights that
+// expert_q4_fits)
 void expert_gemm(Ctx* c, const ExpertGemm& a, int32_t row_tiles);
+// q4 weights the tensor-core q4 form takes (every grouped q4 matmul of a MoE layer must, for expert_glu)
+bool expert_q4_fits(const splash_weight& w);
+// gate and up (gu.w[0], gu.w[1], gu.nw = 2) and SwiGLU in one launch: hb [slots][rows] = silu(gate)·up in bf16,
+// laid out as the down projection's expert_gemm reads it (x null, xb = hb)
+void expert_glu(Ctx* c, const ExpertGemm& gu, uint16_t* hb, int32_t row_tiles);
 void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out);
 void gated_add(void* ctx, float* y, const float* x, const float* gate, int32_t n, int32_t dim);
 // cuda_moe_fused.cu: a MoE layer of a few tokens (and its shared expert) in two launches; false when it does not apply

@@ -226,11 +226,20 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
   ExpertGemm gu;
   gu.w[0] = *a->gate, gu.w[1] = *a->up, gu.y[0] = gb, gu.y[1] = ub, gu.nw = 2;
   gu.x = a->x, gu.x_rows = N, gu.perm = perm, gu.xdiv = K, gu.off = off, gu.tile_e = tile_e, gu.tile_r = tile_r;
-  expert_gemm(c, gu, tmax);
-  swiglu(c, gb, ub, int64_t(P) * I, gb);
   ExpertGemm dn;
   dn.w[0] = *a->down, dn.y[0] = ye, dn.nw = 1;
   dn.x = gb, dn.x_rows = P, dn.off = off, dn.tile_e = tile_e, dn.tile_r = tile_r;
+  // q4 experts: gate, up and SwiGLU in one launch whose bf16 output the down projection reads as it is
+  // ($SPLASH_EXPERT_GLU=0: the three steps apart, for measurement)
+  const char* glu = std::getenv("SPLASH_EXPERT_GLU");
+  if ((!glu || glu[0] != '0') && expert_q4_fits(*a->gate) && expert_q4_fits(*a->up) && expert_q4_fits(*a->down)) {
+    auto* hb = reinterpret_cast<uint16_t*>(ub);
+    expert_glu(c, gu, hb, tmax);
+    dn.x = nullptr, dn.xb = reinterpret_cast<const __nv_bfloat16*>(hb);
+  } else {
+    expert_gemm(c, gu, tmax);
+    swiglu(c, gb, ub, int64_t(P) * I, gb);
+  }
   expert_gemm(c, dn, tmax);
   launch_dep(c, c->pdl_small, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, pos, K, H, N,
              a->out);

@@ -13,19 +13,14 @@
 // GPU the columns are split (grid z), each split writing its partial sums, and a second kernel adds them in a fixed
 // order, so the result does not depend on timing.
 //
-// Operand layout. In PTX's m16n8k16 a thread (g = lane / 4, c = lane % 4) holds A rows g and g + 8 at k = 2c, 2c+1
-// (a0, a1) and 2c+8, 2c+9 (a2, a3), and B column g at the same k. Any permutation of k that both sides share
-// gives the same sum, so thread c takes its rows' 8 bytes at 8c of each 64-column group (16 nibbles = columns
-// 16c .. 16c+15): one 64-bit shared load per row and group. A word's nibbles v0..v7 (bits 4i) are taken in pairs
-// (v0, v4), (v1, v5), (v2, v6), (v3, v7) — one mask each gives a bf16 pair 128 + v — and step 2p of the word is
-// a0 = (v2p, v2p+4), a2 = (v2p+1, v2p+5). The activations are stored with every 8 columns in the order
-// 0 4 1 5 2 6 3 7, so B of the same step is the next 8 bytes of the thread's 16-byte load.
+// Operand layout: qmma.cuh (the weights are A, the tokens B).
 #include <cuda_bf16.h>
 
 #include <algorithm>
 
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/gemv_q.cuh"
+#include "backend/cuda/qmma.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -60,28 +55,6 @@ struct QgArgs {
   int32_t rtot;
   int32_t rofs[kGemvGroup];
 };
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-// A bf16 pair 128 + q (0x4300 | q: exact) → s·q + b: minus 128 is exact, and the last fma rounds once.
-__device__ __forceinline__ uint32_t deq2(uint32_t v, uint32_t s2, uint32_t b2) {
-  uint32_t q;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(q) : "r"(v), "r"(0x3F803F80u), "r"(0xC300C300u));
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(v) : "r"(q), "r"(s2), "r"(b2));
-  return v;
-}
-// (w & 0x000F000F) | 0x43004300 as one lop3: the bf16 pair 128 + q of the nibbles at bits 0 and 16 (written as C++,
-// the mask-and-or compiled to two LOP3: 32 more in each kernel, 872 → 840 instructions in all for 8 tokens)
-__device__ __forceinline__ uint32_t nib2(uint32_t w) {
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(w), "n"(0x000F000F), "r"(0x43004300u));
-  return r;
-}
-__device__ __forceinline__ uint32_t pair16(uint16_t v) { return uint32_t(v) | (uint32_t(v) << 16); }  // in both halves
 
 // The weight of row block b, its output and where its rows start among the group's (constant indices only: the
 // arguments stay in the parameter space).
@@ -279,8 +252,9 @@ __global__ void k_qgemm_sum(QgArgs a, int32_t splits) {
   y[t * ys + r] = s;
 }
 
-// fp32 activations → bf16, each 8 columns in the order 0 4 1 5 2 6 3 7, and the sum of each 64 rounded values
-// (8 threads: n8 is a multiple of 8 and blocks are whole warps); `vec`: x is 16-byte aligned (else 4-byte loads)
+// fp32 activations → bf16, each 8 columns in the order 0 4 1 5 2 6 3 7, and (sums not null) the sum of each 64
+// rounded values (8 threads: n8 is a multiple of 8 and blocks are whole warps); `vec`: x is 16-byte aligned (else
+// 4-byte loads)
 __global__ void k_qgemm_x(const float* x, int64_t n8, uint16_t* out, float* sums, bool vec) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   pdl_wait();
@@ -302,7 +276,7 @@ __global__ void k_qgemm_x(const float* x, int64_t n8, uint16_t* out, float* sums
   for (int m = 4; m > 0; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
   if (!live) return;
   reinterpret_cast<uint4*>(out)[i] = *reinterpret_cast<const uint4*>(o);
-  if ((i & 7) == 0) sums[i >> 3] = s;
+  if (sums && (i & 7) == 0) sums[i >> 3] = s;
 }
 
 template <int WN, int NTW, int KS, int ST>
@@ -330,6 +304,12 @@ bool launch(Ctx* c, QgArgs& a, int64_t K) {
 
 }  // namespace
 
+void qgemm_act(Ctx* c, const float* x, int64_t n, uint16_t* out, float* sums) {
+  const int64_t n8 = n / 8;
+  launch_pdl(c, k_qgemm_x, dim3(blocks_for(n8, 256)), dim3(256), 0, x, n8, out, sums,
+             reinterpret_cast<uintptr_t>(x) % 16 == 0);
+}
+
 bool qgemm_fits(const Ctx* c, const splash_weight& w, int32_t nt) {
   if (nt < c->qgemm_min || nt > c->qgemm_max || c->precise || w.dtype != SPLASH_Q4 ||
       (w.flags & SPLASH_WEIGHT_EXACT) || w.cols % 128 != 0 || w.rows <= 0)
@@ -345,10 +325,8 @@ void qgemm(Ctx* c, GemvGroup& grp, const float* x, int32_t nt) {
   // the bf16 activations, then their sums per 64
   auto* xb = static_cast<uint16_t*>(scratch(c, kQgX, size_t(nt) * K * 2 + size_t(nt) * (K / 64) * 4));
   if (!xb) return;
-  const int64_t n8 = int64_t(nt) * K / 8;
   float* xsum = reinterpret_cast<float*>(xb + int64_t(nt) * K);
-  launch_pdl(c, k_qgemm_x, dim3(blocks_for(n8, 256)), dim3(256), 0, x, n8, xb, xsum,
-             reinterpret_cast<uintptr_t>(x) % 16 == 0);
+  qgemm_act(c, x, int64_t(nt) * K, xb, xsum);
   QgArgs a{};
   a.grp = grp;
   a.x = xb;
