@@ -188,8 +188,9 @@ void test_ops(Be& cpu, Be& g) {
     g.i->matmul(g.c, &w8.d, dn, nt, o8, 192);
     check("add_rmsnorm, a matmul over it");
   }
-  for (int dim : {256, 5120}) {  // residual add + the next norm in one pass
-    const int n = 3;
+  // residual add + the next norm in one pass: few rows (the cluster form), many (a warp a row, the row in
+  // registers up to 2048 columns, read again past that)
+  for (auto [n, dim] : {std::pair{3, 256}, {3, 5120}, {37, 256}, {37, 2048}, {37, 5120}, {37, 250}}) {
     auto h = randv(size_t(n) * dim), y = randv(size_t(n) * dim), w = randv(dim, 0.5f, 1.5f);
     auto hr = h;
     std::vector<float> xr(size_t(n) * dim);
@@ -235,6 +236,17 @@ void test_ops(Be& cpu, Be& g) {
     report("rmsnorm 37x256", r1, g.down(d1, r1.size()), 1e-5);
     g.i->gated_rmsnorm(g.c, dx, dz, dw, n, dim, 1e-6f, d1);
     report("gated_rmsnorm 37x256", r2, g.down(d1, r2.size()), 1e-5);
+    for (int wide : {5120, 250}) {  // the warp form reading the row again; a width it does not take
+      auto xw = randv(size_t(n) * wide), zw = randv(size_t(n) * wide), ww = randv(wide, 0.5f, 1.5f);
+      std::vector<float> rw(xw.size());
+      float *dxw = g.up(xw), *dzw = g.up(zw), *dww = g.up(ww), *dow = static_cast<float*>(g.alloc(xw.size() * 4));
+      cpu.i->rmsnorm(cpu.c, xw.data(), ww.data(), n, wide, 1e-6f, rw.data());
+      g.i->rmsnorm(g.c, dxw, dww, n, wide, 1e-6f, dow);
+      report(("rmsnorm 37x" + std::to_string(wide)).c_str(), rw, g.down(dow, rw.size()), 1e-5);
+      cpu.i->gated_rmsnorm(cpu.c, xw.data(), zw.data(), ww.data(), n, wide, 1e-6f, rw.data());
+      g.i->gated_rmsnorm(g.c, dxw, dzw, dww, n, wide, 1e-6f, dow);
+      report(("gated_rmsnorm 37x" + std::to_string(wide)).c_str(), rw, g.down(dow, rw.size()), 1e-5);
+    }
     cpu.i->swiglu(cpu.c, x.data(), z.data(), n * dim, r1.data());
     g.i->swiglu(g.c, dx, dz, n * dim, d1);
     report("swiglu", r1, g.down(d1, r1.size()), 1e-5);
@@ -330,7 +342,7 @@ void test_ops(Be& cpu, Be& g) {
   }
   {  // conv1d + state, then GDN over 1 and 40 tokens
     const int C = 320, K = 4;
-    for (int T : {1, 7, 8, 9}) {
+    for (int T : {1, 7, 8, 9, 16, 17, 40, 100}) {  // from 9 tokens a thread per channel and run of 16
       auto x = randv(size_t(T) * C), w = randv(size_t(C) * K), st = randv(size_t(K - 1) * C);
       std::vector<float> y(size_t(T) * C);
       auto sr = st;

@@ -313,10 +313,54 @@ __global__ void __launch_bounds__(kMergeThreads) k_attn_merge(splash_attn_args a
   }
 }
 
+// Up to kMergeSlices splits (a prefill's two context splits, a short context's decode): a warp per (token, head)
+// instead of a block per (token, head) and 64 columns, which spent most of its time starting blocks (2048 tokens ×
+// 16 heads × 2 splits: 198 µs on an H100, more than the attention it merged). The same operations in the same order
+// as k_attn_merge with at most one split per slice: each weight's product rounded (split s is slice s there), the
+// slices summed in split order, the l sum by the same warp tree; so the same bits.
+__global__ void __launch_bounds__(256) k_attn_merge_few(splash_attn_args a, int32_t nsplit, int32_t split,
+                                                         const float* part) {
+  pdl_trigger();
+  pdl_wait();  // launched with PDL (launch_dep): the kernel before it is done
+  const int lane = threadIdx.x & 31;
+  const int64_t th = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (th >= int64_t(a.n_tokens) * a.n_heads) return;
+  const int32_t t = int32_t(th / a.n_heads), h = int32_t(th % a.n_heads), hd = a.head_dim;
+  const int32_t used = ((a.start_dev ? *a.start_dev : a.start) + t + 1 + split - 1) / split;
+  const int64_t st = 2 + hd;
+  const float* src = part + th * nsplit * st;
+  const float mm = lane < used ? src[lane * st] : -INFINITY;
+  const float M = warp_max(mm);
+  const float f = lane < used && mm != -INFINITY ? expf(mm - M) : 0.f;
+  const float L = warp_sum(lane < used ? __fmul_rn(f, src[lane * st + 1]) : 0.f);
+  const float inv = 1.f / L;
+  float* o = a.out + int64_t(t) * a.n_heads * hd + int64_t(h) * hd;
+  for (int d = 2 * lane; d < hd; d += 64) {  // hd even: 8-byte aligned pairs (st is even)
+    float2 v = make_float2(0.f, 0.f);
+    for (int s = 0; s < used; ++s) {
+      const float fs = __shfl_sync(0xffffffffu, f, s);
+      const float2 x = *reinterpret_cast<const float2*>(src + s * st + 2 + d);
+      const float2 p = make_float2(__fmul_rn(fs, x.x), __fmul_rn(fs, x.y));
+      v = s == 0 ? p : make_float2(__fadd_rn(v.x, p.x), __fadd_rn(v.y, p.y));
+    }
+    *reinterpret_cast<float2*>(o + d) = make_float2(v.x * inv, v.y * inv);
+  }
+}
+
 }  // namespace
 
 void attention_merge(Ctx* c, const splash_attn_args& a, int32_t nsplit, int32_t split, const float* part) {
   const unsigned th = unsigned(int64_t(a.n_tokens) * a.n_heads);
+  static const bool few = [] {  // SPLASH_ATTN_MERGE_FEW=0: always the block form (for measuring)
+    const char* e = std::getenv("SPLASH_ATTN_MERGE_FEW");
+    return !(e && e[0] == '0');
+  }();
+  if (few && nsplit <= kMergeSlices && a.head_dim % 2 == 0 && reinterpret_cast<uintptr_t>(a.out) % 8 == 0 &&
+      reinterpret_cast<uintptr_t>(part) % 8 == 0) {
+    launch_dep(c, c->pdl_small, k_attn_merge_few, dim3((th + 7) / 8), dim3(256), 0, a, nsplit, split, part);
+    SPLASH_LAUNCHED(c, "attention_merge");
+    return;
+  }
   launch_dep(c, c->pdl_small, k_attn_merge, dim3(th, unsigned((a.head_dim + kMergeCols - 1) / kMergeCols)),
              dim3(kMergeThreads), 0, a, nsplit, split, part);
   SPLASH_LAUNCHED(c, "attention_merge");

@@ -33,6 +33,33 @@ __global__ void k_conv1d_silu(const float* x, int32_t nt, int32_t C, int32_t K, 
   y[i] = siluf_(s);
 }
 
+// The same outputs, a thread per channel and run of kConvRun tokens (prefill): the channel's KC weights and the
+// window of its last KC inputs stay in registers, so every input is read once and no thread divides by C (the
+// form above took 134 µs for 2048 tokens × 8192 channels on an H100). The sum is the form above's, in its order.
+constexpr int kConvRun = 16;
+template <int KC>
+__global__ void k_conv1d_silu_run(const float* x, int32_t nt, int32_t C, const float* w, const float* state, float* y) {
+  const int32_t c = blockIdx.x * blockDim.x + threadIdx.x, t0 = int32_t(blockIdx.y) * kConvRun;
+  if (c >= C) return;
+  float wc[KC], win[KC];
+#pragma unroll
+  for (int j = 0; j < KC; ++j) wc[j] = w[int64_t(c) * KC + j];
+  // buf row r: the state's rows, then x's
+  auto buf = [&](int32_t r) { return r < KC - 1 ? state[int64_t(r) * C + c] : x[int64_t(r - (KC - 1)) * C + c]; };
+#pragma unroll
+  for (int j = 0; j < KC - 1; ++j) win[j] = buf(t0 + j);
+  const int32_t t1 = min(nt, t0 + kConvRun);
+  for (int32_t t = t0; t < t1; ++t) {
+    win[KC - 1] = x[int64_t(t) * C + c];  // buf row t + KC − 1
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < KC; ++j) s += wc[j] * win[j];
+    y[int64_t(t) * C + c] = siluf_(s);
+#pragma unroll
+    for (int j = 0; j < KC - 1; ++j) win[j] = win[j + 1];
+  }
+}
+
 // state ← last K−1 rows of buf (a separate launch: the conv above reads the old state).
 __global__ void k_conv_state(const float* x, int32_t nt, int32_t C, int32_t K, float* state) {
   const int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -313,7 +340,11 @@ void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, co
     SPLASH_LAUNCHED(c, "conv1d_silu_state");
     return;
   }
-  k_conv1d_silu<<<blocks_for(int64_t(nt) * C, 256), 256, 0, strm(c)>>>(x, nt, C, K, w, state, y);
+  if (K == 4)
+    k_conv1d_silu_run<4><<<dim3(blocks_for(C, 128), unsigned((nt + kConvRun - 1) / kConvRun)), 128, 0, strm(c)>>>(
+        x, nt, C, w, state, y);
+  else
+    k_conv1d_silu<<<blocks_for(int64_t(nt) * C, 256), 256, 0, strm(c)>>>(x, nt, C, K, w, state, y);
   SPLASH_LAUNCHED(c, "conv1d_silu");
   k_conv_state<<<blocks_for(C, 128), 128, 0, strm(c)>>>(x, nt, C, K, state);
   SPLASH_LAUNCHED(c, "conv_state");
