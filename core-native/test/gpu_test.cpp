@@ -436,9 +436,9 @@ void test_ops(Be& cpu, Be& g) {
     unsetenv("SPLASH_MOE_GEMV_MAX");
     set_expert_form(nullptr);
     char what[112];
-    std::snprintf(what, sizeof what, "moe %s E=%d k=%d H=%d I=%d tokens=%d%s%s", names[dt], E, K, H, I, N,
+    std::snprintf(what, sizeof what, "moe %s E=%d k=%d H=%d I=%d tokens=%d%s%s%s", names[dt], E, K, H, I, N,
                   mc.form == 'h' ? " (host-routed)" : mc.form == 'g' || N > 128 || dt == SPLASH_BF16 ? " (grouped)" : "",
-                  eform ? eform : "");
+                  eform ? " " : "", eform ? eform : "");
     report(what, out, g.down(dout, out.size()), N > 128 || mc.form != 'd' || dt == SPLASH_BF16 ? 2e-2 : 3e-4);
   }
   test_vision_ops(cpu, g);

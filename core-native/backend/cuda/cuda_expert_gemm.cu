@@ -114,7 +114,6 @@ __global__ void __launch_bounds__(128, 4) k_expert_wmma(ExpertGemm a) {
   });
 }
 
-
 // The q4 form: WN warps along the slots (× 4 along the features), ST stages of one 64-column group. kGlu: the
 // block's 128 weight rows are 64 features of the gate (stage rows 0..63) and the same features of the up
 // projection (64..127); warp wm's two 16-row tiles are its 16 features of each, so a thread holds gate and up of
@@ -297,6 +296,12 @@ bool launch_q4(Ctx* c, const ExpertGemm& a, int32_t row_tiles, uint16_t* hb) {
   return true;
 }
 
+// One q4 launch in the form $SPLASH_EXPERT_Q4 names (w2, else w1); the caller has checked q4_form() != 0.
+template <bool kGlu>
+bool launch_q4_form(Ctx* c, const ExpertGemm& a, int32_t row_tiles, uint16_t* hb) {
+  return q4_form() == 2 ? launch_q4<2, 4, kGlu>(c, a, row_tiles, hb) : launch_q4<1, 4, kGlu>(c, a, row_tiles, hb);
+}
+
 // The activations in the q4 form's layout (bf16, permuted per 8 columns), in scratch
 const uint16_t* q4_act(Ctx* c, const ExpertGemm& a) {
   const int64_t n = int64_t(a.x_rows) * a.w[0].cols;
@@ -315,12 +320,11 @@ bool expert_q4_fits(const splash_weight& w) { return q4_form() != 0 && q4_fits(w
 
 void expert_gemm(Ctx* c, const ExpertGemm& a, int32_t row_tiles) {
   if (row_tiles <= 0) return;
-  if (!a.x || (q4_form() && q4_fits(a.w[0]) && (a.nw < 2 || q4_fits(a.w[1])))) {
+  if (!a.x || (expert_q4_fits(a.w[0]) && (a.nw < 2 || expert_q4_fits(a.w[1])))) {
     ExpertGemm b = a;
     if (a.x) b.xb = reinterpret_cast<const __nv_bfloat16*>(q4_act(c, a));
     if (!b.xb) return;
-    if (q4_form() == 2 ? launch_q4<2, 4, false>(c, b, row_tiles, nullptr) : launch_q4<1, 4, false>(c, b, row_tiles, nullptr))
-      SPLASH_LAUNCHED(c, "expert_q4");
+    if (launch_q4_form<false>(c, b, row_tiles, nullptr)) SPLASH_LAUNCHED(c, "expert_q4");
     return;
   }
   ExpertGemm b = a;
@@ -341,8 +345,7 @@ void expert_glu(Ctx* c, const ExpertGemm& gu, uint16_t* hb, int32_t row_tiles) {
   ExpertGemm b = gu;
   b.xb = reinterpret_cast<const __nv_bfloat16*>(q4_act(c, gu));
   if (!b.xb) return;
-  if (q4_form() == 2 ? launch_q4<2, 4, true>(c, b, row_tiles, hb) : launch_q4<1, 4, true>(c, b, row_tiles, hb))
-    SPLASH_LAUNCHED(c, "expert_glu");
+  if (launch_q4_form<true>(c, b, row_tiles, hb)) SPLASH_LAUNCHED(c, "expert_glu");
 }
 
 }  // namespace splash::cuda

@@ -209,10 +209,15 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
   const int tmax = int(std::min<int64_t>((P + gm - 1) / gm + E, P));
   auto* ids = static_cast<int32_t*>(scratch(c, kMoeR, size_t(P) * 8));
   auto* ix = static_cast<int32_t*>(scratch(c, kMoeIdx, (size_t(E) * 2 + 1 + size_t(tmax) * 2 + size_t(P) * 2) * 4));
-  auto* gb = static_cast<float*>(scratch(c, kMoeG, size_t(P) * I * 4));
+  // q4 experts: gate, up and SwiGLU in one launch whose bf16 output (in ub's scratch) the down projection reads as
+  // it is, so no fp32 gate output ($SPLASH_EXPERT_GLU=0: the three steps apart, for measurement)
+  const char* glu_env = std::getenv("SPLASH_EXPERT_GLU");
+  const bool glu = (!glu_env || glu_env[0] != '0') && expert_q4_fits(*a->gate) && expert_q4_fits(*a->up) &&
+                   expert_q4_fits(*a->down);
+  auto* gb = glu ? nullptr : static_cast<float*>(scratch(c, kMoeG, size_t(P) * I * 4));
   auto* ub = static_cast<float*>(scratch(c, kMoeU, size_t(P) * I * 4));
   auto* ye = static_cast<float*>(scratch(c, kMoeY, size_t(P) * H * 4));
-  if (!ids || !ix || !gb || !ub || !ye) return true;
+  if (!ids || !ix || (!glu && !gb) || !ub || !ye) return true;
   auto* wts = reinterpret_cast<float*>(ids + P);
   int32_t *counts = ix, *off = counts + E, *tile_e = off + E + 1, *tile_r = tile_e + tmax, *perm = tile_r + tmax,
           *pos = perm + P;
@@ -229,10 +234,7 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
   ExpertGemm dn;
   dn.w[0] = *a->down, dn.y[0] = ye, dn.nw = 1;
   dn.x = gb, dn.x_rows = P, dn.off = off, dn.tile_e = tile_e, dn.tile_r = tile_r;
-  // q4 experts: gate, up and SwiGLU in one launch whose bf16 output the down projection reads as it is
-  // ($SPLASH_EXPERT_GLU=0: the three steps apart, for measurement)
-  const char* glu = std::getenv("SPLASH_EXPERT_GLU");
-  if ((!glu || glu[0] != '0') && expert_q4_fits(*a->gate) && expert_q4_fits(*a->up) && expert_q4_fits(*a->down)) {
+  if (glu) {
     auto* hb = reinterpret_cast<uint16_t*>(ub);
     expert_glu(c, gu, hb, tmax);
     dn.x = nullptr, dn.xb = reinterpret_cast<const __nv_bfloat16*>(hb);
