@@ -13,8 +13,10 @@ export function draftDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
 export class NativeModel implements StepModel {
   private closed = false
   // image encodes in flight: one holds the model's compute lock on a pool thread, and an inline step would wait
-  // for it on the JS thread, so calls stay queued meanwhile
+  // for it on the JS thread, so calls stay queued meanwhile; `encodes` counts those begun, so a call that overlapped
+  // one (its wall time is mostly the wait for the lock) is kept out of the inline policy's average
   private encoding = 0
+  private encodes = 0
   private readonly inlineSteps: InlinePolicy
   private readonly inlineDrafts: InlinePolicy
   readonly store: StateStore
@@ -89,10 +91,11 @@ export class NativeModel implements StepModel {
   private async call<T>(policy: InlinePolicy, tokens: number, hint: CallHint, run: (inline: boolean) => Promise<T>): Promise<T> {
     const inline = this.encoding === 0 && policy.choose(tokens, hint.concurrent ?? false)
     const t0 = performance.now()
+    const clear = this.encoding === 0 ? this.encodes : -1
     try {
       return await run(inline)
     } finally {
-      policy.observe(tokens, performance.now() - t0)
+      if (clear === this.encodes) policy.observe(tokens, performance.now() - t0)
       if (inline) await loopTurn()
     }
   }
@@ -101,6 +104,7 @@ export class NativeModel implements StepModel {
     if (!this.info.vision) return undefined
     return async (pixels, grid) => {
       this.encoding++
+      this.encodes++
       try {
         return await native.encodeImage(this.handle, {pixels, grid})
       } finally {
