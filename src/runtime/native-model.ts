@@ -91,11 +91,12 @@ export class NativeModel implements StepModel {
   private async call<T>(policy: InlinePolicy, tokens: number, hint: CallHint, run: (inline: boolean) => Promise<T>): Promise<T> {
     const inline = this.encoding === 0 && policy.choose(tokens, hint.concurrent ?? false)
     const t0 = performance.now()
-    const clear = this.encoding === 0 ? this.encodes : -1
+    // undefined while an encode runs; a call that overlapped one mostly waited for its lock, which is no step's time
+    const encodesBefore = this.encoding === 0 ? this.encodes : undefined
     try {
       return await run(inline)
     } finally {
-      if (clear === this.encodes) policy.observe(tokens, performance.now() - t0)
+      if (encodesBefore === this.encodes) policy.observe(tokens, performance.now() - t0)
       if (inline) await loopTurn()
     }
   }

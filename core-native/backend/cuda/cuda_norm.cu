@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(32 * kWarpNormRows, kRegs == kWarpNormRegsFew 
     if (lane + 32 * k < n4) put(lane + 32 * k, keep[k]);
   for (int c = lane + 32 * kRegs; c < n4; c += 32) put(c, hi[c]);
 }
-// whether the warp form takes these rows ($SPLASH_NORM_WARP=0: never, for measuring)
+// k_norm_warp over n rows, with the register count for their width
 template <bool kAdd>
 void launch_norm_warp(Ctx* c, float* h, const float* y, const float* w, int32_t n, int32_t dim, float eps, float* out,
                       const float* z) {
@@ -192,6 +192,7 @@ void launch_norm_warp(Ctx* c, float* h, const float* y, const float* w, int32_t 
   else
     launch_dep(c, c->pdl_norms, k_norm_warp<kAdd, kWarpNormRegs>, grid, block, 0, h, y, w, n, dim, eps, out, z);
 }
+// whether the warp form takes these rows ($SPLASH_NORM_WARP=0: never, for measuring)
 bool norm_warp(int32_t n, int32_t dim, const QuantOut& qo, std::initializer_list<const void*> ptrs) {
   static const bool on = [] {
     const char* e = std::getenv("SPLASH_NORM_WARP");
