@@ -61,8 +61,9 @@ double gemv_graph_time(Be& g, const std::vector<W>& ws, float* dx, int nt, float
 }
 
 void bench_gemv(Be& g) {
-  auto set_rows = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_rows"));
-  auto set_unroll = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_unroll"));
+  KeepOptions keep(*g.b);
+  auto set_rows = [&](void*, int rows) { keep.o.gemv_rows = rows; };
+  auto set_unroll = [&](void*, int unroll) { keep.o.gemv_unroll = unroll; };
   const int64_t shapes[][2] = {{10240, 5120}, {17408, 5120}, {5120, 17408}, {5120, 6144}, {248320, 5120}, {8192, 2048}, {2048, 4096}};
   for (auto& sh : shapes) {
     const double bytes = double(sh[0]) * sh[1] / 2 * 1.125;
@@ -100,8 +101,9 @@ void bench_gemv(Be& g) {
 // streaming GEMV (cuda_gemv_stream.cu) against the dp4a one, whose bits it must give: µs per matmul over weight copies
 // that do not fit the L2 (host clock around 20 calls after a warm-up), the weights' read rate and the matmul rate.
 void bench_qgemm(Be& g, const std::vector<int>& tokens) {
-  auto set = reinterpret_cast<void (*)(void*, int, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_qgemm"));
-  auto stream = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_stream"));
+  KeepOptions keep(*g.b);
+  auto set = [&](void*, int lo, int hi) { keep.o.qgemm_min = lo, keep.o.qgemm_max = hi; };
+  auto stream = [&](void*, int n) { keep.o.gemv_stream = n; };
   const int64_t shapes[][2] = {{10240, 5120}, {17408, 5120}, {5120, 17408}, {5120, 6144}, {8192, 2048}, {2048, 4096}};
   for (auto& sh : shapes) {
     const double bytes = double(sh[0]) * sh[1] / 2 * 1.125;
@@ -143,8 +145,6 @@ void bench_qgemm(Be& g, const std::vector<int>& tokens) {
     }
     for (auto& w : ws) free_weight(g, w);
   }
-  set(g.c, 5, 64);  // the defaults (kQgemmMin / kQgemmMax)
-  stream(g.c, 2);  // the default
 }
 
 // The decode GEMV alone at the 27B shapes, the generic kernel against the specialised one from a kernel image
@@ -257,9 +257,9 @@ void bench(const std::string& dir, int prompt, int n) {
     return (now() - t) / steps;
   };
   const double dc = n > 0 ? decode(n) : 0;
-  setenv("SPLASH_CUDA_GRAPHS", "0", 1);  // the same steps queued slot by slot
+  m->set_step_graphs(false);  // the same steps queued slot by slot
   const double dc_direct = n > 1 ? decode(n / 2) : 0;
-  unsetenv("SPLASH_CUDA_GRAPHS");
+  m->set_step_graphs(true);
   // steps of 2 to 64 tokens (the matmuls of a verify block or of batched decodes): the median of 8 steps of k tokens
   // (new ids each step, with the item's sampling and logits as set) after three of warm-up. The first steps of a
   // new size are slower: a step that records its graph, and once, on the H100 of session 27, a third step of 16
@@ -412,7 +412,8 @@ void bench_gdn(Be& g, const std::vector<int>& tokens) {
       auto reset = [&] { g.i->copy2d(g.c, ds, 0, s0, 0, sn * 4, 1); };
       auto measure = [&](bool chunked) {
         const int reps = T >= 1024 && !chunked ? 3 : 20;
-        if (chunked) setenv("SPLASH_GDN_CHUNKED", "1", 1);
+        KeepOptions keep(*g.b);
+        if (chunked) keep.o.gdn_chunked = 1;
         auto call = [&] { chunked ? g.i->gdn_chunked(g.c, &a) : g.i->gdn_recurrent(g.c, &a); };
         reset();
         call();
@@ -423,7 +424,6 @@ void bench_gdn(Be& g, const std::vector<int>& tokens) {
         for (int i = 0; i < reps; ++i) call();
         g.i->synchronize(g.c);
         const double t = (now() - t0) / reps;
-        unsetenv("SPLASH_GDN_CHUNKED");
         return std::make_tuple(t, o, st);
       };
       auto [tr, orr, sr] = measure(false);
@@ -449,10 +449,11 @@ void bench_moe(Be& g, const std::vector<int>& tokens) {
   float* dx = g.up(randv(size_t(Nmax) * H));
   float* dl = g.up(randv(size_t(Nmax) * E, -2, 2));
   float* dout = static_cast<float*>(g.alloc(size_t(Nmax) * H * 4));
+  KeepOptions keep(*g.b);
   for (int N : tokens) {
     splash_moe_args a{N, E, K, 1, dx, dl, &wg.d, &wu.d, &wd.d, dout};
     auto measure = [&](bool host) {
-      if (host) setenv("SPLASH_MOE_GROUPED", "0", 1);
+      keep.o.moe_grouped = !host;
       const int reps = host ? 3 : 20;
       g.i->moe(g.c, &a);
       std::vector<float> o = g.down(dout, size_t(N) * H);
@@ -461,24 +462,24 @@ void bench_moe(Be& g, const std::vector<int>& tokens) {
       for (int i = 0; i < reps; ++i) g.i->moe(g.c, &a);
       g.i->synchronize(g.c);
       const double t = (now() - t0) / reps;
-      unsetenv("SPLASH_MOE_GROUPED");
+      keep.o.moe_grouped = true;
       return std::make_pair(t, o);
     };
-    setenv("SPLASH_MOE_GEMV_MAX", "0", 1);
+    keep.o.moe_gemv_max = 0;
     // the expert GEMM's other forms first (cuda_expert_gemm.cu), then the default
     double tf[3];
     std::vector<float> of[3];
     const char* forms[3] = {"wmma", "w2", "w1-noglu"};
     for (int f = 0; f < 3; ++f) {
-      set_expert_form(forms[f]);
+      set_expert_form(keep.o, forms[f]);
       std::tie(tf[f], of[f]) = measure(false);
-      set_expert_form(nullptr);
+      set_expert_form(keep.o, nullptr);
     }
     auto [tg, og] = measure(false);
     auto [th, oh] = measure(true);
-    setenv("SPLASH_MOE_GEMV_MAX", "100000", 1);  // the expert-indexed GEMVs (the decode form) at this many tokens
+    keep.o.moe_gemv_max = 100000;  // the expert-indexed GEMVs (the decode form) at this many tokens
     auto [tv, ov] = N <= 256 ? measure(false) : std::make_pair(0.0, og);
-    unsetenv("SPLASH_MOE_GEMV_MAX");
+    keep.o.moe_gemv_max = cuda::CudaOptions().moe_gemv_max;
     const double flop = 2.0 * N * K * 3.0 * H * I;
     std::printf("moe E=%d k=%d H=%d I=%d q4 T=%5d: grouped %8.3f ms (%6.1f TFLOP/s), host-routed %8.3f ms (%.1fx), "
                 "GEMVs %8.3f ms; grouped wmma %8.3f ms (%6.1f), w2 %8.3f ms (%6.1f), w1 without GLU %8.3f ms (%6.1f)\n",
@@ -553,13 +554,13 @@ void bench_attn(Be& g) {
     const double flops = 4.0 * s.T * (s.start + (s.T + 1) / 2.0) * hd * s.nh;
     std::printf("attention hd=%d heads=%d/%d T=%4d start=%5d:", hd, s.nh, s.nkv, s.T, s.start);
     std::vector<float> out[2];
+    KeepOptions keep(*g.b);
     for (int tc : {1, 0}) {
-      setenv("SPLASH_ATTN_TC", tc ? "1" : "0", 1);
+      keep.o.attn_tc = tc;
       const double t = ac.median_ms(event_ms);
       std::printf("  %s %8.3f ms %6.1f TFLOP/s", tc ? "tensor cores" : "split fp32", t, flops / (t * 1e-3) / 1e12);
       out[tc] = ac.out();
     }
-    unsetenv("SPLASH_ATTN_TC");
     std::printf("\n");
     report("  tensor cores vs split fp32", out[0], out[1], 5e-3);
   }
@@ -571,15 +572,14 @@ void bench_attn(Be& g) {
     std::printf("attention hd=%d heads=%d/%d T=%4d start=%5d:", hd, s.nh, s.nkv, s.T, s.start);
     std::vector<float> out[3];
     const char* names[] = {"default", "fp32", "fp32 per head"};
+    KeepOptions keep(*g.b);
     for (int v = 0; v < 3; ++v) {
-      if (v > 0) setenv("SPLASH_ATTN_TC", "0", 1);
-      if (v > 1) setenv("SPLASH_ATTN_GQA", "0", 1);
+      if (v > 0) keep.o.attn_tc = 0;
+      if (v > 1) keep.o.attn_gqa = false;
       const double t = ac.median_ms(event_ms);
       std::printf("  %s %7.3f ms %5.0f GB/s", names[v], t, bytes / (t * 1e-3) / 1e9);
       out[v] = ac.out();
     }
-    unsetenv("SPLASH_ATTN_TC");
-    unsetenv("SPLASH_ATTN_GQA");
     std::printf("\n");
     report("  default vs fp32", out[1], out[0], s.T > 1 ? 5e-3 : 1e-5);
     report("  fp32: shared vs per head", out[2], out[1], 1e-5);

@@ -50,9 +50,11 @@ void attention_case(Be& cpu, Be& g, int hd, int nh, int nkv, int start, int T, i
     dstart = g.up(std::vector<int32_t>{start});
     ad.start_dev = dstart, ad.cap = len + dev;
   }
-  setenv("SPLASH_ATTN_TC", tc ? "1" : "0", 1);
-  g.i->attention(g.c, &ad);
-  unsetenv("SPLASH_ATTN_TC");
+  {
+    KeepOptions keep(*g.b);
+    keep.o.attn_tc = tc ? 1 : 0;
+    g.i->attention(g.c, &ad);
+  }
   char what[112];
   std::snprintf(what, sizeof what, "attention hd=%d heads=%d/%d start=%d T=%d%s%s", hd, nh, nkv, start, T,
                 dev >= 0 ? " (start on device)" : "", tc ? "" : " fp32");
@@ -335,10 +337,10 @@ void test_ops(Be& cpu, Be& g) {
                           {64, 8, 1, 1000, 16, -1},   {256, 16, 2, 31800, 16, -1}};
     for (const Case& cs : cases) attention_case(cpu, g, cs.hd, cs.nh, cs.nkv, cs.start, cs.T, cs.dev);
     for (const Case& cs : cases) attention_case(cpu, g, cs.hd, cs.nh, cs.nkv, cs.start, cs.T, cs.dev, false);
-    setenv("SPLASH_ATTN_GQA", "0", 1);
+    KeepOptions keep(*g.b);
+    keep.o.attn_gqa = false;
     for (const Case& cs : {cases[1], cases[3], cases[9]})
       attention_case(cpu, g, cs.hd, cs.nh, cs.nkv, cs.start, cs.T, cs.dev, false);
-    unsetenv("SPLASH_ATTN_GQA");
   }
   {  // conv1d + state, then GDN over 1 and 40 tokens
     const int C = 320, K = 4;
@@ -382,13 +384,13 @@ void test_ops(Be& cpu, Be& g) {
     const Case cases[] = {{128, 128, 2, -2.f},   {128, 128, 63, -2.f},    {128, 128, 64, -0.05f}, {128, 128, 65, -2.f},
                           {128, 128, 65, -0.05f}, {128, 128, 200, -0.05f}, {128, 128, 1000, -2.f}, {128, 128, 1000, -0.05f},
                           {128, 128, 2100, -0.05f}, {64, 128, 130, -0.05f}, {32, 32, 23, -0.05f}, {128, 64, 100, -2.f}};
-    setenv("SPLASH_GDN_CHUNKED", "1", 1);  // the chunked kernels from 2 tokens on
+    KeepOptions keep(*g.b);
+    keep.o.gdn_chunked = 1;  // the chunked kernels from 2 tokens on
     for (const Case& cs : cases) {
       char what[80];
       std::snprintf(what, sizeof what, "gdn_chunked dk=%d dv=%d T=%d g>%g", cs.dk, cs.dv, cs.T, cs.gmin);
       gdn_case(true, cs.dk, cs.dv, cs.T, cs.gmin, what);
     }
-    unsetenv("SPLASH_GDN_CHUNKED");
   }
   struct MoeCase {
     int N;
@@ -428,13 +430,13 @@ void test_ops(Be& cpu, Be& g) {
     cpu.i->moe(cpu.c, &a);
     float* dout = static_cast<float*>(g.alloc(out.size() * 4));
     splash_moe_args ad{N, E, K, 1, g.up(x), g.up(lg), &wg.d, &wu.d, &wd.d, dout};
-    if (mc.form != 'd') setenv("SPLASH_MOE_GEMV_MAX", "0", 1);
-    if (mc.form == 'h') setenv("SPLASH_MOE_GROUPED", "0", 1);
-    if (eform) set_expert_form(eform);
-    g.i->moe(g.c, &ad);
-    unsetenv("SPLASH_MOE_GROUPED");
-    unsetenv("SPLASH_MOE_GEMV_MAX");
-    set_expert_form(nullptr);
+    {
+      KeepOptions keep(*g.b);
+      if (mc.form != 'd') keep.o.moe_gemv_max = 0;
+      if (mc.form == 'h') keep.o.moe_grouped = false;
+      if (eform) set_expert_form(keep.o, eform);
+      g.i->moe(g.c, &ad);
+    }
     char what[112];
     std::snprintf(what, sizeof what, "moe %s E=%d k=%d H=%d I=%d tokens=%d%s%s%s", names[dt], E, K, H, I, N,
                   mc.form == 'h' ? " (host-routed)" : mc.form == 'g' || N > 128 || dt == SPLASH_BF16 ? " (grouped)" : "",
@@ -487,7 +489,7 @@ void test_argmax(Be& cpu, Be& g) {
 // The streaming GEMV (1 to 4 tokens, columns a multiple of 1024) gives the dp4a GEMV's bits: q4 and q8, partial row
 // tiles, grouped launches (two weights on the same activations); its parity with the CPU is test_ops' matmul cases.
 void test_stream(Be& g) {
-  auto stream = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_stream"));
+  KeepOptions keep(*g.b);
   for (int dtype : {SPLASH_Q4, SPLASH_Q8})
     for (int64_t C : {int64_t(1024), int64_t(3072)})
       for (int nt : {1, 2, 3, 4}) {
@@ -497,7 +499,7 @@ void test_stream(Be& g) {
         float* yb = static_cast<float*>(g.alloc(size_t(nt) * 1030 * 4));
         std::vector<float> got[2][2];
         for (int on : {0, 1}) {
-          stream(g.c, on ? 4 : 0);
+          keep.o.gemv_stream = on ? 4 : 0;
           g.i->matmul(g.c, &a.d, dx, nt, ya, 200);  // one launch for both
           g.i->matmul(g.c, &b.d, dx, nt, yb, 1030);
           got[on][0] = g.down(ya, size_t(nt) * 200);
@@ -511,7 +513,6 @@ void test_stream(Be& g) {
         free_weight(g, a);
         free_weight(g, b);
       }
-  stream(g.c, 2);  // the default
 }
 
 int main(int argc, char** argv) {

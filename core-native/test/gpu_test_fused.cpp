@@ -139,9 +139,11 @@ void test_moe_fused(Be& cpu, Be& g) {
       float *dx = g.up(x), *dl = g.up(lg), *dsg = g.up(sgv), *dsu = g.up(suv), *dgate = g.up(gate);
       splash_moe_args ad{N, E, K, 1, dx, dl, &wg.d, &wu.d, &wd.d, dout};
       if (Is > 0) ad.sh_g = dsg, ad.sh_u = dsu, ad.sh_down = &sd.d, ad.sh_gate = dgate, ad.sh_out = dsh;
-      setenv("SPLASH_MOE_FUSED", unfused ? "0" : "128", 1);
-      g.i->moe(g.c, &ad);
-      unsetenv("SPLASH_MOE_FUSED");
+      {
+        KeepOptions keep(*g.b);
+        keep.o.moe_fused_max = unfused ? 0 : 128;
+        g.i->moe(g.c, &ad);
+      }
       got[unfused] = g.down(dout, out.size());
       for (float* p : {dout, dsh, dx, dl, dsg, dsu, dgate}) g.i->buffer_free(g.c, p);
     }

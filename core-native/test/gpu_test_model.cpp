@@ -42,7 +42,8 @@ void verify_graphs(const std::string& dir) {
       std::vector<int32_t> prompt;
       for (int i = 0; i < 23; ++i) prompt.push_back((i * 37 + 11) % V);
       step(prompt, 1, false);
-      if (tc_off) setenv("SPLASH_ATTN_TC", "0", 1);
+      KeepOptions keep(gpu->backend());
+      if (tc_off) keep.o.attn_tc = 0;
       for (int r = 0; r < 8; ++r) {
         const int n = r < 5 ? 5 : 16;
         std::vector<int32_t> block;
@@ -51,15 +52,14 @@ void verify_graphs(const std::string& dir) {
         gpu->truncate_sequence(one.id, gpu->find(one.id)->len - n + 1 + (r % 3));  // keep 1 to 3 tokens
         step({int32_t((r * 13 + 5) % V)}, 1, false);
       }
-      unsetenv("SPLASH_ATTN_TC");
     };
     std::vector<std::vector<float>> a, b;
     const int64_t l0 = launches(gpu->backend().ctx);
     run(a, false);
     const int64_t used = launches(gpu->backend().ctx) - l0;
-    setenv("SPLASH_CUDA_GRAPHS", "0", 1);
+    gpu->set_step_graphs(false);
     run(b, true);
-    unsetenv("SPLASH_CUDA_GRAPHS");
+    gpu->set_step_graphs(true);
     const std::string name = dir.substr(dir.rfind('/') + 1) + " [" + method + "]: ";
     // 8 decodes and verify blocks of 5 (five) and 16 (three): at least decodes 3–8, blocks of 5 from the third
     const bool replayed = used >= 9;
@@ -80,10 +80,7 @@ void test_model(const std::string& dir, bool precise) {
   auto cpu = Model::open(dir, 0, nullptr, 0, true, "cpu");
   auto gpu = Model::open(dir, 0, nullptr, 0, true, "cuda");
   {
-    const splash_backend& gb = gpu->backend();
-    auto set = reinterpret_cast<void (*)(void*, int)>(gb.iface->get_proc_address(gb.ctx, "splash_cuda_set_precise"));
-    if (!set) throw std::runtime_error("the CUDA backend has no precise mode");
-    set(gb.ctx, precise ? 1 : 0);
+    cuda_options(gpu->backend()).precise = precise;
   }
   const int V = cpu->config().V;
   std::vector<int32_t> prompt;

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cuda/cuda_options.h"
 #include "model/model.h"
 #include "splash/backend.h"
 
@@ -37,19 +38,31 @@ struct OneSeq {
   OneSeq& operator=(const OneSeq&) = delete;
 };
 
+// The CUDA backend's options (backend/cuda/cuda_options.h), changed in place between calls.
+inline cuda::CudaOptions& cuda_options(const splash_backend& b) {
+  auto get = reinterpret_cast<cuda::CudaOptions* (*)(void*)>(b.iface->get_proc_address(b.ctx, "splash_cuda_options"));
+  if (!get) throw std::runtime_error("the CUDA backend does not give its options");
+  return *get(b.ctx);
+}
+// The options as they were, put back when the scope ends.
+struct KeepOptions {
+  cuda::CudaOptions& o;
+  const cuda::CudaOptions saved;
+  explicit KeepOptions(const splash_backend& b) : o(cuda_options(b)), saved(o) {}
+  ~KeepOptions() { o = saved; }
+  KeepOptions(const KeepOptions&) = delete;
+  KeepOptions& operator=(const KeepOptions&) = delete;
+};
+
 // The form of the CUDA backend's q4 expert GEMM (cuda_expert_gemm.cu): "w1", "w2", "w1-noglu" (w1 with gate, up and
 // SwiGLU as separate steps) or "wmma"; null: the default (w1 with them fused).
-inline void set_expert_form(const char* f) {
-  unsetenv("SPLASH_EXPERT_Q4");
-  unsetenv("SPLASH_EXPERT_GLU");
+inline void set_expert_form(cuda::CudaOptions& o, const char* f) {
+  const cuda::CudaOptions d;
+  o.expert_q4 = d.expert_q4, o.expert_glu = d.expert_glu;
   if (!f) return;
-  if (std::strcmp(f, "w1-noglu") == 0) setenv("SPLASH_EXPERT_Q4", "w1", 1), setenv("SPLASH_EXPERT_GLU", "0", 1);
-  else setenv("SPLASH_EXPERT_Q4", f, 1);
+  if (std::strcmp(f, "w1-noglu") == 0) o.expert_q4 = 1, o.expert_glu = false;
+  else o.expert_q4 = std::strcmp(f, "wmma") == 0 ? 0 : std::strcmp(f, "w2") == 0 ? 2 : 1;
 }
-
-// The CUDA backend's default matmul ranges (kQgemmMin / kQgemmMax and Ctx::gemv_mma in backend/cuda/cuda_common.cuh,
-// which this test does not include).
-constexpr int kDefaultQgemmMin = 5, kDefaultQgemmMax = 64, kDefaultGemvMma = 8;
 
 // s cut at every sep (an empty piece where two meet)
 inline std::vector<std::string> split(const std::string& s, char sep) {
@@ -66,9 +79,10 @@ inline int env_int(const char* name, int fallback) {
 }
 
 // Whether the CUDA backend's q4 matmuls of nt tokens take the fused GEMM: the defaults unless $SPLASH_QGEMM_MIN /
-// _MAX say otherwise.
+// _MAX say otherwise (the backend reads them when it is created).
 inline bool qgemm_takes(int nt) {
-  return nt >= env_int("SPLASH_QGEMM_MIN", kDefaultQgemmMin) && nt <= env_int("SPLASH_QGEMM_MAX", kDefaultQgemmMax);
+  const cuda::CudaOptions d;
+  return nt >= env_int("SPLASH_QGEMM_MIN", d.qgemm_min) && nt <= env_int("SPLASH_QGEMM_MAX", d.qgemm_max);
 }
 
 inline int g_fail = 0;
@@ -110,18 +124,10 @@ struct Be {
 // checks that hold a fused kernel to the unfused kernels' bits (or to the dp4a GEMV's tolerance) need the unfused
 // launches to take the kernels the fused one reproduces, also in gpu-test.sh's runs that force the other paths.
 struct DefaultGemvs {
-  Be& g;
-  explicit DefaultGemvs(Be& be) : g(be) { set(kDefaultQgemmMin, kDefaultQgemmMax, kDefaultGemvMma); }
-  ~DefaultGemvs() {
-    set(env_int("SPLASH_QGEMM_MIN", kDefaultQgemmMin), env_int("SPLASH_QGEMM_MAX", kDefaultQgemmMax),
-        env_int("SPLASH_GEMV_MMA", kDefaultGemvMma));
-  }
-  void set(int qmin, int qmax, int mma) {
-    auto q = reinterpret_cast<void (*)(void*, int, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_qgemm"));
-    auto m = reinterpret_cast<void (*)(void*, int)>(g.i->get_proc_address(g.c, "splash_cuda_set_gemv_mma"));
-    if (!q || !m) throw std::runtime_error("the CUDA backend cannot set its matmul ranges");
-    q(g.c, qmin, qmax);
-    m(g.c, mma);
+  KeepOptions keep;
+  explicit DefaultGemvs(Be& be) : keep(*be.b) {
+    const cuda::CudaOptions d;
+    keep.o.qgemm_min = d.qgemm_min, keep.o.qgemm_max = d.qgemm_max, keep.o.gemv_mma = d.gemv_mma;
   }
 };
 

@@ -280,13 +280,12 @@ void attention(void* ctx, const splash_attn_args* a) {
   // the tensor-core form: not in precise mode (parity checks keep fp32), not in graphs (start on the device),
   // head_dim 64, 128 or 256, 16-byte aligned rows; from kTcMin tokens, or packed (every query head of a K/V head in
   // one block) for a verify block of 2 .. kTcMin − 1 tokens whose rows fit one block. One-token steps stay fp32.
-  const char* force = std::getenv("SPLASH_ATTN_TC");
   const int hd = a->head_dim, group = a->n_kv_heads > 0 ? a->n_heads / a->n_kv_heads : 0;
   const bool aligned = (reinterpret_cast<uintptr_t>(a->q) | reinterpret_cast<uintptr_t>(a->k_cache) |
                         reinterpret_cast<uintptr_t>(a->v_cache) | reinterpret_cast<uintptr_t>(a->out)) % 16 == 0 &&
                        a->q_stride % 4 == 0;
-  const bool tc_ok = !c->precise && !a->start_dev && (hd == 64 || hd == 128 || hd == 256) && group > 0 &&
-                     a->n_heads % a->n_kv_heads == 0 && aligned && !(force && force[0] == '0');
+  const bool tc_ok = !c->opt.precise && !a->start_dev && (hd == 64 || hd == 128 || hd == 256) && group > 0 &&
+                     a->n_heads % a->n_kv_heads == 0 && aligned && c->opt.attn_tc != 0;
   const int pack = a->n_tokens >= 2 && a->n_tokens < kTcMin && group * a->n_tokens <= kFaRows ? group : 0;
   const bool tc_shapes = tc_ok && (a->n_tokens >= kTcMin || pack);
   const int heads = group % 2 == 0 ? 2 : 1, bq = kFaRows / heads;  // heads of one K/V head per block (unpacked)
@@ -300,8 +299,8 @@ void attention(void* ctx, const splash_attn_args* a) {
     const int64_t want = (waves2 + tc_blocks - 1) / tc_blocks, most = std::max<int64_t>(1, span_tc / kTcMinSplit);
     tsplit = int32_t(std::min(want, most));
   }
-  // packed: always where it applies; unpacked: when the blocks fill the machine, or forced (SPLASH_ATTN_TC=1)
-  const bool tc_wanted = pack || (force ? force[0] == '1' : tc_blocks * tsplit >= int64_t(c->sms));
+  // packed: always where it applies; unpacked: when the blocks fill the machine, or forced (CudaOptions::attn_tc)
+  const bool tc_wanted = pack || (c->opt.attn_tc == 1 || (c->opt.attn_tc < 0 && tc_blocks * tsplit >= int64_t(c->sms)));
   if (tc_shapes && tc_wanted) {
     auto launch = [&](int32_t nsplit, int32_t split, float* part) {
       if (pack)

@@ -238,7 +238,7 @@ bool launch_gqa(Ctx* c, const splash_attn_args& a, int32_t nsplit, int32_t split
   if (!smem_opt_in<k_attn_gqa<HD, RMAX>>(c, bytes, "attention_gqa smem")) return false;
   const int rows = a.n_heads / a.n_kv_heads * a.n_tokens;
   const dim3 grid(unsigned((rows + RMAX - 1) / RMAX), unsigned(nsplit), unsigned(a.n_kv_heads));
-  launch_dep(c, c->pdl_small, k_attn_gqa<HD, RMAX>, grid, dim3(kGqaThreads), bytes, a, nsplit, split, part);
+  launch_dep(c, c->opt.pdl_small, k_attn_gqa<HD, RMAX>, grid, dim3(kGqaThreads), bytes, a, nsplit, split, part);
   return SPLASH_LAUNCHED(c, "attention_gqa");
 }
 
@@ -351,17 +351,13 @@ __global__ void __launch_bounds__(256) k_attn_merge_few(splash_attn_args a, int3
 
 void attention_merge(Ctx* c, const splash_attn_args& a, int32_t nsplit, int32_t split, const float* part) {
   const unsigned th = unsigned(int64_t(a.n_tokens) * a.n_heads);
-  static const bool few = [] {  // SPLASH_ATTN_MERGE_FEW=0: always the block form (for measuring)
-    const char* e = std::getenv("SPLASH_ATTN_MERGE_FEW");
-    return !(e && e[0] == '0');
-  }();
-  if (few && nsplit <= kMergeSlices && a.head_dim % 2 == 0 && reinterpret_cast<uintptr_t>(a.out) % 8 == 0 &&
+  if (nsplit <= kMergeSlices && a.head_dim % 2 == 0 && reinterpret_cast<uintptr_t>(a.out) % 8 == 0 &&
       reinterpret_cast<uintptr_t>(part) % 8 == 0) {
-    launch_dep(c, c->pdl_small, k_attn_merge_few, dim3((th + 7) / 8), dim3(256), 0, a, nsplit, split, part);
+    launch_dep(c, c->opt.pdl_small, k_attn_merge_few, dim3((th + 7) / 8), dim3(256), 0, a, nsplit, split, part);
     SPLASH_LAUNCHED(c, "attention_merge");
     return;
   }
-  launch_dep(c, c->pdl_small, k_attn_merge, dim3(th, unsigned((a.head_dim + kMergeCols - 1) / kMergeCols)),
+  launch_dep(c, c->opt.pdl_small, k_attn_merge, dim3(th, unsigned((a.head_dim + kMergeCols - 1) / kMergeCols)),
              dim3(kMergeThreads), 0, a, nsplit, split, part);
   SPLASH_LAUNCHED(c, "attention_merge");
 }
@@ -374,11 +370,10 @@ void attention_few(Ctx* c, const splash_attn_args& a) {
   auto* part = static_cast<float*>(scratch(c, kAttn, size_t(th) * nsplit * (2 + a.head_dim) * 4));
   if (!part) return;
   const int hd = a.head_dim;
-  const char* env = std::getenv("SPLASH_ATTN_GQA");
   const bool aligned = (reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.k_cache) |
                         reinterpret_cast<uintptr_t>(a.v_cache) | reinterpret_cast<uintptr_t>(a.out)) % 16 == 0 &&
                        a.q_stride % 4 == 0;
-  const bool gqa = !(env && env[0] == '0') && (hd == 64 || hd == 128 || hd == 256) && a.n_kv_heads > 0 &&
+  const bool gqa = c->opt.attn_gqa && (hd == 64 || hd == 128 || hd == 256) && a.n_kv_heads > 0 &&
                    a.n_heads % a.n_kv_heads == 0 && aligned;
   if (gqa) {
     const bool ok = hd == 64    ? launch_gqa_hd<64>(c, a, nsplit, split, part)

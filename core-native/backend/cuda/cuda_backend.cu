@@ -170,7 +170,7 @@ void rope_seq(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64_t h
   if (nt <= 0) return;
   RopeArgs a{nh, rd / 2, rd, start, sec ? sec[1] : 0, sec ? sec[2] : 0, sec ? 1 : 0, rs, hs, theta};
   const int64_t n = int64_t(nt) * nh * (rd / 2);
-  launch_dep(C(ctx), C(ctx)->pdl_small, k_rope, dim3(blocks_for(n, 256)), dim3(256), 0, x, nt, a, nullptr);
+  launch_dep(C(ctx), C(ctx)->opt.pdl_small, k_rope, dim3(blocks_for(n, 256)), dim3(256), 0, x, nt, a, nullptr);
   SPLASH_LAUNCHED(C(ctx), "rope");
 }
 void rope_seq_dev(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64_t hs, int32_t hd, int32_t rd,
@@ -178,7 +178,7 @@ void rope_seq_dev(void* ctx, float* x, int32_t nt, int64_t rs, int32_t nh, int64
   if (nt <= 0) return;
   RopeArgs a{nh, rd / 2, rd, 0, sec ? sec[1] : 0, sec ? sec[2] : 0, sec ? 1 : 0, rs, hs, theta};
   const int64_t n = int64_t(nt) * nh * (rd / 2);
-  launch_dep(C(ctx), C(ctx)->pdl_small, k_rope, dim3(blocks_for(n, 256)), dim3(256), 0, x, nt, a, start);
+  launch_dep(C(ctx), C(ctx)->opt.pdl_small, k_rope, dim3(blocks_for(n, 256)), dim3(256), 0, x, nt, a, start);
   SPLASH_LAUNCHED(C(ctx), "rope");
 }
 
@@ -191,7 +191,7 @@ __global__ void k_rows_at(float* dst, const float* src, int64_t n, int64_t width
 void rows_at(void* ctx, float* dst, const float* src, int32_t n, int64_t width, const int32_t* start) {
   const int64_t m = int64_t(n) * width;
   if (m <= 0) return;
-  launch_dep(C(ctx), C(ctx)->pdl_small, k_rows_at, dim3(blocks_for(m, 256)), dim3(256), 0, dst, src, m, width, start);
+  launch_dep(C(ctx), C(ctx)->opt.pdl_small, k_rows_at, dim3(blocks_for(m, 256)), dim3(256), 0, dst, src, m, width, start);
   SPLASH_LAUNCHED(C(ctx), "rows_at");
 }
 
@@ -256,7 +256,7 @@ __global__ void k_gdn_gates(float* b, float* a, const float* A_log, const float*
 void gdn_gates(void* ctx, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv) {
   const int64_t m = int64_t(n) * nv;
   if (m <= 0) return;
-  launch_dep(C(ctx), C(ctx)->pdl_small, k_gdn_gates, dim3(blocks_for(m, 256)), dim3(256), 0, b, a, A_log, dt_bias, m,
+  launch_dep(C(ctx), C(ctx)->opt.pdl_small, k_gdn_gates, dim3(blocks_for(m, 256)), dim3(256), 0, b, a, A_log, dt_bias, m,
              nv);
   SPLASH_LAUNCHED(C(ctx), "gdn_gates");
 }
@@ -272,7 +272,7 @@ __global__ void k_sigmoid_gate(float* x, int64_t xp, const float* g, int64_t gp,
 void sigmoid_gate(void* ctx, float* x, int64_t xp, const float* g, int64_t gp, int32_t rows, int32_t width) {
   const int64_t n = int64_t(rows) * width;
   if (n <= 0) return;
-  launch_dep(C(ctx), C(ctx)->pdl_small, k_sigmoid_gate, dim3(blocks_for(n, 256)), dim3(256), 0, x, xp, g, gp, rows,
+  launch_dep(C(ctx), C(ctx)->opt.pdl_small, k_sigmoid_gate, dim3(blocks_for(n, 256)), dim3(256), 0, x, xp, g, gp, rows,
              width);
   SPLASH_LAUNCHED(C(ctx), "sigmoid_gate");
 }
@@ -322,13 +322,9 @@ const char* last_error(void* ctx) {
   c->error.clear();
   return msg.empty() ? nullptr : msg.c_str();
 }
-void set_cublas(void* ctx, int on) { C(ctx)->use_cublas = on != 0; }
-void set_precise(void* ctx, int on) { C(ctx)->precise = on != 0; }
-void set_gemv_rows(void* ctx, int rows) { C(ctx)->gemv_rows = rows; }
-void set_gemv_unroll(void* ctx, int u) { C(ctx)->gemv_unroll = u; }
-void set_gemv_stream(void* ctx, int n) { C(ctx)->gemv_stream = n; }
-void set_gemv_mma(void* ctx, int n) { C(ctx)->gemv_mma = n; }
-void set_qgemm(void* ctx, int lo, int hi) { C(ctx)->qgemm_min = lo, C(ctx)->qgemm_max = hi; }
+// The backend's options, for tests and benchmarks to change between calls (cuda_options.h). Taken through the
+// Flushed wrapper, so the matmuls waiting under the old options go out first.
+CudaOptions* options(void* ctx) { return &C(ctx)->opt; }
 
 // ---- decode graphs
 
@@ -422,18 +418,12 @@ void gated_rmsnorm_slot(void* ctx, const float* x, const float* z, const float* 
 
 void* get_proc_address(void*, const char* name) {
   if (std::strcmp(name, "splash_last_error") == 0) return reinterpret_cast<void*>(&last_error);
-  if (std::strcmp(name, "splash_cuda_set_cublas") == 0) return reinterpret_cast<void*>(fl<set_cublas>);
-  if (std::strcmp(name, "splash_cuda_set_precise") == 0) return reinterpret_cast<void*>(fl<set_precise>);
-  if (std::strcmp(name, "splash_cuda_set_gemv_rows") == 0) return reinterpret_cast<void*>(fl<set_gemv_rows>);
+  if (std::strcmp(name, "splash_cuda_options") == 0) return reinterpret_cast<void*>(fl<options>);
   if (std::strcmp(name, "splash_host_alloc") == 0) return reinterpret_cast<void*>(&host_alloc);
   if (std::strcmp(name, "splash_host_free") == 0) return reinterpret_cast<void*>(fl<host_free>);
   if (std::strcmp(name, "splash_device_memory") == 0) return reinterpret_cast<void*>(&device_memory);
   if (std::strcmp(name, "splash_set_memory_limit") == 0) return reinterpret_cast<void*>(&set_memory_limit);
   if (std::strcmp(name, "splash_cuda_graph_launches") == 0) return reinterpret_cast<void*>(&graph_launches);
-  if (std::strcmp(name, "splash_cuda_set_qgemm") == 0) return reinterpret_cast<void*>(fl<set_qgemm>);
-  if (std::strcmp(name, "splash_cuda_set_gemv_unroll") == 0) return reinterpret_cast<void*>(fl<set_gemv_unroll>);
-  if (std::strcmp(name, "splash_cuda_set_gemv_stream") == 0) return reinterpret_cast<void*>(fl<set_gemv_stream>);
-  if (std::strcmp(name, "splash_cuda_set_gemv_mma") == 0) return reinterpret_cast<void*>(fl<set_gemv_mma>);
   if (std::strcmp(name, "splash_cuda_load_kernels") == 0) return reinterpret_cast<void*>(fl<spec_load>);
   if (std::strcmp(name, "splash_cuda_kernel_shapes") == 0) return reinterpret_cast<void*>(&spec_shapes);
   if (std::strcmp(name, "splash_cuda_event_ms") == 0) return reinterpret_cast<void*>(fl<event_ms>);
@@ -498,7 +488,7 @@ struct CudaBackend {
 
 void add(void* ctx, float* y, const float* x, int64_t n) {
   if (n <= 0) return;
-  launch_dep(C(ctx), C(ctx)->pdl_small, k_add, dim3(std::min<unsigned>(blocks_for(n, 256), 4096)), dim3(256), 0, y, x,
+  launch_dep(C(ctx), C(ctx)->opt.pdl_small, k_add, dim3(std::min<unsigned>(blocks_for(n, 256), 4096)), dim3(256), 0, y, x,
              n);
   SPLASH_LAUNCHED(C(ctx), "add");
 }
@@ -506,7 +496,7 @@ void add(void* ctx, float* y, const float* x, int64_t n) {
 void gated_add(void* ctx, float* y, const float* x, const float* gate, int32_t n, int32_t dim) {
   const int64_t m = int64_t(n) * dim;
   if (m <= 0) return;
-  launch_dep(C(ctx), C(ctx)->pdl_small, k_gated_add, dim3(blocks_for(m, 256)), dim3(256), 0, y, x, gate, n, dim);
+  launch_dep(C(ctx), C(ctx)->opt.pdl_small, k_gated_add, dim3(blocks_for(m, 256)), dim3(256), 0, y, x, gate, n, dim);
   SPLASH_LAUNCHED(C(ctx), "gated_add");
 }
 
@@ -515,7 +505,7 @@ void swiglu(void* ctx, const float* g, const float* u, int64_t n, float* out) {
   flush(c);  // also called inside the backend, after matmuls that may wait
   if (n <= 0) return;
   const QuantOut qo = quant_out(c, n);  // for the down projection
-  launch_dep(c, c->pdl_small, k_swiglu, dim3(std::min<unsigned>(blocks_for(n, 256), 4096)), dim3(256), 0, g, u, n,
+  launch_dep(c, c->opt.pdl_small, k_swiglu, dim3(std::min<unsigned>(blocks_for(n, 256), 4096)), dim3(256), 0, g, u, n,
              out, qo);
   if (SPLASH_LAUNCHED(c, "swiglu") && qo.q4) produced(c, out, qo.total);
 }
@@ -545,20 +535,8 @@ extern "C" __attribute__((visibility("default"))) splash_backend* splash_backend
     delete cb;
     return nullptr;
   }
+  cb->ctx.opt = cuda_options_from_env();
   cublas_open(&cb->ctx);
-  if (const char* r = getenv("SPLASH_GEMV_ROWS")) cb->ctx.gemv_rows = atoi(r);
-  if (const char* r = getenv("SPLASH_PDL")) cb->ctx.pdl = r[0] != '0';
-  if (const char* r = getenv("SPLASH_PDL_NORMS")) cb->ctx.pdl_norms = r[0] != '0';
-  if (const char* r = getenv("SPLASH_PDL_SMALL")) cb->ctx.pdl_small = r[0] != '0';
-  if (const char* r = getenv("SPLASH_GEMV_MMA")) cb->ctx.gemv_mma = atoi(r);
-  if (const char* r = getenv("SPLASH_QGEMM_MIN")) cb->ctx.qgemm_min = atoi(r);
-  if (const char* r = getenv("SPLASH_QGEMM_MAX")) cb->ctx.qgemm_max = atoi(r);
-  if (const char* r = getenv("SPLASH_QGEMM_KS")) cb->ctx.qgemm_ks = atoi(r);
-  if (const char* u = getenv("SPLASH_GEMV_UNROLL")) cb->ctx.gemv_unroll = atoi(u);
-  if (const char* r = getenv("SPLASH_GEMV_STREAM")) cb->ctx.gemv_stream = atoi(r);
-  if (const char* r = getenv("SPLASH_GATES_FUSED")) cb->ctx.fuse_gates = r[0] != '0';
-  if (const char* r = getenv("SPLASH_MERGE_ROWS")) cb->ctx.merge_rows = r[0] != '0';
-  if (const char* r = getenv("SPLASH_GDN_NORM")) cb->ctx.fuse_gdn_norm = r[0] != '0';
   apply_probes(cb->iface, cb->ctx);
   cb->b.iface = &cb->iface;
   cb->b.ctx = &cb->ctx;

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/cuda_options.h"
 #include "splash/backend.h"
 
 namespace splash::cuda {
@@ -20,9 +21,6 @@ namespace splash::cuda {
 enum Scratch { kXq, kXs, kXbf, kWbf, kAttn, kTok, kMoeIdx, kMoeX, kMoeG, kMoeU, kMoeY, kMoeR, kWf, kGdn, kGdnChunk, kPq4, kPq8, kPs,
                kQgX, kQgPart, kArgmax, kSampleDesc, kSampleW, kMoeFused, kEgX,
                kNumScratch };
-
-// The token counts the fused q4 GEMM takes by default (measured: DEVELOPMENT.md, CUDA backend).
-constexpr int kQgemmMin = 5, kQgemmMax = 64;
 
 // The GDN gates applied by the few-row GEMV that computes b and a (cuda_matmul.cu k_gemv_f_row); null: none.
 struct RowGates {
@@ -43,32 +41,10 @@ struct Ctx {
   void* cublas = nullptr;
   int (*gemm_ex)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int, const void*,
                  void*, int, int, int, int) = nullptr;
-  bool use_cublas = true;
-  bool pdl = true;       // decode GEMVs launched with programmatic dependent launch ($SPLASH_PDL=0: off)
-  bool pdl_norms = true;   // the norms too ($SPLASH_PDL_NORMS=0: plain launches)
-  // the decode step's other small kernels too ($SPLASH_PDL_SMALL=0: plain launches; measured faster in the engine
-  // and over HTTP, DEVELOPMENT.md)
-  bool pdl_small = true;
-  // q4/q8 GEMV launches of this many tokens up to 8 run on the integer tensor cores, fewer on dp4a (0: never;
-  // $SPLASH_GEMV_MMA). 8: measured faster at 8 tokens, slower at 4 and 1 (DEVELOPMENT.md)
-  int gemv_mma = 8;
-  // q4 matmuls of qgemm_min..qgemm_max tokens take the fused bf16 GEMM (cuda_qgemm.cu; $SPLASH_QGEMM_MIN / _MAX,
-  // a max of 0 turns it off)
-  int qgemm_min = kQgemmMin, qgemm_max = kQgemmMax;
-  int qgemm_ks = 128;  // columns a stage ($SPLASH_QGEMM_KS: 128 / 256)
-  bool precise = false;  // fp32 activations in every matmul (no int8 levels, no bf16 GEMM): parity checks
-  int gemv_rows = 4;    // rows per warp of the int8x2 GEMV ($SPLASH_GEMV_ROWS)
-  int gemv_unroll = 2;  // column-loop unroll of the one-token GEMV ($SPLASH_GEMV_UNROLL)
-  // q4/q8 GEMV launches of up to this many tokens stream the weights through shared memory (cuda_gemv_stream.cu;
-  // $SPLASH_GEMV_STREAM, 0 = never, at most 4). 2: measured faster at 1 and 2 tokens, slower at 4 (DEVELOPMENT.md)
-  int gemv_stream = 2;
-  // gdn_gates on the pending b/a GEMVs becomes their epilogue instead of a kernel of its own ($SPLASH_GATES_FUSED=0:
-  // the kernel); row_gates passes the gates to that launch
-  bool fuse_gates = true;
+  // which kernels run (read once at create, changed only through splash_cuda_options; kernel_choice.h reads it)
+  CudaOptions opt;
+  // the GDN gates for the b/a GEMVs' launch (CudaOptions::fuse_gates; set by gates_with_pending)
   RowGates row_gates;
-  // measurement only ($SPLASH_CUDA_TWICE / $SPLASH_CUDA_SKIP naming gemv_f_row, cuda_probe.cu): the few-row GEMV
-  // launched 1 (normal), 0 (skip) or 2 times
-  int probe_f_row = 0;
   // device memory this backend holds (buffers and scratch) and its cap (0: none; --max-memory)
   std::mutex mem_mu;
   std::unordered_map<void*, size_t> sizes;
@@ -87,7 +63,7 @@ struct Ctx {
   std::atomic<bool> xc_valid{false};
   const float* xc_x = nullptr;
   int64_t xc_total = 0;
-  // matmuls on one activation block waiting to be launched together (cuda_matmul.cu: gemv_defer / flush)
+  // matmuls on one activation block waiting to be launched together (cuda_matmul.cu: matmul / flush)
   struct Pending {
     splash_weight w;
     float* y;
@@ -97,13 +73,12 @@ struct Ctx {
   Pending pend[kMaxGroup];
   int pend_n = 0, pend_kind = 0;
   // few-row fp32 GEMVs (the GDN's b/a) on the same activations as pending q4/q8 ones, riding in their launch
-  // (cuda_matmul.cu rides; $SPLASH_MERGE_ROWS=0: a launch of their own)
+  // (cuda_matmul.cu rides)
   Pending pend_rows[kMaxGroup];
   int pend_rows_n = 0;
-  bool merge_rows = true;
   // a decode step's GDN recurrence waiting for the gated RMSNorm after it, to run as one kernel (cuda_gdn.cu;
-  // launched by flush() when anything else comes first; $SPLASH_GDN_NORM=0: never waits)
-  bool gdn_pend = false, fuse_gdn_norm = true;
+  // launched by flush() when anything else comes first)
+  bool gdn_pend = false;
   splash_gdn_args gdn_args{};
   const float* pend_x = nullptr;
   int32_t pend_nt = 0;
@@ -163,7 +138,7 @@ bool smem_opt_in(Ctx* c, size_t bytes, const char* what) {
                                          int(bytes)), what);
   return done;
 }
-// Launches `kernel` on the call's stream, with the PDL attribute when c->pdl ($SPLASH_PDL=0: plain launches).
+// Launches `kernel` on the call's stream with the PDL attribute.
 template <typename... Params, typename... Args>
 bool launch_pdl(Ctx* c, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
   cudaLaunchConfig_t cfg{};
@@ -175,16 +150,16 @@ bool launch_pdl(Ctx* c, void (*kernel)(Params...), dim3 grid, dim3 block, size_t
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
-  cfg.numAttrs = c->pdl ? 1 : 0;
+  cfg.numAttrs = 1;
   return check(c, cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "launch");
 }
 
 // A kernel that starts with pdl_wait() (it touches nothing before the kernel ahead of it is done), launched with PDL
-// when c->pdl and `on` (Ctx::pdl_norms for the norms, Ctx::pdl_small for the others), so its launch overlaps the end
-// of that kernel; otherwise a plain launch.
+// when `on` (true for the norms, CudaOptions::pdl_small for the others), so its launch overlaps the end of that
+// kernel; otherwise a plain launch.
 template <typename... Params, typename... Args>
 void launch_dep(Ctx* c, bool on, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
-  if (c->pdl && on)
+  if (on)
     launch_pdl(c, kernel, grid, block, smem, std::forward<Args>(args)...);
   else
     kernel<<<grid, block, smem, strm(c)>>>(std::forward<Args>(args)...);
@@ -319,10 +294,9 @@ struct ExpertGemm {
   const int32_t* tile_r = nullptr;
 };
 bool expert_gemm_fits(const splash_weight& w);
-// The fused q4 GEMM (cuda_qgemm.cu): whether weight w at nt tokens takes it, and one launch for a group of such
-// weights (same columns) on activations x [nt, cols].
+// The fused q4 GEMM (cuda_qgemm.cu): one launch for a group of weights (same columns) that kernel_choice.h gives it,
+// on activations x [nt, cols].
 struct GemvGroup;
-bool qgemm_fits(const Ctx* c, const splash_weight& w, int32_t nt);
 void qgemm(Ctx* c, GemvGroup& grp, const float* x, int32_t nt);
 // x [n] fp32 → bf16 with every 8 values in the order 0 4 1 5 2 6 3 7 (qmma.cuh; n a multiple of 8), and with sums
 // not null the sum of each 64 rounded values
@@ -332,7 +306,7 @@ int expert_gemm_rows();
 // expert_q4_fits)
 void expert_gemm(Ctx* c, const ExpertGemm& a, int32_t row_tiles);
 // q4 weights the tensor-core q4 form takes (every grouped q4 matmul of a MoE layer must, for expert_glu)
-bool expert_q4_fits(const splash_weight& w);
+bool expert_q4_fits(const Ctx* c, const splash_weight& w);
 // gate and up (gu.w[0], gu.w[1], gu.nw = 2) and SwiGLU in one launch: hb [slots][rows] = silu(gate)·up in bf16,
 // laid out as the down projection's expert_gemm reads it (x null, xb = hb)
 void expert_glu(Ctx* c, const ExpertGemm& gu, uint16_t* hb, int32_t row_tiles);
@@ -369,7 +343,7 @@ bool gdn_norm_with_pending(Ctx* c, const float* x, const float* z, const float* 
 // gdn_gates as the epilogue of the pending b/a GEMVs (launched now); false when what is pending is not exactly
 // those two (the caller flushes and launches the gates kernel)
 bool gates_with_pending(Ctx* c, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv);
-// $SPLASH_CUDA_TWICE / $SPLASH_CUDA_SKIP: the slots they name run twice or not at all (measurement only,
+// CudaOptions::probe_twice / probe_skip: the slots they name run twice or not at all (measurement only,
 // cuda_probe.cu)
 void apply_probes(::splash_backend_i& t, Ctx& c);
 // The int8x2 planes a producer kernel (norms, SwiGLU) writes next to its fp32 output `y` of `total` values,

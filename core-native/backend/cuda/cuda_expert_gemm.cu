@@ -270,13 +270,9 @@ __global__ void __launch_bounds__(EqTile<WN, ST>::kThreads, EqTile<WN, ST>::kMin
   }
 }
 
-// Which form a q4 expert GEMM takes ($SPLASH_EXPERT_Q4, for measurement: wmma, w1 = one warp along the slots,
-// w2 = two).
-int q4_form() {
-  const char* f = std::getenv("SPLASH_EXPERT_Q4");
-  if (!f) return 1;
-  return std::strcmp(f, "wmma") == 0 ? 0 : std::strcmp(f, "w2") == 0 ? 2 : 1;
-}
+// Which form a q4 expert GEMM takes (CudaOptions::expert_q4, for measurement: 0 wmma, 1 one warp along the slots,
+// 2 two).
+int q4_form(const Ctx* c) { return c->opt.expert_q4; }
 
 bool q4_fits(const splash_weight& w) {
   return w.dtype == SPLASH_Q4 && w.cols % 128 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
@@ -296,10 +292,10 @@ bool launch_q4(Ctx* c, const ExpertGemm& a, int32_t row_tiles, uint16_t* hb) {
   return true;
 }
 
-// One q4 launch in the form $SPLASH_EXPERT_Q4 names (w2, else w1); the caller has checked q4_form() != 0.
+// One q4 launch in the form CudaOptions::expert_q4 names (2, else 1); the caller has checked q4_form(c) != 0.
 template <bool kGlu>
 bool launch_q4_form(Ctx* c, const ExpertGemm& a, int32_t row_tiles, uint16_t* hb) {
-  return q4_form() == 2 ? launch_q4<2, 4, kGlu>(c, a, row_tiles, hb) : launch_q4<1, 4, kGlu>(c, a, row_tiles, hb);
+  return q4_form(c) == 2 ? launch_q4<2, 4, kGlu>(c, a, row_tiles, hb) : launch_q4<1, 4, kGlu>(c, a, row_tiles, hb);
 }
 
 // The activations in the q4 form's layout (bf16, permuted per 8 columns), in scratch
@@ -316,11 +312,11 @@ bool expert_gemm_fits(const splash_weight& w) { return w.cols % kGk == 0 && w.ro
 
 int expert_gemm_rows() { return kGm; }
 
-bool expert_q4_fits(const splash_weight& w) { return q4_form() != 0 && q4_fits(w); }
+bool expert_q4_fits(const Ctx* c, const splash_weight& w) { return q4_form(c) != 0 && q4_fits(w); }
 
 void expert_gemm(Ctx* c, const ExpertGemm& a, int32_t row_tiles) {
   if (row_tiles <= 0) return;
-  if (!a.x || (expert_q4_fits(a.w[0]) && (a.nw < 2 || expert_q4_fits(a.w[1])))) {
+  if (!a.x || (expert_q4_fits(c, a.w[0]) && (a.nw < 2 || expert_q4_fits(c, a.w[1])))) {
     ExpertGemm b = a;
     if (a.x) b.xb = reinterpret_cast<const __nv_bfloat16*>(q4_act(c, a));
     if (!b.xb) return;

@@ -303,7 +303,7 @@ __global__ void __cluster_dims__(1, kGdnNormBlocks, 1) __launch_bounds__(256) k_
 // gated_rmsnorm has a block per (token, head); 27B / 35B-A3B shapes, steps of 8 tokens 2.14 / 1.44 ms against
 // 2.10 / 1.38 ms unfused).
 bool gdn_defers(const Ctx* c, const splash_gdn_args& a) {
-  return c->fuse_gdn_norm && !c->precise && !tl_stream && a.n_tokens <= kGdnNormTokens && a.dk % 16 == 0 &&
+  return !c->opt.precise && !tl_stream && a.n_tokens <= kGdnNormTokens && a.dk % 16 == 0 &&
          a.dk <= 128 && a.dv == 32 * kGdnNormBlocks;
 }
 
@@ -317,7 +317,7 @@ bool gdn_norm_with_pending(Ctx* c, const float* x, const float* z, const float* 
   c->gdn_pend = false;
   c->xc_valid = false;  // the int8x2 planes are rewritten for y below
   const QuantOut qo = quant_out(c, int64_t(n) * dim);  // for the output projection
-  launch_dep(c, c->pdl_small, k_gdn_norm, dim3(unsigned(a.nv), kGdnNormBlocks), dim3((a.dk / 16) * 32), 0, a,
+  launch_dep(c, c->opt.pdl_small, k_gdn_norm, dim3(unsigned(a.nv), kGdnNormBlocks), dim3((a.dk / 16) * 32), 0, a,
              GdnNorm{z, w, eps, y, qo});
   if (SPLASH_LAUNCHED(c, "gdn + gated_rmsnorm") && qo.q4) produced(c, y, qo.total);
   return true;
@@ -336,7 +336,7 @@ void conv1d_silu(void* ctx, const float* x, int32_t nt, int32_t C, int32_t K, co
   }
   if (nt <= 0) return;
   if (nt <= kConvFusedTokens) {
-    launch_dep(c, c->pdl_small, k_conv1d_silu_state, dim3(blocks_for(C, 128)), dim3(128), 0, x, nt, C, K, w, state, y);
+    launch_dep(c, c->opt.pdl_small, k_conv1d_silu_state, dim3(blocks_for(C, 128)), dim3(128), 0, x, nt, C, K, w, state, y);
     SPLASH_LAUNCHED(c, "conv1d_silu_state");
     return;
   }
@@ -358,7 +358,7 @@ void launch_recurrent(Ctx* c, const splash_gdn_args* a) {
   // stepwise (a verify, a replay): the form a one-token call takes, at any length, so the bits are a decode's
   const bool stepwise = a->stepwise || a->states;
   if ((a->n_tokens <= kGdnFewTokens || stepwise) && a->dk % 16 == 0 && a->dk <= 16 * kMaxDkWarps) {
-    launch_dep(c, c->pdl_small, k_gdn<16>, dim3(grid), dim3((a->dk / 16) * 32), 0, *a);
+    launch_dep(c, c->opt.pdl_small, k_gdn<16>, dim3(grid), dim3((a->dk / 16) * 32), 0, *a);
     SPLASH_LAUNCHED(c, "gdn");
     return;
   }
@@ -366,14 +366,14 @@ void launch_recurrent(Ctx* c, const splash_gdn_args* a) {
     auto* prep = static_cast<float*>(scratch(c, kGdn, size_t(a->n_tokens) * a->nk * (2 * a->dk + 4) * 4));
     if (!prep) return;
     gdn_prep(c, *a, prep);
-    if (a->dk == 32) launch_dep(c, c->pdl_small, k_gdn_warp<32>, dim3(grid), dim3(32), 0, *a, prep);
-    else if (a->dk == 64) launch_dep(c, c->pdl_small, k_gdn_warp<64>, dim3(grid), dim3(32), 0, *a, prep);
-    else launch_dep(c, c->pdl_small, k_gdn_warp<128>, dim3(grid), dim3(32), 0, *a, prep);
+    if (a->dk == 32) launch_dep(c, c->opt.pdl_small, k_gdn_warp<32>, dim3(grid), dim3(32), 0, *a, prep);
+    else if (a->dk == 64) launch_dep(c, c->opt.pdl_small, k_gdn_warp<64>, dim3(grid), dim3(32), 0, *a, prep);
+    else launch_dep(c, c->opt.pdl_small, k_gdn_warp<128>, dim3(grid), dim3(32), 0, *a, prep);
     SPLASH_LAUNCHED(c, "gdn");
     return;
   }
   const int warps = (a->dk + 31) / 32;
-  launch_dep(c, c->pdl_small, k_gdn<32>, dim3(grid), dim3(warps * 32), 0, *a);
+  launch_dep(c, c->opt.pdl_small, k_gdn<32>, dim3(grid), dim3(warps * 32), 0, *a);
   SPLASH_LAUNCHED(c, "gdn");
 }
 

@@ -376,9 +376,9 @@ void gdn_chunked_run(Ctx* c, const splash_gdn_args* a) {
 void gdn_chunked(void* ctx, const splash_gdn_args* a) {
   Ctx* c = static_cast<Ctx*>(ctx);
   if (a->n_tokens <= 0) return;
-  // SPLASH_GDN_CHUNKED=1 takes the chunked kernels from 2 tokens on, =0 never (the tests and the benchmark)
-  const char* force = std::getenv("SPLASH_GDN_CHUNKED");
-  const bool wanted = force ? force[0] == '1' : a->n_tokens > kGdnFewTokens;
+  // CudaOptions::gdn_chunked 1 takes the chunked kernels from 2 tokens on, 0 never (the tests and the benchmark)
+  const int force = c->opt.gdn_chunked;
+  const bool wanted = force >= 0 ? force == 1 : a->n_tokens > kGdnFewTokens;
   const bool shapes = a->n_tokens >= 2 && a->dv % 32 == 0 && a->nv % a->nk == 0;
   if (wanted && shapes) {
     if (a->dk == 128) return gdn_chunked_run<128>(c, a);

@@ -92,7 +92,7 @@ void gemm(Ctx* c, const splash_weight* w, const float* x, int32_t nt, float* y, 
   auto* xb = static_cast<__nv_bfloat16*>(scratch(c, kXbf, size_t(nt) * K * 2));
   if (!xb) return;
   to_bf16(c, x, int64_t(nt) * K, xb);
-  if (c->gemm_ex && c->use_cublas) {
+  if (c->gemm_ex && c->opt.cublas) {
     const float one = 1.f, zero = 0.f;
     // column-major view: C[R×nt] (ld ys) = op(B)ᵀ… W is K×R column-major (ld K), transposed; x is K×nt (ld K)
     const int st = c->gemm_ex(c->cublas, /*T*/ 1, /*N*/ 0, int(R), int(nt), int(K), &one, B, /*bf16*/ 14, int(K), xb, 14,
@@ -107,7 +107,7 @@ void gemm(Ctx* c, const splash_weight* w, const float* x, int32_t nt, float* y, 
 
 // fp32 GEMM through cuBLAS (exact weights, f32 weights and precise mode with many tokens); false without it.
 bool sgemm(Ctx* c, const splash_weight* w, const float* x, int32_t nt, float* y, int64_t ys) {
-  if (!c->gemm_ex || !c->use_cublas || w->cols % 8 != 0) return false;
+  if (!c->gemm_ex || !c->opt.cublas || w->cols % 8 != 0) return false;
   const int64_t R = w->rows, K = w->cols;
   const float* B = static_cast<const float*>(w->data);
   if (w->dtype != SPLASH_F32) {
@@ -126,7 +126,7 @@ bool sgemm(Ctx* c, const splash_weight* w, const float* x, int32_t nt, float* y,
 
 // libcublas through dlopen: the module keeps no link-time dependency on it.
 void cublas_open(Ctx* c) {
-  if (const char* e = getenv("SPLASH_CUBLAS"); e && e[0] == '0') return;
+  if (!c->opt.cublas) return;  // $SPLASH_CUBLAS=0: not even loaded
   for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
     c->cublas_lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (c->cublas_lib) break;

@@ -173,7 +173,6 @@ void launch_mma(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const
 
 bool gemv_q_mma(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2,
                 int32_t nt) {
-  if (c->gemv_mma <= 0 || nt < c->gemv_mma || nt > 8) return false;
   grp.first[0] = 0;
   for (int g = 0; g < grp.n; ++g) grp.first[g + 1] = grp.first[g] + int32_t(blocks_for(grp.w[g].rows, kMmaRows));
   if (bits == 4) launch_mma<4>(c, grp, xq, xs, xsum, lvl2, nt);

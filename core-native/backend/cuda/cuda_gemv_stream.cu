@@ -1,5 +1,5 @@
 // The int8x2 dp4a GEMV of q4 / q8 weights for launches of 1 and 2 tokens (decode steps, 2-token verify blocks and
-// batches; up to 4 with $SPLASH_GEMV_STREAM=4, 0 = never), with each warp's weights streamed through shared memory. The dp4a kernel of gemv_q.cuh holds its loads in
+// batches; up to 4 with CudaOptions::gemv_stream = 4, 0 = never), with each warp's weights streamed through shared memory. The dp4a kernel of gemv_q.cuh holds its loads in
 // registers, so the bytes in flight per SM are bounded by its registers: ~2.2–2.5 TB/s on the 27B shapes' matrices
 // against ~4 TB/s on the LM head, whose long grid hides the ramp. Here every warp keeps kStreamStages stages of its
 // four rows in flight with cp.async (q4: 2.3 KB a stage, 32 chunks of 32 columns per row, with their scales and
@@ -117,14 +117,7 @@ void launch_stream(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, co
 
 bool gemv_q_stream(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2,
                    int32_t nt, GemvGroup* rows, const float* xf) {
-  // the dp4a kernel's other schedules ($SPLASH_GEMV_ROWS, $SPLASH_GEMV_UNROLL) are for measurement: leave them to it
-  if (nt > c->gemv_stream || nt < 1 || c->gemv_rows != 4 || (nt == 1 && c->gemv_unroll == 4)) return false;
-  for (int g = 0; g < grp.n; ++g) {
-    const splash_weight& w = grp.w[g];
-    const uintptr_t a = reinterpret_cast<uintptr_t>(w.data) | reinterpret_cast<uintptr_t>(w.scales) |
-                        reinterpret_cast<uintptr_t>(w.biases);
-    if (w.cols % 1024 != 0 || (a & 15) != 0) return false;
-  }
+  // (kernel_choice.h choose_gemv_form has checked the tokens, the options and the weights' alignment)
   grp.first[0] = 0;
   for (int g = 0; g < grp.n; ++g)
     grp.first[g + 1] = grp.first[g] + int32_t(blocks_for(grp.w[g].rows, kStreamWarps * kStreamRows));
@@ -142,7 +135,7 @@ bool gemv_q_stream(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const flo
     case 1: q4 ? launch_stream<4, 1>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates) : launch_stream<8, 1>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates); break;
     case 2: q4 ? launch_stream<4, 2>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates) : launch_stream<8, 2>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates); break;
     default: q4 ? launch_stream<4, 4>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates) : launch_stream<8, 4>(c, grp, xq, xs, xsum, lvl2, nt, r, xf, gates);
-  }  // 3 and 4 tokens only when $SPLASH_GEMV_STREAM says so (measured slower: 127 registers, fewer warps)
+  }  // 3 and 4 tokens only when CudaOptions::gemv_stream says so (measured slower: 127 registers, fewer warps)
   if (rows) rows->n = 0;  // launched
   return true;
 }

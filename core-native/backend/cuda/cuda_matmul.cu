@@ -1,22 +1,21 @@
-// Linear layers on the GPU. Decode (≤ 8 tokens; q4/q8 up to 32): memory-bound GEMVs; q4/q8 weights meet activations
-// quantised to two int8 levels per 32 values (level 2 holds the residual at 1/256 of the step, so the
-// product is within ~1e-5 of fp32) through dp4a, or through the integer tensor cores for launches of 8 tokens
-// (cuda_gemv_mma.cu); bf16/f32 and the EXACT matrices use fp32 activations.
-// Matmuls on the same activations wait (`matmul` defers, `flush` launches) and go out as one grid. Prefill
-// (more tokens): cuda_gemm.cu.
+// Linear layers on the GPU: the `matmul` slot launches the kernel kernel_choice.h chooses for the shape. Decode
+// (≤ 8 tokens; q4/q8 up to 32): memory-bound GEMVs; q4/q8 weights meet activations quantised to two int8 levels per
+// 32 values (level 2 holds the residual at 1/256 of the step, so the product is within ~1e-5 of fp32); bf16/f32 and
+// the EXACT matrices use fp32 activations. Prefill (more tokens): cuda_gemm.cu, cuda_qgemm.cu.
+//
+// Grouping: a matmul whose choice `groups` does not launch at once. It waits in the context's pending group (Ctx::pend,
+// at most Ctx::kMaxGroup weights) and the next matmul on the same activations, of the same kernel and columns, joins
+// it (q/k/v, gate/up); a few-row fp32 GEMV on the activations of pending q4/q8 GEMVs rides in their launch when the
+// streaming GEMV takes it (Ctx::pend_rows). Anything else — another matmul, any other slot (the Flushed wrapper in
+// cuda_backend.cu), an output that overlaps what waits — launches the group first (`flush`).
 #include <algorithm>
 
 #include "backend/cuda/gemv_f_row.cuh"
+#include "backend/cuda/kernel_choice.h"
 
 namespace splash::cuda {
 namespace {
 
-constexpr int kMaxGemvTokens = 8;
-// q4/q8 matmuls of up to this many tokens stay GEMVs, in launches of ≤ 8 tokens: each reads the weights once,
-// where the GEMM path (> 8 tokens otherwise) dequantises every weight to bf16 first — on the 27B shape a 9-token
-// step took 74 ms that way against ~9 ms for a one-token step (H200, SPLASH_TRACE_STEPS). The rows are the
-// single-token GEMV's result whatever the chunking (its bits too when one kernel serves every launch size).
-constexpr int kGemvSplitMax = 32;
 constexpr int kG = kGemvGroup;
 
 // ---- activation quantisation (quant_group, cuda_common.cuh): one thread per value, total % 32 == 0
@@ -94,7 +93,7 @@ void launch_rows(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, cons
   dim3 grid(unsigned(grp.first[grp.n]), unsigned(eidx ? pairs : 1));
   // the package's specialised kernel for these columns, when its image is loaded (every weight of a group
   // has the same columns: matmul() joins only those); built for the default rows per warp and unroll
-  if (ROWS == kSpecRows && !(NT == 1 && c->gemv_unroll == 4))
+  if (ROWS == kSpecRows && !(NT == 1 && c->opt.gemv_unroll == 4))
     if (const void* k = spec_kernel(c, BITS, grp.w[0].cols, NT)) {
       void* args[] = {&grp, &xq, &xs, &xsum, &lvl2, &nt, &eidx, &xdiv};
       SPLASH_CK(c, cudaLaunchKernel(k, grid, dim3(128), args, 0, strm(c)));
@@ -102,7 +101,7 @@ void launch_rows(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, cons
     }
   // programmatic dependent launch: the GEMV's blocks start (and prefetch their weights) while the kernel that
   // produces the activations finishes
-  if (NT == 1 && c->gemv_unroll == 4)  // deeper unroll (more loads in flight), single token only: measured variant
+  if (NT == 1 && c->opt.gemv_unroll == 4)  // deeper unroll (more loads in flight), single token only: measured variant
     launch_pdl(c, k_gemv_q<BITS, NT, ROWS, 4>, grid, dim3(128), 0, grp, xq, xs, xsum, lvl2, nt, eidx, xdiv);
   else
     launch_pdl(c, k_gemv_q<BITS, NT, ROWS>, grid, dim3(128), 0, grp, xq, xs, xsum, lvl2, nt, eidx, xdiv);
@@ -111,7 +110,7 @@ void launch_rows(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, cons
 template <int BITS, int NT>
 void launch_gemv_q(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2, int32_t nt,
                    const int32_t* eidx = nullptr, int32_t pairs = 0, int32_t xdiv = 1) {
-  switch (c->gemv_rows) {  // rows per warp ($SPLASH_GEMV_ROWS, for measurement); default 4
+  switch (c->opt.gemv_rows) {  // rows per warp (CudaOptions::gemv_rows, for measurement); default 4
     case 1: launch_rows<BITS, NT, 1>(c, grp, xq, xs, xsum, lvl2, nt, eidx, pairs, xdiv); break;
     case 2: launch_rows<BITS, NT, 2>(c, grp, xq, xs, xsum, lvl2, nt, eidx, pairs, xdiv); break;
     default: launch_rows<BITS, NT, 4>(c, grp, xq, xs, xsum, lvl2, nt, eidx, pairs, xdiv);
@@ -147,19 +146,21 @@ bool quantize_x(Ctx* c, int bits, const float* x, int64_t C, int32_t n, int8_t*&
 
 namespace {
 
-// How a matmul runs, and whether it can share a launch with others on the same activations: 4 / 8 = the int8x2
-// GEMV of q4 / q8 weights, 5 = the fused q4 GEMM (cuda_qgemm.cu), 3 = fp32 activations with a block per row (few
-// rows, ≤ 8 tokens), 0 = other (launched at once).
-enum GemvKind { kOther = 0, kRowF = 3, kQ4 = 4, kQg = 5, kQ8 = 8 };
-int gemv_kind(const Ctx* c, const splash_weight* w, int32_t nt) {
-  if (qgemm_fits(c, *w, nt)) return kQg;
-  if (nt > kGemvSplitMax) return kOther;
-  const bool quant = w->dtype == SPLASH_Q4 || w->dtype == SPLASH_Q8;
-  if (quant && !(w->flags & SPLASH_WEIGHT_EXACT) && w->cols % 64 == 0 && !c->precise)
-    return w->dtype == SPLASH_Q4 ? kQ4 : kQ8;
-  if (nt > kMaxGemvTokens) return kOther;
-  if (w->cols % 8 == 0 && w->rows < 4 * c->sms) return kRowF;
-  return kOther;
+MatmulChoice choice(const Ctx* c, const splash_weight& w, int32_t nt) {
+  return choose_matmul(matmul_shape(w, nt), DeviceProps{c->sms, c->gemm_ex != nullptr}, c->opt);
+}
+int bits_of(MatmulKernel k) { return k == MatmulKernel::kGemvQ4 ? 4 : 8; }
+
+// Whether every weight of the group may take the streaming GEMV (its loads: columns a multiple of 1024, 16-byte
+// aligned data, scales and biases).
+bool stream_fits(const GemvGroup& grp) {
+  for (int g = 0; g < grp.n; ++g) {
+    const splash_weight& w = grp.w[g];
+    const uintptr_t a = reinterpret_cast<uintptr_t>(w.data) | reinterpret_cast<uintptr_t>(w.scales) |
+                        reinterpret_cast<uintptr_t>(w.biases);
+    if (w.cols % 1024 != 0 || (a & 15) != 0) return false;
+  }
+  return true;
 }
 
 template <int BITS>
@@ -172,8 +173,15 @@ void launch_q(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const f
     for (int g = 0; g < grp.n; ++g) part.y[g] = grp.y[g] + int64_t(t0) * grp.ys[g];
     const int8_t* q = xq + int64_t(t0) * C;
     const float *s = xs + int64_t(t0) * (C / 32), *sum = xsum + int64_t(t0) * (C / 32);
-    if (gemv_q_mma(c, BITS, part, q, s, sum, lvl2, n)) continue;
-    if (gemv_q_stream(c, BITS, part, q, s, sum, lvl2, n, nt == n ? rows : nullptr, xf)) continue;
+    const GemvForm form = choose_gemv_form(n, stream_fits(part), c->opt);
+    if (form == GemvForm::kMma) {
+      gemv_q_mma(c, BITS, part, q, s, sum, lvl2, n);
+      continue;
+    }
+    if (form == GemvForm::kStream) {
+      gemv_q_stream(c, BITS, part, q, s, sum, lvl2, n, nt == n ? rows : nullptr, xf);
+      continue;
+    }
     switch (n) {
       case 1: launch_gemv_q<BITS, 1>(c, part, q, s, sum, lvl2, n); break;
       case 2: launch_gemv_q<BITS, 2>(c, part, q, s, sum, lvl2, n); break;
@@ -186,20 +194,20 @@ void launch_q(Ctx* c, GemvGroup& grp, const int8_t* xq, const float* xs, const f
 // One launch for a group of weights of one kind on activations x [nt, cols]; `rows` (q4/q8 kinds only, may be null):
 // few-row GEMVs on the same activations that ride in that launch when the streaming GEMV takes it, else go out
 // after it as their own.
-void gemv_group(Ctx* c, int kind, GemvGroup& grp, const float* x, int32_t nt, GemvGroup* rows = nullptr) {
-  if (kind == kQg) {
+void gemv_group(Ctx* c, MatmulKernel kind, GemvGroup& grp, const float* x, int32_t nt, GemvGroup* rows = nullptr) {
+  if (kind == MatmulKernel::kQgemm) {
     qgemm(c, grp, x, nt);
     return;
   }
-  if (kind == kQ4 || kind == kQ8) {
+  if (kind == MatmulKernel::kGemvQ4 || kind == MatmulKernel::kGemvQ8) {
     int8_t* xq;
     float *xs, *xsum;
-    if (quantize_x(c, kind, x, grp.w[0].cols, nt, xq, xs, xsum)) {
-      if (kind == kQ4) launch_q<4>(c, grp, xq, xs, xsum, nt, rows, x);
+    if (quantize_x(c, bits_of(kind), x, grp.w[0].cols, nt, xq, xs, xsum)) {
+      if (kind == MatmulKernel::kGemvQ4) launch_q<4>(c, grp, xq, xs, xsum, nt, rows, x);
       else launch_q<8>(c, grp, xq, xs, xsum, nt, rows, x);
       SPLASH_LAUNCHED(c, "gemv_q");
     }
-    if (rows && rows->n > 0) gemv_group(c, kRowF, *rows, x, nt);
+    if (rows && rows->n > 0) gemv_group(c, MatmulKernel::kGemvRowF, *rows, x, nt);
     return;
   }
   grp.first[0] = 0;
@@ -207,11 +215,11 @@ void gemv_group(Ctx* c, int kind, GemvGroup& grp, const float* x, int32_t nt, Ge
   const unsigned blocks = unsigned(grp.first[grp.n]);
   const RowGates gates = c->row_gates;
   c->row_gates = RowGates{};
-  for (int rep = c->probe_f_row == 2 ? 2 : c->probe_f_row == 1 ? 0 : 1; rep > 0; --rep) switch (nt) {
-      case 1: launch_dep(c, c->pdl_small, k_gemv_f_row<1>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates); break;
-      case 2: launch_dep(c, c->pdl_small, k_gemv_f_row<2>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates); break;
-      case 3: case 4: launch_dep(c, c->pdl_small, k_gemv_f_row<4>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates); break;
-      default: launch_dep(c, c->pdl_small, k_gemv_f_row<8>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates);
+  for (int rep = c->opt.probe_f_row == 2 ? 2 : c->opt.probe_f_row == 1 ? 0 : 1; rep > 0; --rep) switch (nt) {
+      case 1: launch_dep(c, c->opt.pdl_small, k_gemv_f_row<1>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates); break;
+      case 2: launch_dep(c, c->opt.pdl_small, k_gemv_f_row<2>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates); break;
+      case 3: case 4: launch_dep(c, c->opt.pdl_small, k_gemv_f_row<4>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates); break;
+      default: launch_dep(c, c->opt.pdl_small, k_gemv_f_row<8>, dim3(blocks), dim3(kFRowThreads), 0, grp, x, nt, gates);
     }
   SPLASH_LAUNCHED(c, "gemv_f_row");
 }
@@ -237,7 +245,7 @@ bool matmul_experts(Ctx* c, int n, const splash_weight* const* base, const float
                     int32_t pairs, int32_t xdiv, float* const* y, int64_t ys) {
   for (int g = 0; g < n; ++g) {
     const bool quant = base[g]->dtype == SPLASH_Q4 || base[g]->dtype == SPLASH_Q8;
-    if (!quant || base[g]->cols % 64 != 0 || c->precise || base[g]->dtype != base[0]->dtype ||
+    if (!quant || base[g]->cols % 64 != 0 || c->opt.precise || base[g]->dtype != base[0]->dtype ||
         base[g]->cols != base[0]->cols)
       return false;
   }
@@ -276,14 +284,15 @@ void flush(Ctx* c) {
   GemvGroup grp = group(c->pend, c->pend_n), rows = group(c->pend_rows, c->pend_rows_n);
   c->pend_n = c->pend_rows_n = 0;
   c->pend_thread = std::thread::id();
-  gemv_group(c, c->pend_kind, grp, c->pend_x, c->pend_nt, rows.n > 0 ? &rows : nullptr);
+  gemv_group(c, MatmulKernel(c->pend_kind), grp, c->pend_x, c->pend_nt, rows.n > 0 ? &rows : nullptr);
 }
 
 // A few-row GEMV on the activations of pending q4/q8 GEMVs waits to ride in their launch (cuda_gemv_stream.cu) when
-// the streaming GEMV may take it ($SPLASH_GEMV_STREAM tokens) and its output overlaps nothing pending.
+// the streaming GEMV may take it (CudaOptions::gemv_stream tokens) and its output overlaps nothing pending.
 bool rides(const Ctx* c, const splash_weight* w, const float* x, int32_t nt, const float* y, size_t yb) {
-  if (!c->merge_rows || c->probe_f_row != 0 || c->pend_n == 0 || (c->pend_kind != kQ4 && c->pend_kind != kQ8) ||
-      x != c->pend_x || nt != c->pend_nt || nt > c->gemv_stream || c->pend_rows_n >= kG || w->cols != c->pend[0].w.cols)
+  const auto pend = MatmulKernel(c->pend_kind);
+  if (c->opt.probe_f_row != 0 || c->pend_n == 0 || (pend != MatmulKernel::kGemvQ4 && pend != MatmulKernel::kGemvQ8) ||
+      x != c->pend_x || nt != c->pend_nt || nt > c->opt.gemv_stream || c->pend_rows_n >= kG || w->cols != c->pend[0].w.cols)
     return false;
   if (overlap(y, yb, x, size_t(nt) * size_t(c->pend[0].w.cols) * 4)) return false;
   for (int g = 0; g < c->pend_n; ++g)
@@ -294,9 +303,10 @@ bool rides(const Ctx* c, const splash_weight* w, const float* x, int32_t nt, con
 }
 
 bool gates_with_pending(Ctx* c, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv) {
-  if (!c->fuse_gates || c->pend_nt != n) return false;
+  if (!c->opt.fuse_gates || c->pend_nt != n) return false;
   const Ctx::Pending* p = c->pend_rows_n > 0 ? c->pend_rows : c->pend;
-  if ((c->pend_rows_n > 0 ? c->pend_rows_n : c->pend_kind == kRowF ? c->pend_n : 0) != 2) return false;
+  const bool rowf = MatmulKernel(c->pend_kind) == MatmulKernel::kGemvRowF;
+  if ((c->pend_rows_n > 0 ? c->pend_rows_n : rowf ? c->pend_n : 0) != 2) return false;
   const Ctx::Pending &pb = p[0], &pa = p[1];
   if (pb.y != b || pa.y != a || pb.w.rows != nv || pa.w.rows != nv || pb.ys != nv || pa.ys != nv) return false;
   c->row_gates = RowGates{A_log, dt_bias};
@@ -307,10 +317,11 @@ bool gates_with_pending(Ctx* c, float* b, float* a, const float* A_log, const fl
 void matmul(void* ctx, const splash_weight* w, const float* x, int32_t nt, float* y, int64_t ys) {
   Ctx* c = static_cast<Ctx*>(ctx);
   if (nt <= 0 || w->rows <= 0) return;
-  const int kind = gemv_kind(c, w, nt);
+  const MatmulChoice ch = choice(c, *w, nt);
+  const int kind = int(ch.kernel);
   const size_t xb = size_t(nt) * size_t(w->cols) * 4, yb = out_bytes(nt, w->rows, ys);
   bool joins = false;
-  if (kind) {
+  if (ch.groups) {
     // wait for the next matmul: on the same activations it joins this launch (q/k/v, gate/up, GDN b/a)
     joins = c->pend_n > 0 && c->pend_n < kG && kind == c->pend_kind && x == c->pend_x && nt == c->pend_nt &&
             w->cols == c->pend[0].w.cols && !overlap(y, yb, x, xb);
@@ -319,37 +330,36 @@ void matmul(void* ctx, const splash_weight* w, const float* x, int32_t nt, float
     for (int g = 0; joins && g < c->pend_rows_n; ++g)
       joins = !overlap(y, yb, c->pend_rows[g].y, out_bytes(nt, c->pend_rows[g].w.rows, c->pend_rows[g].ys));
   }
-  if (!joins && kind == kRowF && rides(c, w, x, nt, y, yb)) {
+  if (!joins && ch.groups && ch.kernel == MatmulKernel::kGemvRowF && rides(c, w, x, nt, y, yb)) {
     if (c->xc_valid && overlap(y, yb, c->xc_x, size_t(c->xc_total) * 4)) c->xc_valid = false;  // written over
     c->pend_rows[c->pend_rows_n++] = {*w, y, ys};
     return;
   }
   if (!joins) flush(c);
   if (c->xc_valid && overlap(y, yb, c->xc_x, size_t(c->xc_total) * 4)) c->xc_valid = false;  // written over
-  if (kind) {
+  if (ch.groups) {
     if (overlap(y, yb, x, xb)) {  // in place: nothing may wait
       GemvGroup grp = single(*w, y, ys);
-      gemv_group(c, kind, grp, x, nt);
+      gemv_group(c, ch.kernel, grp, x, nt);
       return;
     }
     if (c->pend_n == 0) c->pend_kind = kind, c->pend_x = x, c->pend_nt = nt, c->pend_thread = std::this_thread::get_id();
     c->pend[c->pend_n++] = {*w, y, ys};
     return;
   }
-  const bool tensor = nt > kMaxGemvTokens && w->cols % 8 == 0 && w->dtype != SPLASH_F32 &&
-                      !(w->flags & SPLASH_WEIGHT_EXACT) && !c->precise;
-  if (tensor) {
-    gemm(c, w, x, nt, y, ys);
-    return;
+  switch (ch.kernel) {
+    case MatmulKernel::kGemmBf16: gemm(c, w, x, nt, y, ys); return;
+    case MatmulKernel::kSgemm: sgemm(c, w, x, nt, y, ys); return;
+    default: break;
   }
-  if (nt > kMaxGemvTokens && sgemm(c, w, x, nt, y, ys)) return;
-  for (int32_t t0 = 0; t0 < nt; t0 += kMaxGemvTokens) {
-    const int32_t n = std::min(kMaxGemvTokens, nt - t0);
+  // launches of ch.launch_tokens tokens
+  for (int32_t t0 = 0; t0 < nt; t0 += ch.launch_tokens) {
+    const int32_t n = std::min(ch.launch_tokens, nt - t0);
     const float* xi = x + int64_t(t0) * w->cols;
     float* yi = y + int64_t(t0) * ys;
-    if (const int kind = gemv_kind(c, w, n)) {
+    if (ch.kernel == MatmulKernel::kGemvRowF) {
       GemvGroup grp = single(*w, yi, ys);
-      gemv_group(c, kind, grp, xi, n);
+      gemv_group(c, ch.kernel, grp, xi, n);
     } else {
       gemv(c, w, xi, n, yi, ys);
     }
@@ -360,7 +370,7 @@ QuantOut quant_out(Ctx* c, int64_t total) {
   // decode-sized outputs only (≤ 8 tokens of up to 32768 features): prefill multiplies in bf16 instead
   constexpr int64_t kProduceMax = int64_t(kMaxGemvTokens) * 32768;
   QuantOut q;
-  if (c->precise || total <= 0 || total % 64 != 0 || total > kProduceMax) return q;
+  if (c->opt.precise || total <= 0 || total % 64 != 0 || total > kProduceMax) return q;
   q.q4 = static_cast<int8_t*>(scratch(c, kPq4, size_t(total) * 2));
   q.q8 = static_cast<int8_t*>(scratch(c, kPq8, size_t(total) * 2));
   q.xs = static_cast<float*>(scratch(c, kPs, size_t(total / 32) * 2 * 4));

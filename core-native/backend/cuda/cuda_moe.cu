@@ -99,10 +99,10 @@ __global__ void k_route_warp(const float* logits, int32_t N, int32_t E, int32_t 
 
 void route(Ctx* c, const float* logits, int32_t N, int32_t E, int32_t K, int32_t renorm, int32_t* ids, float* wts) {
   if (K <= 32 && E <= 32 * 8)
-    launch_dep(c, c->pdl_small, k_route_warp<8>, dim3(blocks_for(N, 4)), dim3(128), 0, logits, N, E, K, renorm, ids,
+    launch_dep(c, c->opt.pdl_small, k_route_warp<8>, dim3(blocks_for(N, 4)), dim3(128), 0, logits, N, E, K, renorm, ids,
                wts);
   else if (K <= 32 && E <= 32 * 16)
-    launch_dep(c, c->pdl_small, k_route_warp<16>, dim3(blocks_for(N, 4)), dim3(128), 0, logits, N, E, K, renorm, ids,
+    launch_dep(c, c->opt.pdl_small, k_route_warp<16>, dim3(blocks_for(N, 4)), dim3(128), 0, logits, N, E, K, renorm, ids,
                wts);
   else
     k_route<<<N, 256, size_t(E) * 4, strm(c)>>>(logits, E, K, renorm, ids, wts);
@@ -200,8 +200,8 @@ __global__ void k_expert_fill(const int32_t* ids, int32_t P, const int32_t* off,
 bool moe_grouped(Ctx* c, const splash_moe_args* a) {
   const int N = a->n_tokens, E = a->n_experts, K = a->top_k;
   const int64_t H = a->down->rows, I = a->gate->rows;
-  if (c->precise || E > 4096) return false;
-  if (const char* f = std::getenv("SPLASH_MOE_GROUPED"); f && f[0] == '0') return false;
+  if (c->opt.precise || E > 4096) return false;
+  if (!c->opt.moe_grouped) return false;
   if (a->up->rows != I || a->up->cols != a->gate->cols || a->up->dtype != a->gate->dtype || a->down->cols != I ||
       !expert_gemm_fits(*a->gate) || !expert_gemm_fits(*a->down))
     return false;
@@ -210,10 +210,9 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
   auto* ids = static_cast<int32_t*>(scratch(c, kMoeR, size_t(P) * 8));
   auto* ix = static_cast<int32_t*>(scratch(c, kMoeIdx, (size_t(E) * 2 + 1 + size_t(tmax) * 2 + size_t(P) * 2) * 4));
   // q4 experts: gate, up and SwiGLU in one launch whose bf16 output (in ub's scratch) the down projection reads as
-  // it is, so no fp32 gate output ($SPLASH_EXPERT_GLU=0: the three steps apart, for measurement)
-  const char* glu_env = std::getenv("SPLASH_EXPERT_GLU");
-  const bool glu = (!glu_env || glu_env[0] != '0') && expert_q4_fits(*a->gate) && expert_q4_fits(*a->up) &&
-                   expert_q4_fits(*a->down);
+  // it is, so no fp32 gate output (CudaOptions::expert_glu off: the three steps apart, for measurement)
+  const bool glu = c->opt.expert_glu && expert_q4_fits(c, *a->gate) && expert_q4_fits(c, *a->up) &&
+                   expert_q4_fits(c, *a->down);
   auto* gb = glu ? nullptr : static_cast<float*>(scratch(c, kMoeG, size_t(P) * I * 4));
   auto* ub = static_cast<float*>(scratch(c, kMoeU, size_t(P) * I * 4));
   auto* ye = static_cast<float*>(scratch(c, kMoeY, size_t(P) * H * 4));
@@ -243,24 +242,21 @@ bool moe_grouped(Ctx* c, const splash_moe_args* a) {
     swiglu(c, gb, ub, int64_t(P) * I, gb);
   }
   expert_gemm(c, dn, tmax);
-  launch_dep(c, c->pdl_small, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, pos, K, H, N,
+  launch_dep(c, c->opt.pdl_small, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, pos, K, H, N,
              a->out);
   SPLASH_LAUNCHED(c, "moe_combine");
   return true;
 }
 
 // The expert-indexed GEMVs read each routed expert once per pair, the grouped GEMM once per row tile of 64 slots
-// but through the tile's dequantisation and tensor-core pipeline: at the 35B-A3B shape (256 experts, top 8, q4)
-// the GEMVs took 0.11 / 0.20 / 0.37 / 0.71 ms at 16 / 32 / 64 / 128 tokens against 0.35 / 0.51 / 0.73 / 0.82 ms
-// (`splash_gpu_test bench-moe`, H200).
-constexpr int kMoeGemvMax = 128;
+// but through the tile's dequantisation and tensor-core pipeline: up to CudaOptions::moe_gemv_max tokens (128 at the
+// 35B-A3B shape, `splash_gpu_test bench-moe`) the GEMVs are faster.
 
 bool moe_device(Ctx* c, const splash_moe_args* a) {
   const int N = a->n_tokens, E = a->n_experts, K = a->top_k;
   const int64_t H = a->down->rows, I = a->gate->rows;
-  // up to kMoeGemvMax tokens, where the grouped GEMM starts to win (SPLASH_MOE_GEMV_MAX moves it, for measuring)
-  const char* gm = std::getenv("SPLASH_MOE_GEMV_MAX");
-  if (N > (gm ? std::atoi(gm) : kMoeGemvMax) || c->precise || E > 4096) return false;
+  // up to CudaOptions::moe_gemv_max tokens, where the grouped GEMM starts to win
+  if (N > c->opt.moe_gemv_max || c->opt.precise || E > 4096) return false;
   for (const splash_weight* w : {a->gate, a->up, a->down})
     if ((w->dtype != SPLASH_Q4 && w->dtype != SPLASH_Q8) || w->cols % 64 != 0) return false;
   const int P = N * K;
@@ -276,7 +272,7 @@ bool moe_device(Ctx* c, const splash_moe_args* a) {
   matmul_experts(c, 2, gu, a->x, N, ids, P, K, gu_out, I);  // gate and up in one launch
   swiglu(c, gb, ub, int64_t(P) * I, gb);
   matmul_experts(c, 1, &a->down, gb, P, ids, P, 1, &ye, H);
-  launch_dep(c, c->pdl_small, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, nullptr, K, H,
+  launch_dep(c, c->opt.pdl_small, k_combine, dim3(blocks_for(int64_t(N) * H, 256)), dim3(256), 0, ye, wts, nullptr, K, H,
              N, a->out);
   SPLASH_LAUNCHED(c, "moe_combine");
   return true;

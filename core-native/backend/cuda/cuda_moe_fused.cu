@@ -37,9 +37,8 @@ struct MoeFused {
   float* out;  // [N × H]
 };
 
-// Up to this many tokens ($SPLASH_MOE_FUSED; 0: never): measured faster than the unfused path at 2 tokens, even at 1,
-// slower from 4 (DEVELOPMENT.md, CUDA backend)
-constexpr int kMoeFusedMax = 2;
+// Up to CudaOptions::moe_fused_max tokens (0: never): measured faster than the unfused path at 2 tokens, even at 1,
+// slower from 4.
 constexpr int kUpWarps = 8, kUpRows = 4;  // k_moe_up: 8 warps × 4 rows = one 32-value activation group
 
 template <int BITS>
@@ -188,9 +187,8 @@ bool quant_weight(const splash_weight* w, int dtype) {
 }  // namespace
 
 bool moe_fused(Ctx* c, const splash_moe_args* a) {
-  const char* env = std::getenv("SPLASH_MOE_FUSED");
   const int N = a->n_tokens, E = a->n_experts, K = a->top_k;
-  if (c->precise || N > (env ? std::atoi(env) : kMoeFusedMax) || K + 1 > kDownMaxWarps || E > 32 * 16) return false;
+  if (c->opt.precise || N > c->opt.moe_fused_max || K + 1 > kDownMaxWarps || E > 32 * 16) return false;
   const int dt = a->gate->dtype;
   if (dt != SPLASH_Q4 && dt != SPLASH_Q8) return false;
   const int64_t H = a->gate->cols, I = a->gate->rows;

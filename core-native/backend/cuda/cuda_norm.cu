@@ -188,17 +188,13 @@ void launch_norm_warp(Ctx* c, float* h, const float* y, const float* w, int32_t 
                       const float* z) {
   const dim3 grid(unsigned((n + kWarpNormRows - 1) / kWarpNormRows)), block(32 * kWarpNormRows);
   if (dim <= 128 * kWarpNormRegsFew)
-    launch_dep(c, c->pdl_norms, k_norm_warp<kAdd, kWarpNormRegsFew>, grid, block, 0, h, y, w, n, dim, eps, out, z);
+    launch_dep(c, true, k_norm_warp<kAdd, kWarpNormRegsFew>, grid, block, 0, h, y, w, n, dim, eps, out, z);
   else
-    launch_dep(c, c->pdl_norms, k_norm_warp<kAdd, kWarpNormRegs>, grid, block, 0, h, y, w, n, dim, eps, out, z);
+    launch_dep(c, true, k_norm_warp<kAdd, kWarpNormRegs>, grid, block, 0, h, y, w, n, dim, eps, out, z);
 }
-// whether the warp form takes these rows ($SPLASH_NORM_WARP=0: never, for measuring)
+// whether the warp form takes these rows
 bool norm_warp(int32_t n, int32_t dim, const QuantOut& qo, std::initializer_list<const void*> ptrs) {
-  static const bool on = [] {
-    const char* e = std::getenv("SPLASH_NORM_WARP");
-    return !(e && e[0] == '0');
-  }();
-  if (!on || qo.q4 || n <= 8 || dim % 4) return false;
+  if (qo.q4 || n <= 8 || dim % 4) return false;
   for (const void* p : ptrs)
     if (reinterpret_cast<uintptr_t>(p) % 16) return false;
   return true;
@@ -217,19 +213,15 @@ void rmsnorm(void* ctx, const float* x, const float* w, int32_t n, int32_t dim, 
     SPLASH_LAUNCHED(c, "rmsnorm");
     return;
   }
-  launch_dep(c, c->pdl_norms, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), 0, x, w, dim, eps, y, nullptr, qo);
+  launch_dep(c, true, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), 0, x, w, dim, eps, y, nullptr, qo);
   if (SPLASH_LAUNCHED(c, "rmsnorm") && qo.q4) produced(c, y, qo.total);
 }
 void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n, int32_t dim, float eps, float* x) {
   if (n <= 0) return;
   Ctx* c = static_cast<Ctx*>(ctx);
   const QuantOut qo = dim % 32 == 0 ? quant_out(c, int64_t(n) * dim) : QuantOut{};  // for the matmuls that follow
-  static const bool cluster = [] {  // SPLASH_NORM_CLUSTER=0: one block per row (for measuring)
-    const char* e = std::getenv("SPLASH_NORM_CLUSTER");
-    return !(e && e[0] == '0');
-  }();
-  if (cluster && n <= 8 && dim <= kNormCluster * kNormClusterThreads * kNormClusterPer) {
-    launch_dep(c, c->pdl_norms, k_add_rmsnorm_cluster, dim3(unsigned(n) * kNormCluster), dim3(kNormClusterThreads), 0,
+  if (n <= 8 && dim <= kNormCluster * kNormClusterThreads * kNormClusterPer) {
+    launch_dep(c, true, k_add_rmsnorm_cluster, dim3(unsigned(n) * kNormCluster), dim3(kNormClusterThreads), 0,
                h, y, w, dim, eps, x, qo);
     if (SPLASH_LAUNCHED(c, "add_rmsnorm") && qo.q4) produced(c, x, qo.total);
     return;
@@ -245,7 +237,7 @@ void add_rmsnorm(void* ctx, float* h, const float* y, const float* w, int32_t n,
     return;
   }
   const int threads = std::max(norm_threads(dim), std::min(1024, (dim + kAddNormPer - 1) / kAddNormPer + 31) / 32 * 32);
-  launch_dep(c, c->pdl_norms, k_add_rmsnorm, dim3(unsigned(n)), dim3(threads), 0, h, y, w, dim, eps, x, qo);
+  launch_dep(c, true, k_add_rmsnorm, dim3(unsigned(n)), dim3(threads), 0, h, y, w, dim, eps, x, qo);
   if (SPLASH_LAUNCHED(c, "add_rmsnorm") && qo.q4) produced(c, x, qo.total);
 }
 void gated_rmsnorm(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps, float* y) {
@@ -257,7 +249,7 @@ void gated_rmsnorm(void* ctx, const float* x, const float* z, const float* w, in
     SPLASH_LAUNCHED(c, "gated_rmsnorm");
     return;
   }
-  launch_dep(c, c->pdl_norms, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), 0, x, w, dim, eps, y, z, qo);
+  launch_dep(c, true, k_rmsnorm, dim3(unsigned(n)), dim3(norm_threads(dim)), 0, x, w, dim, eps, y, z, qo);
   if (SPLASH_LAUNCHED(c, "gated_rmsnorm") && qo.q4) produced(c, y, qo.total);
 }
 

@@ -43,10 +43,10 @@ bool listed(const char* list, const char* name) {
   }
 
 void apply_probes(::splash_backend_i& t, Ctx& c) {
-  const char* twice = std::getenv("SPLASH_CUDA_TWICE");
-  const char* skip = std::getenv("SPLASH_CUDA_SKIP");
+  const char* twice = c.opt.probe_twice.empty() ? nullptr : c.opt.probe_twice.c_str();
+  const char* skip = c.opt.probe_skip.empty() ? nullptr : c.opt.probe_skip.c_str();
   if (!twice && !skip) return;
-  c.probe_f_row = listed(twice, "gemv_f_row") ? 2 : listed(skip, "gemv_f_row") ? 1 : 0;
+  c.opt.probe_f_row = listed(twice, "gemv_f_row") ? 2 : listed(skip, "gemv_f_row") ? 1 : 0;
   SPLASH_PROBE(matmul)
   SPLASH_PROBE(rmsnorm)
   SPLASH_PROBE(gated_rmsnorm)

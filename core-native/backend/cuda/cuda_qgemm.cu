@@ -1,11 +1,11 @@
-// q4 weights × 5 to 64 tokens (cuda_matmul.cu decides; Ctx::qgemm_min / qgemm_max) on the bf16 tensor cores, the
+// q4 weights × 5 to 64 tokens (kernel_choice.h decides; CudaOptions::qgemm_min / qgemm_max) on the bf16 tensor cores, the
 // weights dequantised in registers as they are multiplied: verify blocks, batched decodes and cached-prefix replays,
 // where the GEMM path of cuda_gemm.cu writes and reads a bf16 copy of every weight per step (nine times the bytes of
 // the q4 weights) and launches of the GEMV re-read the weights per 8 tokens.
 //
 // y[t, r] = Σ_k x[t, k]·W[r, k]. The activations are first rounded to bf16 in a permuted order (below), with their
 // sums per 64 values; the weights, their scales and biases and the activations stream through shared memory 128
-// columns per stage (256 with $SPLASH_QGEMM_KS=256; 3 or 4 stages in flight, cp.async); each warp takes 32 rows (two
+// columns per stage (256 with CudaOptions::qgemm_ks = 256; 3 or 4 stages in flight, cp.async); each warp takes 32 rows (two
 // m16 tiles) × 8·NTW tokens and multiplies with mma.m16n8k16 (fp32 accumulation). Up to 2 n8 tiles a warp (kLate)
 // it multiplies the raw values 128 + q and scales each 64-column group's sums once; with more it dequantises the
 // nibbles in registers (s·q + b rounded once: the values the GEMM path's dequantisation produces, up to a rare
@@ -310,16 +310,6 @@ void qgemm_act(Ctx* c, const float* x, int64_t n, uint16_t* out, float* sums) {
              reinterpret_cast<uintptr_t>(x) % 16 == 0);
 }
 
-bool qgemm_fits(const Ctx* c, const splash_weight& w, int32_t nt) {
-  if (nt < c->qgemm_min || nt > c->qgemm_max || c->precise || w.dtype != SPLASH_Q4 ||
-      (w.flags & SPLASH_WEIGHT_EXACT) || w.cols % 128 != 0 || w.rows <= 0)
-    return false;
-  if (reinterpret_cast<uintptr_t>(w.data) % 16 || reinterpret_cast<uintptr_t>(w.scales) % 4 ||
-      reinterpret_cast<uintptr_t>(w.biases) % 4)
-    return false;
-  return true;
-}
-
 void qgemm(Ctx* c, GemvGroup& grp, const float* x, int32_t nt) {
   const int64_t K = grp.w[0].cols;
   // the bf16 activations, then their sums per 64
@@ -338,8 +328,8 @@ void qgemm(Ctx* c, GemvGroup& grp, const float* x, int32_t nt) {
     a.rofs[g] = a.rtot;
     a.rtot += int32_t(grp.w[g].rows);
   }
-  // stage width ($SPLASH_QGEMM_KS, for measurement): 128 / 256 columns
-  int ks = c->qgemm_ks;
+  // stage width (CudaOptions::qgemm_ks, for measurement): 128 / 256 columns
+  int ks = c->opt.qgemm_ks;
   if (K % ks) ks = 128;
   if (nt <= 8) {
     if (ks == 256) launch<1, 1, 256, 3>(c, a, K);

@@ -184,12 +184,12 @@ __device__ __forceinline__ void gemv_q_body(const GemvGroup& grp, const int8_t* 
   gemv_q_store<NT, ROWS>(acc, y, ys, r0, R, nt, lane);
 }
 
-// A launch of up to 8 tokens on the integer tensor cores (cuda_gemv_mma.cu); false when it does not take it
-// (fewer tokens than Ctx::gemv_mma: the caller runs the dp4a kernel)
+// A launch of up to 8 tokens on the integer tensor cores (cuda_gemv_mma.cu), where kernel_choice.h's
+// choose_gemv_form gives GemvForm::kMma.
 bool gemv_q_mma(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2,
                 int32_t nt);
-// A launch of up to Ctx::gemv_stream (≤ 4) tokens through shared memory (cuda_gemv_stream.cu); false when it does not
-// take it (more tokens, columns not a multiple of 1024, misaligned weights: the caller runs the dp4a kernel above).
+// A launch of up to CudaOptions::gemv_stream (≤ 4) tokens through shared memory (cuda_gemv_stream.cu), where
+// choose_gemv_form gives GemvForm::kStream (columns a multiple of 1024, aligned weights).
 // `rows` (may be null): few-row fp32 GEMVs on the same activations `xf`, launched in the same grid when it takes the
 // launch (rows->n is 0 afterwards; the gates in Ctx::row_gates go with them)
 bool gemv_q_stream(Ctx* c, int bits, GemvGroup& grp, const int8_t* xq, const float* xs, const float* xsum, int64_t lvl2,
