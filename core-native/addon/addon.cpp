@@ -20,6 +20,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("openModel", Napi::Function::New(env, OpenModel));
   exports.Set("modelInfo", Napi::Function::New(env, ModelInfo));
   exports.Set("sequenceBytes", Napi::Function::New(env, SequenceBytes));
+  exports.Set("stateSizes", Napi::Function::New(env, StateSizes));
   exports.Set("createSequence", Napi::Function::New(env, CreateSequence));
   exports.Set("freeSequence", Napi::Function::New(env, FreeSequence));
   exports.Set("truncateSequence", Napi::Function::New(env, TruncateSequence));

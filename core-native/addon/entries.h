@@ -6,6 +6,7 @@
 namespace splash::addon {
 
 Napi::Value BackendInfo(const Napi::CallbackInfo& info);
+Napi::Value StateSizes(const Napi::CallbackInfo& info);
 Napi::Value OpenModel(const Napi::CallbackInfo& info);
 Napi::Value ModelInfo(const Napi::CallbackInfo& info);
 Napi::Value SequenceBytes(const Napi::CallbackInfo& info);

@@ -5,6 +5,8 @@
 #include "addon/napi_util.h"
 #include "addon/registry.h"
 #include "backend/cpu/isa.h"
+#include "model/state_sizes.h"
+#include "runtime/options.h"
 
 namespace splash::addon {
 
@@ -32,6 +34,52 @@ Napi::Value BackendInfo(const Napi::CallbackInfo& info) {
     o.Set("deviceMemory", device_memory_js(env, *h.backend));
     o.Set("note", backend_cuda_note());
     backend_close(h);
+    return o;
+  });
+}
+
+// stateSizes(manifestJson, {kvElementBytes?, rollback?}) → the per-sequence state sizes a model of this package keeps
+// (model/state_sizes.h), for the memory plan before any model opens: {recurrentBytes, kvBytesPerToken,
+// draftWindowBytes, speculativeBytes, draftRowsBytes, gdnRollback}. manifestJson: splash.json's text, or an object's
+// JSON with its `family`, `config` and `draft` (null: none). rollback: "replay" or "states" forces the method;
+// else $SPLASH_GDN_ROLLBACK, else the rule by state size, as a model opening now would choose.
+Napi::Value StateSizes(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    if (info.Length() < 1 || !info[0].IsString()) fail("invalid_argument", "stateSizes(manifestJson, {kvElementBytes?, rollback?})");
+    const std::string text = info[0].As<Napi::String>().Utf8Value();
+    int elem = 4;
+    std::string rollback = options_from_env().gdn_rollback;
+    if (info.Length() > 1 && info[1].IsObject()) {
+      Napi::Object o = info[1].As<Napi::Object>();
+      if (o.Has("kvElementBytes") && !o.Get("kvElementBytes").IsUndefined()) elem = int_arg(o.Get("kvElementBytes"), "kvElementBytes", 1, 8);
+      if (o.Has("rollback") && !o.Get("rollback").IsUndefined()) {
+        if (!o.Get("rollback").IsString()) fail("invalid_argument", "rollback must be \"replay\" or \"states\"");
+        rollback = o.Get("rollback").As<Napi::String>().Utf8Value();
+      }
+    } else if (info.Length() > 1 && !info[1].IsUndefined()) {
+      fail("invalid_argument", "stateSizes: the options must be an object");
+    }
+    if (!rollback.empty() && rollback != "replay" && rollback != "states")
+      fail("invalid_argument", "SPLASH_GDN_ROLLBACK must be replay or states, not " + rollback);
+    const Json manifest = Json::parse(text.data(), text.size());
+    if (manifest.kind != Json::Object || !manifest.find("config") || manifest.find("config")->kind != Json::Object)
+      fail("invalid_argument", "stateSizes: the manifest needs a config object");
+    const ModelConfig c = parse_model_config(manifest);
+    DraftConfig d;
+    const Json* dr = manifest.find("draft");
+    const Json* dc = dr && dr->kind == Json::Object ? dr->find("config") : nullptr;
+    if (dc && dc->kind == Json::Object) d = parse_draft_config(*dc, c);
+    const StateLayout layout = state_layout(c);
+    const bool replay = layout.n_linear > 0 && (rollback.empty() ? rollback_replay_by_size(c) : rollback == "replay");
+    const PlanSizes p = plan_sizes(c, d.B > 0 ? &d : nullptr, elem, replay);
+    Napi::Env env = info.Env();
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("recurrentBytes", p.recurrent);
+    o.Set("kvBytesPerToken", p.kv_per_token);
+    o.Set("draftWindowBytes", p.draft_window);
+    o.Set("speculativeBytes", p.speculative);
+    o.Set("draftRowsBytes", p.draft_rows);
+    o.Set("gdnRollback", replay ? "replay" : "states");
     return o;
   });
 }

@@ -2,10 +2,10 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "runtime/error.h"
+#include "runtime/options.h"
 
 namespace splash {
 namespace {
@@ -23,9 +23,8 @@ std::string own_dir() {
   return ".";
 }
 
-bool open_cuda(BackendHandle& h) {
-  const char* env = std::getenv("SPLASH_CUDA_MODULE");
-  const std::string path = env && *env ? env : own_dir() + "/libsplash_cuda.so";
+bool open_cuda(BackendHandle& h, const Options& opt) {
+  const std::string path = !opt.cuda_module.empty() ? opt.cuda_module : own_dir() + "/libsplash_cuda.so";
   void* mod = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!mod) {
     const char* e = dlerror();
@@ -39,8 +38,7 @@ bool open_cuda(BackendHandle& h) {
     g_note = path + " does not export the CUDA backend";
     return false;
   }
-  const char* dev = std::getenv("SPLASH_CUDA_DEVICE");
-  splash_backend* b = create(dev ? std::atoi(dev) : 0);
+  splash_backend* b = create(opt.cuda_device);
   if (!b) {
     g_note = "no usable CUDA device";
     return false;
@@ -79,16 +77,14 @@ bool backend_set_memory_limit(const splash_backend& b, uint64_t bytes) {
 }
 
 BackendHandle backend_open(const std::string& name_in, int threads, const char* isa, int act_levels) {
+  const Options opt = options_from_env();
   std::string name = name_in;
-  if (name.empty() || name == "auto") {
-    const char* env = std::getenv("SPLASH_BACKEND");
-    name = env && *env ? env : "auto";
-  }
+  if (name.empty() || name == "auto") name = !opt.backend.empty() ? opt.backend : "auto";
   if (name != "cpu" && name != "cuda" && name != "auto")
     throw Error("invalid_argument", "unknown backend '" + name + "' (cpu, cuda or auto)");
   BackendHandle h;
   if (name == "cuda" || name == "auto") {
-    if (open_cuda(h)) return h;
+    if (open_cuda(h, opt)) return h;
     if (name == "cuda") throw Error("unsupported", "CUDA backend unavailable: " + g_note);
   }
   h.backend = splash_backend_cpu_create(threads, isa, act_levels);

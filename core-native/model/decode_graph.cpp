@@ -20,30 +20,13 @@ constexpr int kGraphMaxTokens = 16;  // a verify block; larger steps are matmul-
 constexpr size_t kMaxGraphs = 64;
 constexpr int32_t kMinCap = 1024;
 
-bool graph_debug() {
-  static const bool on = std::getenv("SPLASH_GRAPH_DEBUG") != nullptr;  // one line per decision on stderr
-  return on;
-}
-
-bool graphs_enabled() {
-  const char* e = std::getenv("SPLASH_CUDA_GRAPHS");  // 0: always queue slot by slot (diagnosis)
-  return !(e && std::strcmp(e, "0") == 0);
-}
-
 // Verify blocks are graphed on small models only, whose steps are bound by their launches (the default package on
 // the H200: a verify of 4 / 16 rows 0.79 / 1.21 → 0.49 / 0.98 ms). On the full-depth 27B and 35B-A3B shapes a verify
 // step is bound by its kernels and a block's shape (rows, attention capacity, the sequence's buffers) repeats less
 // than a decode's, and graphing them measured slower: over HTTP, one client's aggregate decode 770 / 864 with them
 // against 1035 / 1137 tok/s without (35B-A3B), 435 / 428 against 573 / 552 (27B); whether the recordings or the
 // graph cache they fill (64 shapes, then every graph is dropped, decode graphs too) cost most was not measured.
-// SPLASH_VERIFY_GRAPHS=1 / 0 forces either way.
 constexpr uint64_t kVerifyGraphMaxWeights = uint64_t(1) << 30;
-
-bool verify_graphs_enabled(uint64_t weight_bytes) {
-  const char* e = std::getenv("SPLASH_VERIFY_GRAPHS");
-  if (e && *e) return std::strcmp(e, "0") != 0;
-  return weight_bytes < kVerifyGraphMaxWeights;
-}
 
 }  // namespace
 
@@ -62,16 +45,12 @@ void Model::drop_graphs() {
 bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   const auto* be = be_->iface;
   void* bc = be_->ctx;
-  if (!be->graph_capture_begin || N > kGraphMaxTokens || !graphs_enabled()) return false;
+  if (!be->graph_capture_begin || N > kGraphMaxTokens || !opts_.step_graphs) return false;
   for (auto& it : items) {
     if (!it.positions.empty() || !it.embed_at.empty() || !it.snaps.empty()) return false;
-    if (it.verify && !verify_graphs_enabled(weight_bytes())) return false;
+    if (it.verify && weight_bytes() >= kVerifyGraphMaxWeights) return false;
   }
   const uint64_t epoch = be->graph_epoch(bc);
-  if (graph_debug())
-    std::fprintf(stderr, "graph: epoch %llu/%llu bufs %llu/%llu graphs %zu\n", (unsigned long long)epoch,
-                 (unsigned long long)graphs_epoch_, (unsigned long long)bufs_gen_, (unsigned long long)graphs_gen_,
-                 graphs_.size());
   if (epoch != graphs_epoch_ || bufs_gen_ != graphs_gen_ || graphs_.size() >= kMaxGraphs) {
     drop_graphs();  // what the graphs point at moved
     graphs_epoch_ = epoch;
@@ -93,7 +72,6 @@ bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   }
   for (auto& it : items) vars.push_back(it.seq->len);
   GraphEntry& e = graphs_[key];
-  if (graph_debug()) std::fprintf(stderr, "graph: seen %d exec %d never %d\n", e.seen, e.exec != nullptr, int(e.never));
   if (!gvars_dev_) {
     gvars_dev_ = static_cast<int32_t*>(be->buffer_alloc(bc, size_t(4) * kGraphMaxTokens * 2));
     if (!gvars_dev_) return false;
@@ -129,9 +107,6 @@ bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
     }
     void* g = be->graph_capture_end(bc);
     gv_ = nullptr;
-    if (graph_debug())
-      std::fprintf(stderr, "graph: recorded %d bufs %llu→%llu epoch %llu→%llu\n", g != nullptr, (unsigned long long)gen,
-                   (unsigned long long)bufs_gen_, (unsigned long long)epoch, (unsigned long long)be->graph_epoch(bc));
     if (!g || bufs_gen_ != gen || be->graph_epoch(bc) != epoch) {
       if (g) be->graph_free(bc, g);
       else e.never = true;

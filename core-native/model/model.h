@@ -14,6 +14,7 @@
 #include "backend/loader.h"
 #include "model/state_pool.h"
 #include "model/vision.h"
+#include "runtime/options.h"
 #include "runtime/package.h"
 #include "sampler/sampler.h"
 #include "splash/backend.h"
@@ -86,6 +87,11 @@ struct DraftConfig {
   int sel_rank = 0, sel_k = 0; // candidate selector: codebook rank, candidates per row (0: no selector)
   float out_mul = 1.f, softcap = 0.f;
 };
+
+// splash.json's `config` (with its `family`) and `draft.config`, checked (model/weights.cpp); throw bad_package or
+// unsupported.
+ModelConfig parse_model_config(const Json& manifest);
+DraftConfig parse_draft_config(const Json& draft_config, const ModelConfig& target);
 
 struct DraftLayer {
   const float *in_norm = nullptr, *post_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
@@ -233,7 +239,7 @@ class Model {
   }
   // How a verify step's GDN/conv state is rolled back to the accepted prefix (model/rollback.cpp): keep the state
   // after every verified position, or keep the block's start state and the recurrence's inputs and re-run the
-  // accepted ones. Chosen at open ($SPLASH_GDN_ROLLBACK=replay|states overrides the rule).
+  // accepted ones. Chosen at open (model/state_sizes.h; Options::gdn_rollback overrides the rule).
   bool rollback_replay() const { return replay_; }
   size_t rollback_floats(int32_t tokens) const;
   // Device backends: the device's free and total memory, this model's backend's use and cap (false on CPU).
@@ -304,6 +310,8 @@ class Model {
   void set_pick_on_backend(bool on) { pick_on_backend_ = on && be_->iface->argmax_rows; }
   // sampled rows (T > 0, penalties) chosen by the backend's sampler when it has one, or on the host
   void set_sample_on_backend(bool on) { sample_on_backend_ = on && be_->iface->sample_rows; }
+  // steps recorded as graphs where the backend can (the default, Options::step_graphs) or always queued slot by slot
+  void set_step_graphs(bool on) { opts_.step_graphs = on; }
   uint64_t draft_bytes(int64_t max_len) const;
   // One draft layer's K and V planes in a sequence's dkv; ring = M (positions p at rows p mod M and p mod M + M)
   // for a sliding layer kept as a ring, else 0 (position p at row p).
@@ -374,7 +382,7 @@ class Model {
   void ensure_slots(Sequence* s, int32_t n);  // room for the rollback buffer of a verify step of n tokens
   // rollback (model/rollback.cpp)
   void choose_rollback();
-  int64_t tape_row() const { return cfg_.conv_ch() + 2 * int64_t(cfg_.nv); }  // replay inputs of one layer, one token
+  int64_t tape_row() const { return cfg_.conv_ch() + 2 * int64_t(cfg_.nv); }  // replay_row_floats (state_sizes.h)
   // states: layer l's conv state after each of a verify's n tokens (conv inputs x) into slots 1..n, from the
   // block's start state in slot 0 and x
   void keep_conv_states(const Layer& l, Sequence* s, const float* x, int n);
@@ -387,6 +395,7 @@ class Model {
                           int n);
   void roll_back(Sequence* s, int32_t len);  // GDN state ← state at len (within the last verify step)
 
+  Options opts_;  // read at open (runtime/options.h)
   std::unique_ptr<Package> pkg_;
   splash_backend* be_ = nullptr;
   BackendHandle bh_;

@@ -12,6 +12,7 @@
 
 #include "backend/gdn_args.h"
 #include "model/model.h"
+#include "model/state_sizes.h"
 #include "runtime/error.h"
 
 namespace splash {
@@ -19,23 +20,16 @@ namespace splash {
 void Model::choose_rollback() {
   replay_ = false;
   if (n_linear_ == 0) return;
-  if (const char* e = std::getenv("SPLASH_GDN_ROLLBACK"); e && *e) {
-    if (std::strcmp(e, "replay") == 0) replay_ = true;
-    else if (std::strcmp(e, "states") != 0)
-      throw Error("invalid_argument", std::string("SPLASH_GDN_ROLLBACK must be replay or states, not ") + e);
+  if (const std::string& e = opts_.gdn_rollback; !e.empty()) {
+    if (e == "replay") replay_ = true;
+    else if (e != "states") throw Error("invalid_argument", "SPLASH_GDN_ROLLBACK must be replay or states, not " + e);
     return;
   }
-  // Measured (DEVELOPMENT.md "GDN rollback"): with a recurrent state of 1 MiB or more per linear layer (0.8B and
-  // up), skipping the B + 1 state copies saves a verify more CPU than replaying the few tokens a pass typically
-  // keeps costs the rollback, and replay keeps a fraction of the memory; below that the replay's per-op dispatch
-  // costs about what the small copies do.
-  // src/runtime/memory-plan.ts (gdnRollback) applies the same rule.
-  replay_ = int64_t(cfg_.nv) * cfg_.dk * cfg_.dv * 4 >= (int64_t(1) << 20);
+  replay_ = rollback_replay_by_size(cfg_);
 }
 
 size_t Model::rollback_floats(int32_t tokens) const {
-  if (!replay_) return size_t(tokens + 1) * size_t(gdn_floats_);
-  return size_t(gdn_floats_) + size_t(tokens) * size_t(n_linear_) * size_t(tape_row());
+  return splash::rollback_floats(cfg_, StateLayout{gdn_floats_, kv_floats_per_token_, n_full_, n_linear_}, replay_, tokens);
 }
 
 // Row j of slot i+1's conv state (the last K−1 inputs up to token i) is row i+1+j of [start state (K−1 rows);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "model/model.h"
+#include "model/state_sizes.h"
 #include "runtime/error.h"
 
 namespace splash {
@@ -38,7 +39,7 @@ bool flag(const Json& c, const char* key, bool def) {
   return v->b;
 }
 
-// The DFlash 2 keys of draft.config (DEVELOPMENT.md "The draft"); absent or null keys leave a DFlash draft.
+// The DFlash 2 keys of draft.config (docs/speculative-decoding.md); absent or null keys leave a DFlash draft.
 void parse_draft2(const Json& cj, DraftConfig& d, int V) {
   d.window = inum(cj, "sliding_window", 0);
   const Json* kinds = cj.find("layer_types");
@@ -67,7 +68,9 @@ void parse_draft2(const Json& cj, DraftConfig& d, int V) {
   if (!(d.out_mul > 0.f) || d.softcap < 0.f) bad("bad draft.config output_multiplier / final_logit_softcapping");
 }
 
-ModelConfig parse_config(const Json& m) {
+}  // namespace
+
+ModelConfig parse_model_config(const Json& m) {
   ModelConfig c;
   const Json& j = *m.find("config");
   const Json* fam = m.find("family");
@@ -123,7 +126,30 @@ ModelConfig parse_config(const Json& m) {
   return c;
 }
 
-}  // namespace
+DraftConfig parse_draft_config(const Json& cj, const ModelConfig& c) {
+  DraftConfig d;
+  d.B = inum(cj, "block_size", 0, true);
+  d.mask = inum(cj, "mask_token_id", 0, true);
+  d.L = inum(cj, "num_hidden_layers", 0, true);
+  d.H = inum(cj, "hidden_size", 0, true);
+  d.I = inum(cj, "intermediate_size", 0, true);
+  d.nh = inum(cj, "num_attention_heads", 0, true);
+  d.nkv = inum(cj, "num_key_value_heads", d.nh);
+  d.hd = inum(cj, "head_dim", d.nh ? d.H / d.nh : 0);
+  d.theta = float(num(cj, "rope_theta", 10000.0));
+  d.eps = float(num(cj, "rms_norm_eps", 1e-6));
+  const Json* taps = cj.find("target_layer_ids");
+  if (!taps || taps->kind != Json::Array || taps->arr.empty()) bad("draft.config.target_layer_ids is missing");
+  for (auto& t : taps->arr) {
+    if (t.kind != Json::Number || t.num < 0 || t.num >= c.L) bad("draft.config.target_layer_ids is out of range");
+    d.taps.push_back(int(t.num));
+  }
+  if (d.B < 2 || d.mask < 0 || d.mask >= c.V || d.L <= 0 || d.H != c.H || d.nh <= 0 || d.nkv <= 0 ||
+      d.nh % d.nkv || d.hd <= 0 || d.hd > 512 || d.hd % 2)
+    bad("bad draft config");
+  parse_draft2(cj, d, c.V);
+  return d;
+}
 
 splash_weight Stacked::expert(int64_t e) const {
   splash_weight w = base;
@@ -302,10 +328,13 @@ void Model::bind_weights() {
     tap_slot_.assign(c.L, -1);
     for (int j = 0; j < K; ++j) tap_slot_[d.taps[j]] = j;
   }
-  gdn_floats_ = (gdn + 15) / 16 * 16;
-  n_full_ = nfull;
-  n_linear_ = nlin;
-  kv_floats_per_token_ = 2 * nfull * int64_t(c.nkv) * c.hd;
+  // the offsets above walk the layout state_layout sizes (model/state_sizes.cpp)
+  const StateLayout st = state_layout(c);
+  gdn_floats_ = st.gdn_floats;
+  n_full_ = st.n_full;
+  n_linear_ = st.n_linear;
+  kv_floats_per_token_ = st.kv_floats_per_token;
+  if (n_full_ != nfull || n_linear_ != nlin || gdn > gdn_floats_) throw Error("internal", "state layout mismatch");
 }
 
 void Model::load_draft_files(const std::string& dir) {
@@ -315,27 +344,7 @@ void Model::load_draft_files(const std::string& dir) {
   const Json* files = dr->find("files");
   if (!cj || cj->kind != Json::Object || !files || files->kind != Json::Array || files->arr.empty())
     bad("splash.json: draft needs config and files");
-  DraftConfig d;
-  d.B = inum(*cj, "block_size", 0, true);
-  d.mask = inum(*cj, "mask_token_id", 0, true);
-  d.L = inum(*cj, "num_hidden_layers", 0, true);
-  d.H = inum(*cj, "hidden_size", 0, true);
-  d.I = inum(*cj, "intermediate_size", 0, true);
-  d.nh = inum(*cj, "num_attention_heads", 0, true);
-  d.nkv = inum(*cj, "num_key_value_heads", d.nh);
-  d.hd = inum(*cj, "head_dim", d.nh ? d.H / d.nh : 0);
-  d.theta = float(num(*cj, "rope_theta", 10000.0));
-  d.eps = float(num(*cj, "rms_norm_eps", 1e-6));
-  const Json* taps = cj->find("target_layer_ids");
-  if (!taps || taps->kind != Json::Array || taps->arr.empty()) bad("draft.config.target_layer_ids is missing");
-  for (auto& t : taps->arr) {
-    if (t.kind != Json::Number || t.num < 0 || t.num >= cfg_.L) bad("draft.config.target_layer_ids is out of range");
-    d.taps.push_back(int(t.num));
-  }
-  if (d.B < 2 || d.mask < 0 || d.mask >= cfg_.V || d.L <= 0 || d.H != cfg_.H || d.nh <= 0 || d.nkv <= 0 ||
-      d.nh % d.nkv || d.hd <= 0 || d.hd > 512 || d.hd % 2)
-    bad("bad draft config");
-  parse_draft2(*cj, d, cfg_.V);
+  const DraftConfig d = parse_draft_config(*cj, cfg_);
   for (auto& f : files->arr) {
     if (f.kind != Json::String || f.str.empty() || f.str.find("..") != std::string::npos || f.str[0] == '/')
       bad("splash.json: bad draft file name");
@@ -347,7 +356,8 @@ void Model::load_draft_files(const std::string& dir) {
 std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, int act_levels, bool load_draft,
                                    const std::string& backend, uint64_t max_memory) {
   std::unique_ptr<Model> m(new Model());
-  m->pkg_ = Package::open(dir, [&](const Json& manifest) { m->cfg_ = parse_config(manifest); });
+  m->opts_ = options_from_env();
+  m->pkg_ = Package::open(dir, [&](const Json& manifest) { m->cfg_ = parse_model_config(manifest); });
   if (load_draft) m->load_draft_files(dir);
   m->bind_weights();
   m->bh_ = backend_open(backend, threads, isa, act_levels);
@@ -356,12 +366,10 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
   m->threads_ = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));  // the pool's size
   m->host_memory_ = m->be_->iface->host_memory != 0;
   {
-    const char* e = std::getenv("SPLASH_DEVICE_ARGMAX");  // 0: greedy rows chosen on the host (for measurement)
-    m->pick_on_backend_ = m->be_->iface->argmax_rows && !(e && std::strcmp(e, "0") == 0);
+    m->pick_on_backend_ = m->be_->iface->argmax_rows && m->opts_.device_argmax;
     // sampled rows on a device backend's sampler; on the CPU the slot is the host's sampler itself, taken only
-    // when asked (=1, to test the path), 0: always on the host
-    const char* ds = std::getenv("SPLASH_DEVICE_SAMPLE");
-    const bool want = ds ? std::strcmp(ds, "0") != 0 : !m->be_->iface->host_memory;
+    // when asked (Options::device_sample, to test the path)
+    const bool want = m->opts_.device_sample >= 0 ? m->opts_.device_sample == 1 : !m->be_->iface->host_memory;
     m->sample_on_backend_ = m->be_->iface->sample_rows && want && m->cfg_.V < (1 << 24);  // (the key's id field)
   }
   if (!m->host_memory_ && max_memory > 0) backend_set_memory_limit(*m->be_, max_memory);
@@ -377,7 +385,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
 
 // The package's specialised kernels (manifest `kernels`: backend cuda, arch sm_90) go to the CUDA backend;
 // any other backend ignores them. A missing file, an ABI the backend does not run or a failed load is one
-// line on stderr and the generic kernels. SPLASH_SPEC_KERNELS=0 leaves them unloaded (to measure the gain).
+// line on stderr and the generic kernels. Options::spec_kernels off leaves them unloaded (to measure the gain).
 void Model::load_spec_kernels(const std::string& dir) {
   const Json* ks = pkg_->manifest().find("kernels");
   if (!ks || ks->kind != Json::Array || std::strcmp(be_->iface->name, "cuda") != 0 || !be_->iface->get_proc_address)
@@ -389,7 +397,7 @@ void Model::load_spec_kernels(const std::string& dir) {
     if (b && a && b->kind == Json::String && a->kind == Json::String && b->str == "cuda" && a->str == "sm_90") entry = &k;
   }
   if (!entry) return;
-  if (const char* e = std::getenv("SPLASH_SPEC_KERNELS"); e && std::strcmp(e, "0") == 0) return;
+  if (!opts_.spec_kernels) return;
   auto warn = [](const std::string& why) {
     std::fprintf(stderr, "splash: the package's cuda-sm90 kernels are not used (%s); running the generic kernels\n",
                  why.c_str());

@@ -1,7 +1,8 @@
 // The memory plan: from the memory the backend offers (or --max-memory), what the model needs —
 // weights, draft, per-request state, KV per token, scratch — and so the context limit, the batch
-// limit and the KV capacity. Sizes come from the model config through one nbytes function each.
-import type {Manifest, ModelConfig, DraftConfig} from '../package/manifest.js'
+// limit and the KV capacity. The per-sequence state sizes come from the native core (stateSizes).
+import type {Manifest, ModelConfig} from '../package/manifest.js'
+import {native} from './native.js'
 import {formatBytes} from '../config/units.js'
 import {SplashError} from '../errors.js'
 
@@ -15,7 +16,7 @@ export interface StateSizes {
    * (core-native/model/draft_kv.cpp), whatever the context length; at most this (a short sequence keeps fewer rows).
    */
   draftWindowBytes: number
-  /** What a verify step keeps per sequence for the GDN rollback (see gdnRollback); 0 without a draft. */
+  /** What a verify step keeps per sequence for the GDN rollback (core-native/model/rollback.cpp); 0 without a draft. */
   speculativeBytes: number
   /**
    * A sampled draft pass's distributions, kept per sequence for the verify pass (block − 1 rows of the vocabulary in
@@ -69,55 +70,25 @@ export interface MemoryPlan {
 export const MIN_CONTEXT = 4096
 const CONTEXT_STEP = 256
 
-export function linearLayers(c: ModelConfig): number {
-  return c.layer_types.filter(t => t === 'linear_attention').length
-}
-
-export function fullLayers(c: ModelConfig): number {
-  return c.layer_types.filter(t => t === 'full_attention').length
-}
-
 /**
- * How a verify step's GDN/conv state rolls back to the accepted prefix — the rule the native model applies at open
- * (core-native/model/rollback.cpp): replay the kept tokens from the block's start state when one linear layer's
- * recurrent state is 1 MiB or more, else keep the state after every verified position. $SPLASH_GDN_ROLLBACK
- * (replay | states) overrides it.
+ * Per-sequence state sizes of a package's model, from the native core (core-native/model/state_sizes.cpp: the sizes
+ * the model allocates by), with KV and conv state of `kvElementBytes` per value. `rollback` forces the GDN rollback
+ * method a verify step uses; by default the native rule (replay from 1 MiB of recurrent state per linear layer, or
+ * $SPLASH_GDN_ROLLBACK) chooses it, as a model opening now would.
  */
-export function gdnRollback(c: ModelConfig, env: NodeJS.ProcessEnv = process.env): 'replay' | 'states' {
-  const forced = env.SPLASH_GDN_ROLLBACK
-  if (forced === 'replay' || forced === 'states') return forced
-  const state = (c.linear_num_value_heads ?? 0) * (c.linear_key_head_dim ?? 0) * (c.linear_value_head_dim ?? 0) * 4
-  return state >= 1024 ** 2 ? 'replay' : 'states'
-}
-
-/** Per-sequence state sizes: the one place they are computed. */
 export function stateSizes(
-  c: ModelConfig,
-  draft: DraftConfig | null,
+  manifest: Pick<Manifest, 'family' | 'config' | 'draft'>,
   kvElementBytes: number,
-  rollback: 'replay' | 'states' = gdnRollback(c),
+  rollback?: 'replay' | 'states',
 ): StateSizes {
-  const nk = c.linear_num_key_heads ?? 0
-  const nv = c.linear_num_value_heads ?? 0
-  const dk = c.linear_key_head_dim ?? 0
-  const dv = c.linear_value_head_dim ?? 0
-  const k = c.linear_conv_kernel_dim ?? 4
-  const convChannels = 2 * nk * dk + nv * dv
-  const perLinear = nv * dk * dv * 4 + (k - 1) * convChannels * kvElementBytes
-  const recurrentBytes = linearLayers(c) * perLinear
-  const targetKv = fullLayers(c) * 2 * c.num_key_value_heads * c.head_dim * kvElementBytes
-  const sliding = draftSlidingLayers(draft)
-  const draftRow = draft ? 2 * draft.num_key_value_heads * draft.head_dim * kvElementBytes : 0
-  const draftKv = draft ? (draft.num_hidden_layers - sliding) * draftRow : 0
-  const draftWindowBytes = draft && sliding > 0 ? sliding * draftRow * 2 * (draft.sliding_window! + draft.block_size) : 0
-  // A verify step of one block keeps, for the rollback: the state at its start and each token's conv input and
-  // gates per linear layer (replay), or the state after every position (states). Without a draft: nothing.
-  const block = draft?.block_size ?? 0
-  const replayPerToken = linearLayers(c) * (convChannels + 2 * nv) * 4
-  const speculativeBytes =
-    block === 0 || recurrentBytes === 0 ? 0 : rollback === 'replay' ? recurrentBytes + block * replayPerToken : (block + 1) * recurrentBytes
-  const draftRowsBytes = block > 1 ? (block - 1) * c.vocab_size * 4 : 0
-  return {recurrentBytes, kvBytesPerToken: targetKv + draftKv, draftWindowBytes, speculativeBytes, draftRowsBytes}
+  const s = native.stateSizes(manifest, {kvElementBytes, ...(rollback ? {rollback} : {})})
+  return {
+    recurrentBytes: s.recurrentBytes,
+    kvBytesPerToken: s.kvBytesPerToken,
+    draftWindowBytes: s.draftWindowBytes,
+    speculativeBytes: s.speculativeBytes,
+    draftRowsBytes: s.draftRowsBytes,
+  }
 }
 
 /**
@@ -126,12 +97,6 @@ export function stateSizes(
  */
 export function perRequestBytes(s: StateSizes): number {
   return s.recurrentBytes + s.speculativeBytes + s.draftWindowBytes + s.draftRowsBytes
-}
-
-/** Draft layers attending through a sliding window (DFlash 2 `layer_types`; none without a window). */
-export function draftSlidingLayers(draft: DraftConfig | null): number {
-  if (!draft?.sliding_window) return 0
-  return (draft.layer_types ?? []).filter(t => t === 'sliding_attention').length
 }
 
 /**
@@ -172,7 +137,7 @@ export function planMemory(input: PlanInput): MemoryPlan {
   const elem = input.kvElementBytes ?? 4
   const tokenBudget = input.tokenBudget ?? 512
   const maxBatch = input.maxBatch ?? 16
-  const state = stateSizes(c, draftCfg, elem)
+  const state = stateSizes(input.manifest, elem)
   const perSeq = perRequestBytes(state)
   const budget = input.maxMemory !== undefined ? Math.min(input.maxMemory, input.available) : input.available
   const device = input.memory?.kind === 'device' ? input.memory : null

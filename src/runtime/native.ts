@@ -305,9 +305,20 @@ export interface RunMatmulOptions {
   exact?: boolean
 }
 
+/** Per-sequence state sizes of a package's model, bytes (native.stateSizes). */
+export interface NativeStateSizes {
+  recurrentBytes: number
+  kvBytesPerToken: number
+  draftWindowBytes: number
+  speculativeBytes: number
+  draftRowsBytes: number
+  gdnRollback: 'replay' | 'states'
+}
+
 interface Binding {
   abiVersion: number
   backendInfo(): BackendInfo
+  stateSizes(manifestJson: string, opts?: {kvElementBytes?: number; rollback?: 'replay' | 'states'}): NativeStateSizes
   openModel(dir: string, opts?: OpenModelOptions): Promise<ModelHandle>
   modelInfo(h: ModelHandle): ModelInfo
   sequenceBytes(h: ModelHandle, maxLength: number): number
@@ -380,6 +391,15 @@ export const native = {
   abiVersion: () => sync(() => load().abiVersion),
   /** The backend a model would open on now ($SPLASH_BACKEND, else CUDA when a device is present) and its memory. */
   backendInfo: () => sync(() => load().backendInfo()),
+  /**
+   * The per-sequence state sizes a model of this package keeps (recurrent and conv state, KV per token, the draft's
+   * rings, the verify step's rollback, the sampled draft rows), computed where the model computes them, for the
+   * memory plan before any model opens. `manifest`: splash.json's family, config and draft.
+   */
+  stateSizes: (
+    manifest: {family: string; config: unknown; draft?: {config: unknown} | null},
+    opts: {kvElementBytes?: number; rollback?: 'replay' | 'states'} = {},
+  ) => sync(() => load().stateSizes(JSON.stringify({family: manifest.family, config: manifest.config, draft: manifest.draft ?? null}), opts)),
   openModel: (dir: string, opts: OpenModelOptions = {}) => async(() => load().openModel(dir, opts)),
   modelInfo: (h: ModelHandle) => sync(() => load().modelInfo(h)),
   /** Bytes one sequence of `maxLength` tokens needs (state + KV), for the memory planner. */

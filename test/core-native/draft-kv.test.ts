@@ -136,9 +136,9 @@ t.test('draft bytes: a sliding layer keeps a fixed ring; only full layers grow w
     const dir = await fixturePackage(fx, fn => t.teardown(fn))
     const h = await native.openModel(dir, {threads: 1})
     const info = native.modelInfo(h)
-    const config = info.config as unknown as ModelConfig
     t.teardown(() => native.closeModel(h))
-    const d = (await readManifest(dir)).draft!.config
+    const manifest = await readManifest(dir)
+    const d = manifest.draft!.config
     const sliding = d.layer_types!.filter(x => x === 'sliding_attention').length
     const row = 2 * d.num_key_value_heads * d.head_dim * 4
     t.equal(info.draft!.kvBytesPerToken, (d.num_hidden_layers - sliding) * row, `${file}: per position, the full layers only`)
@@ -148,7 +148,7 @@ t.test('draft bytes: a sliding layer keeps a fixed ring; only full layers grow w
     // a sequence shorter than the ring keeps the linear rows (never more than before)
     t.equal(native.sequenceBytes(h, 8), info.stateBytesPerSequence + 8 * info.kvBytesPerToken + d.num_hidden_layers * (8 + d.block_size) * row)
     // the memory plan counts the same: the full layers per token, the rings per sequence
-    const plan = stateSizes(config, d, 4)
+    const plan = stateSizes(manifest, 4)
     t.equal(plan.kvBytesPerToken, info.kvBytesPerToken + info.draft!.kvBytesPerToken)
     t.equal(plan.draftWindowBytes, sliding * row * 2 * M)
   }

@@ -6,7 +6,7 @@ import t from 'tap'
 import {native, type ModelHandle, type MatmulActivations} from '../../src/runtime/native.js'
 import {synthFixture} from '../helpers/packages.js'
 import {readManifest} from '../../src/package/manifest.js'
-import {gdnRollback, stateSizes} from '../../src/runtime/memory-plan.js'
+import {stateSizes} from '../../src/runtime/memory-plan.js'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
 
@@ -73,7 +73,7 @@ for (const method of ['replay', 'states'] as const) {
     const state = info.stateBytesPerSequence
     t.equal(info.draft!.rollbackBytes, method === 'states' ? 17 * state : state + 16 * linear * (C + 2 * cfg.linear_num_value_heads) * 4)
     const manifest = await readManifest(DEFAULT)
-    t.equal(stateSizes(manifest.config, manifest.draft!.config, 4, method).speculativeBytes, info.draft!.rollbackBytes, 'the memory plan counts what the native model keeps')
+    t.equal(stateSizes(manifest, 4, method).speculativeBytes, info.draft!.rollbackBytes, 'the memory plan counts what the native model keeps')
     for (const keep of [3, 0, 7, 8]) {
       const a = native.createSequence(h, {maxLength: 64})
       await step(h, a, PROMPT, {logits: 'none', capture: true})
@@ -210,7 +210,7 @@ t.test('without SPLASH_GDN_ROLLBACK the native model picks the memory plan\'s me
     const h = await native.openModel(dir, {threads: 2})
     const info = native.modelInfo(h)
     native.closeModel(h)
-    t.equal(info.draft?.gdnRollback, gdnRollback((await readManifest(dir)).config), dir)
+    t.equal(info.draft?.gdnRollback, native.stateSizes(await readManifest(dir)).gdnRollback, dir)
   }
 })
 

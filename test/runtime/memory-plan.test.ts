@@ -1,6 +1,7 @@
 // Planner arithmetic on real model shapes, and refusal when the model does not fit.
 import t from 'tap'
-import {planMemory, stateSizes, gdnRollback, formatPlan, assertFits, deviceScratchBytes, MIN_CONTEXT} from '../../src/runtime/memory-plan.js'
+import {planMemory, stateSizes, formatPlan, assertFits, deviceScratchBytes, MIN_CONTEXT} from '../../src/runtime/memory-plan.js'
+import {native} from '../../src/runtime/native.js'
 import type {DraftConfig, Manifest, ModelConfig} from '../../src/package/manifest.js'
 
 const GiB = 1024 ** 3
@@ -24,43 +25,52 @@ const qwen35bA3b: ModelConfig = {
   moe_intermediate_size: 512, shared_expert_intermediate_size: 512,
 }
 
-function manifest(config: ModelConfig): Manifest {
+// the 27B's 5-layer draft (8 KV heads of 128), as DFlash ships it
+const draft27: DraftConfig = {
+  block_size: 16, mask_token_id: 248077, target_layer_ids: [1, 16, 31, 46, 61], num_hidden_layers: 5, hidden_size: 5120,
+  intermediate_size: 17408, num_attention_heads: 32, num_key_value_heads: 8, head_dim: 128, rope_theta: 1e7,
+  rms_norm_eps: 1e-6, sliding_window: null, conv_kernel_size: null, conv_group_size: null, selector_rank: null, selector_top_k: null,
+}
+
+function manifest(config: ModelConfig, draft: DraftConfig | null = null): Manifest {
   return {
     format: 1, name: 'x', family: 'qwen3_5', architecture: 'Qwen3_5ForCausalLM', config,
     tokenizer: {file: 'tokenizer.json', chat_template: 'chat_template.jinja', eos_token_ids: [1], pad_token_id: null},
     reasoning: {default: 'medium', efforts: {none: 0}}, weights: {files: ['model.safetensors'], quant: 'q4', group_size: 64},
-    draft: null, vision: null, kernels: [], provenance: {source: 's', builder: 'b', kind: 'synthetic'},
+    draft: draft ? {config: draft, files: ['draft.safetensors']} : null, vision: null, kernels: [], provenance: {source: 's', builder: 'b', kind: 'synthetic'},
     files: [{path: 'model.safetensors', size: 1, sha256: '0'.repeat(64)}],
   }
 }
 
 t.test('state sizes match the published figures (bf16 KV)', async t => {
-  const s27 = stateSizes(qwen27b, null, 2)
+  const s27 = stateSizes(manifest(qwen27b), 2)
   t.equal(s27.kvBytesPerToken, 64 * 1024, '27B: 16 layers × 2 × 4 × 256 × 2 B = 64 KiB/token')
   t.equal(s27.recurrentBytes, 48 * (3 * MiB + 3 * 10240 * 2), '27B: 48 × (3 MiB state + conv)')
-  const s35 = stateSizes(qwen35bA3b, null, 2)
+  const s35 = stateSizes(manifest(qwen35bA3b), 2)
   t.equal(s35.kvBytesPerToken, 20 * 1024, '35B-A3B: 10 × 2 × 2 × 256 × 2 B = 20 KiB/token')
   t.equal(s35.recurrentBytes, 30 * (2 * MiB + 3 * 8192 * 2), '35B-A3B: 30 × (2 MiB + conv)')
 })
 
 t.test('GDN rollback: replay from 1 MiB of recurrent state per linear layer, else per-position states', async t => {
-  t.equal(gdnRollback(qwen27b, {}), 'replay', '27B: 48 × 128 × 128 × 4 B = 3 MiB')
+  t.equal(process.env.SPLASH_GDN_ROLLBACK, undefined)
+  const rule = (c: ModelConfig) => native.stateSizes(manifest(c)).gdnRollback
+  t.equal(rule(qwen27b), 'replay', '27B: 48 × 128 × 128 × 4 B = 3 MiB')
   const small = {...qwen27b, linear_num_value_heads: 16}
-  t.equal(gdnRollback(small, {}), 'replay', '0.8B shape: 16 × 128 × 128 × 4 B = 1 MiB')
-  const tiny = {...qwen27b, linear_num_value_heads: 6, linear_key_head_dim: 64, linear_value_head_dim: 64}
-  t.equal(gdnRollback(tiny, {}), 'states', 'default package shape: 96 KiB')
-  t.equal(gdnRollback(qwen27b, {SPLASH_GDN_ROLLBACK: 'states'}), 'states', 'the override')
-  t.equal(gdnRollback(tiny, {SPLASH_GDN_ROLLBACK: 'replay'}), 'replay', 'the override')
+  t.equal(rule(small), 'replay', '0.8B shape: 16 × 128 × 128 × 4 B = 1 MiB')
+  const tiny = {...qwen27b, linear_num_value_heads: 6, linear_num_key_heads: 6, linear_key_head_dim: 64, linear_value_head_dim: 64}
+  t.equal(rule(tiny), 'states', 'default package shape: 96 KiB')
+  t.equal(native.stateSizes(manifest(qwen27b), {rollback: 'states'}).gdnRollback, 'states', 'the override')
+  t.equal(native.stateSizes(manifest(tiny), {rollback: 'replay'}).gdnRollback, 'replay', 'the override')
+  t.throws(() => native.stateSizes(manifest(tiny), {rollback: 'sometimes' as 'replay'}), {code: 'invalid_argument'})
   // what one sequence keeps for a verify step of 16 (fp32 conv state, as on the CPU)
-  const draft = {block_size: 16} as DraftConfig
-  const s = stateSizes(qwen27b, draft, 4, 'states')
+  const s = stateSizes(manifest(qwen27b, draft27), 4, 'states')
   t.equal(s.speculativeBytes, 17 * s.recurrentBytes, 'states: the state after each of 16 positions and before them')
   t.equal(s.draftRowsBytes, 15 * qwen27b.vocab_size * 4, 'a sampled draft pass keeps 15 rows of the vocabulary')
-  t.equal(stateSizes(qwen27b, null, 4).draftRowsBytes, 0, 'none without a draft')
-  const r = stateSizes(qwen27b, draft, 4, 'replay')
+  t.equal(stateSizes(manifest(qwen27b), 4).draftRowsBytes, 0, 'none without a draft')
+  const r = stateSizes(manifest(qwen27b, draft27), 4, 'replay')
   t.equal(r.speculativeBytes, r.recurrentBytes + 16 * 48 * (10240 + 2 * 48) * 4, 'replay: the start state and 16 tokens of inputs')
   t.ok(s.speculativeBytes > 8 * r.speculativeBytes, `27B: ${(s.speculativeBytes / MiB).toFixed(0)} vs ${(r.speculativeBytes / MiB).toFixed(0)} MiB`)
-  t.equal(stateSizes(qwen27b, null, 4).speculativeBytes, 0, 'no draft, no verify steps')
+  t.equal(stateSizes(manifest(qwen27b), 4).speculativeBytes, 0, 'no draft, no verify steps')
 })
 
 t.test('27B q4 on a 24 GiB machine: context shrinks to what fits', async t => {
@@ -112,22 +122,18 @@ t.test('on a device: the budget is its free memory, the backend scratch is plann
 })
 
 t.test('draft KV: full-attention draft layers per token, sliding ones a fixed ring per sequence', async t => {
-  // the 27B's 5-layer draft (8 KV heads of 128), as DFlash 2 ships it: 4 sliding layers (window 2048) and 1 full
-  const base = {
-    block_size: 16, mask_token_id: 248077, target_layer_ids: [1, 16, 31, 46, 61], num_hidden_layers: 5, hidden_size: 5120,
-    intermediate_size: 17408, num_attention_heads: 32, num_key_value_heads: 8, head_dim: 128, rope_theta: 1e7,
-    rms_norm_eps: 1e-6, sliding_window: null, conv_kernel_size: null, conv_group_size: null, selector_rank: null, selector_top_k: null,
-  } satisfies DraftConfig
+  // the 27B's draft, and as DFlash 2 ships it: 4 sliding layers (window 2048) and 1 full
+  const base = draft27
   const row = 2 * 8 * 128 * 4 // K and V of one position, one layer, fp32
-  const target = stateSizes(qwen27b, null, 4).kvBytesPerToken
-  const full = stateSizes(qwen27b, base, 4)
+  const target = stateSizes(manifest(qwen27b), 4).kvBytesPerToken
+  const full = stateSizes(manifest(qwen27b, base), 4)
   t.equal(full.kvBytesPerToken, target + 5 * row, 'DFlash: every draft layer per token')
   t.equal(full.draftWindowBytes, 0)
   const mixed: DraftConfig = {...base, sliding_window: 2048, layer_types: ['sliding_attention', 'sliding_attention', 'sliding_attention', 'sliding_attention', 'full_attention']}
-  const s = stateSizes(qwen27b, mixed, 4)
+  const s = stateSizes(manifest(qwen27b, mixed), 4)
   t.equal(s.kvBytesPerToken, target + row, 'DFlash 2: the full layer only')
   t.equal(s.draftWindowBytes, 4 * row * 2 * (2048 + 16), 'each sliding layer: 2 × (window + block) rows')
-  t.equal(stateSizes(qwen27b, {...mixed, layer_types: undefined}, 4).draftWindowBytes, 0, 'no layer_types: every layer full')
+  t.equal(stateSizes(manifest(qwen27b, {...mixed, layer_types: undefined}), 4).draftWindowBytes, 0, 'no layer_types: every layer full')
   // per sequence at 32K: 4 × 32 KiB × 32,784 rows before, 4 × 32 KiB × 4,128 rows now
   t.equal(4 * row * (32768 + 16) - s.draftWindowBytes, 4 * row * (32768 + 16 - 2 * 2064))
   const plan = (draft: DraftConfig) =>
