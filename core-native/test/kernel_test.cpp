@@ -1,5 +1,7 @@
 // Standalone kernel self-test and matmul benchmark:
-// `splash_kernel_test [bench rows cols dtype threads [isa|-] [tokens]]`, `decode DIR …`, `guard DIR`.
+// `splash_kernel_test [bench rows cols dtype threads [isa|-] [tokens]]`, `decode DIR …`, `guard DIR`,
+// `kernel-choice [KEY=VALUE…] SHAPE…` (the CUDA backend's matmul kernel choice, no GPU needed).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -8,10 +10,65 @@
 #include <vector>
 
 #include "backend/cpu/selftest.h"
+#include "backend/cuda/kernel_choice.h"
 #include "model/model.h"
+
+namespace {
+
+// kernel-choice: for each SHAPE dtype:rows:cols:tokens[:exact] (dtype f32, bf16, q8, q4) one line
+// `SHAPE KERNEL groups=0|1 launch=N forms=F,…` (forms: the q4/q8 GEMV launches of ≤ 8 tokens; `-` otherwise), under
+// the CUDA backend's default options as changed by the KEY=VALUE arguments before it (sms, cublas and the
+// CudaOptions fields precise, gemv_mma, gemv_stream, qgemm_min, qgemm_max, gemv_rows, gemv_unroll). Aligned
+// weights. Exit status 2 on an argument it cannot read.
+int kernel_choice(int argc, char** argv) {
+  using namespace splash::cuda;
+  CudaOptions o;
+  DeviceProps d{132, true};
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (const size_t eq = a.find('='); eq != std::string::npos) {
+      const std::string k = a.substr(0, eq);
+      const int v = std::atoi(a.c_str() + eq + 1);
+      if (k == "sms") d.sms = v;
+      else if (k == "cublas") d.cublas = v != 0;
+      else if (k == "precise") o.precise = v != 0;
+      else if (k == "gemv_mma") o.gemv_mma = v;
+      else if (k == "gemv_stream") o.gemv_stream = v;
+      else if (k == "qgemm_min") o.qgemm_min = v;
+      else if (k == "qgemm_max") o.qgemm_max = v;
+      else if (k == "gemv_rows") o.gemv_rows = v;
+      else if (k == "gemv_unroll") o.gemv_unroll = v;
+      else return std::fprintf(stderr, "kernel-choice: unknown setting %s\n", k.c_str()), 2;
+      continue;
+    }
+    MatmulShape s;
+    char dt[8] = {};
+    long long rows = 0, cols = 0;
+    int tokens = 0, exact = 0;
+    const int got = std::sscanf(a.c_str(), "%7[a-z0-9]:%lld:%lld:%d:%d", dt, &rows, &cols, &tokens, &exact);
+    const std::string dts = dt;
+    if (got < 4 || rows <= 0 || cols <= 0 || tokens <= 0 || (dts != "f32" && dts != "bf16" && dts != "q8" && dts != "q4"))
+      return std::fprintf(stderr, "kernel-choice: bad shape %s (dtype:rows:cols:tokens[:exact])\n", a.c_str()), 2;
+    s.dtype = dts == "f32" ? SPLASH_F32 : dts == "bf16" ? SPLASH_BF16 : dts == "q8" ? SPLASH_Q8 : SPLASH_Q4;
+    s.rows = rows, s.cols = cols, s.tokens = tokens, s.exact = exact != 0, s.qgemm_aligned = true;
+    const MatmulChoice c = choose_matmul(s, d, o);
+    std::string forms;
+    if (c.kernel == MatmulKernel::kGemvQ4 || c.kernel == MatmulKernel::kGemvQ8)
+      for (int t0 = 0; t0 < tokens; t0 += kMaxGemvTokens) {
+        if (!forms.empty()) forms += ',';
+        forms += form_name(choose_gemv_form(std::min(kMaxGemvTokens, tokens - t0), cols % 1024 == 0, o));
+      }
+    std::printf("%s %s groups=%d launch=%d forms=%s\n", a.c_str(), kernel_name(c.kernel), int(c.groups),
+                int(c.launch_tokens), forms.empty() ? "-" : forms.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace splash::cpu;
+  if (argc > 1 && std::string(argv[1]) == "kernel-choice") return kernel_choice(argc, argv);
   if (argc > 1 && std::string(argv[1]) == "bench") {
     int64_t rows = argc > 2 ? std::atoll(argv[2]) : 8192, cols = argc > 3 ? std::atoll(argv[3]) : 8192;
     std::string dtype = argc > 4 ? argv[4] : "q4";
