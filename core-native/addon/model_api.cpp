@@ -22,8 +22,9 @@ Napi::Value device_memory_js(Napi::Env env, const splash_backend& b) {
   return o;
 }
 
-// backendInfo() → {backend, isa, deviceMemory, note}: the backend openModel would choose now ($SPLASH_BACKEND,
-// else CUDA when a device is present), opened and closed again, so the memory plan can be made before loading.
+// backendInfo() → {backend, isa, deviceMemory, note, ops}: the backend openModel would choose now ($SPLASH_BACKEND,
+// else CUDA when a device is present), opened and closed again, so the memory plan can be made before loading; ops:
+// the operations it has (splash_backend_supports_op), by slot name.
 Napi::Value BackendInfo(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     Napi::Env env = info.Env();
@@ -33,6 +34,10 @@ Napi::Value BackendInfo(const Napi::CallbackInfo& info) {
     o.Set("isa", std::string(h.backend->iface->variant ? h.backend->iface->variant : ""));
     o.Set("deviceMemory", device_memory_js(env, *h.backend));
     o.Set("note", backend_cuda_note());
+    Napi::Array ops = Napi::Array::New(env);
+    for (int op = 0; op < SPLASH_OP_COUNT; ++op)
+      if (splash_backend_supports_op(h.backend, splash_op(op))) ops.Set(ops.Length(), splash_op_name(splash_op(op)));
+    o.Set("ops", ops);
     backend_close(h);
     return o;
   });

@@ -23,6 +23,13 @@ std::string own_dir() {
   return ".";
 }
 
+// The first required op (splash_op_required) the backend lacks, or null.
+const char* missing_op(const splash_backend& b) {
+  for (int op = 0; op < SPLASH_OP_COUNT; ++op)
+    if (splash_op_required(splash_op(op)) && !splash_backend_supports_op(&b, splash_op(op))) return splash_op_name(splash_op(op));
+  return nullptr;
+}
+
 bool open_cuda(BackendHandle& h, const Options& opt) {
   const std::string path = !opt.cuda_module.empty() ? opt.cuda_module : own_dir() + "/libsplash_cuda.so";
   void* mod = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -45,6 +52,11 @@ bool open_cuda(BackendHandle& h, const Options& opt) {
   }
   if (b->iface->abi_version != SPLASH_BACKEND_ABI) {
     g_note = "CUDA module ABI " + std::to_string(b->iface->abi_version) + " != " + std::to_string(SPLASH_BACKEND_ABI);
+    destroy(b);
+    return false;
+  }
+  if (const char* missing = missing_op(*b)) {
+    g_note = std::string("the CUDA module lacks the required op ") + missing;
     destroy(b);
     return false;
   }

@@ -45,7 +45,7 @@ void Model::drop_graphs() {
 bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   const auto* be = be_->iface;
   void* bc = be_->ctx;
-  if (!be->graph_capture_begin || N > kGraphMaxTokens || !opts_.step_graphs) return false;
+  if (!splash_backend_supports_op(be_, SPLASH_OP_GRAPH_CAPTURE_BEGIN) || N > kGraphMaxTokens || !opts_.step_graphs) return false;
   for (auto& it : items) {
     if (!it.positions.empty() || !it.embed_at.empty() || !it.snaps.empty()) return false;
     if (it.verify && weight_bytes() >= kVerifyGraphMaxWeights) return false;

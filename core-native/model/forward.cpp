@@ -161,7 +161,7 @@ void Model::linear_attention(const Layer& l, std::vector<StepItem>& items, const
       const int end = j < it.snaps.size() ? it.snaps[j] - s->len : n, m = end - done;
       be->conv1d_silu(bc, qkv + (off + done) * C, m, int(C), c.conv_k, l.conv, st + l.conv_off, conv + (off + done) * C);
       splash_gdn_args g = args(off + done, m);
-      if (m > 1 && be->gdn_chunked) be->gdn_chunked(bc, &g);
+      if (m > 1 && splash_backend_supports_op(be_, SPLASH_OP_GDN_CHUNKED)) be->gdn_chunked(bc, &g);
       else be->gdn_recurrent(bc, &g);
       if (j < it.snaps.size() && s->snaps[j].second) {
         const size_t floats = size_t(int64_t(c.conv_k - 1) * C + int64_t(c.nv) * c.dk * c.dv);
@@ -311,7 +311,7 @@ void Model::queue_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   }
   const int64_t NH = int64_t(N) * H;
   const int K = b.taps ? int(dcfg_.taps.size()) : 0;
-  const bool fused = be->add_rmsnorm != nullptr;  // residual add + the next norm in one pass
+  const bool fused = splash_backend_supports_op(be_, SPLASH_OP_ADD_RMSNORM);  // residual add + the next norm in one pass
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
     if (!fused || i == 0) be->rmsnorm(bc, h, l.in_norm, N, H, c.eps, x);

@@ -307,9 +307,9 @@ class Model {
   bool has_draft() const { return dcfg_.B > 0; }
   const DraftConfig& draft_config() const { return dcfg_; }
   // greedy rows chosen on the backend when it can (the default) or on the host (benchmarks)
-  void set_pick_on_backend(bool on) { pick_on_backend_ = on && be_->iface->argmax_rows; }
+  void set_pick_on_backend(bool on) { pick_on_backend_ = on && splash_backend_supports_op(be_, SPLASH_OP_ARGMAX_ROWS); }
   // sampled rows (T > 0, penalties) chosen by the backend's sampler when it has one, or on the host
-  void set_sample_on_backend(bool on) { sample_on_backend_ = on && be_->iface->sample_rows; }
+  void set_sample_on_backend(bool on) { sample_on_backend_ = on && splash_backend_supports_op(be_, SPLASH_OP_SAMPLE_ROWS); }
   // steps recorded as graphs where the backend can (the default, Options::step_graphs) or always queued slot by slot
   void set_step_graphs(bool on) { opts_.step_graphs = on; }
   uint64_t draft_bytes(int64_t max_len) const;

@@ -366,11 +366,11 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
   m->threads_ = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));  // the pool's size
   m->host_memory_ = m->be_->iface->host_memory != 0;
   {
-    m->pick_on_backend_ = m->be_->iface->argmax_rows && m->opts_.device_argmax;
+    m->pick_on_backend_ = splash_backend_supports_op(m->be_, SPLASH_OP_ARGMAX_ROWS) && m->opts_.device_argmax;
     // sampled rows on a device backend's sampler; on the CPU the slot is the host's sampler itself, taken only
     // when asked (Options::device_sample, to test the path)
     const bool want = m->opts_.device_sample >= 0 ? m->opts_.device_sample == 1 : !m->be_->iface->host_memory;
-    m->sample_on_backend_ = m->be_->iface->sample_rows && want && m->cfg_.V < (1 << 24);  // (the key's id field)
+    m->sample_on_backend_ = splash_backend_supports_op(m->be_, SPLASH_OP_SAMPLE_ROWS) && want && m->cfg_.V < (1 << 24);  // (the key's id field)
   }
   if (!m->host_memory_ && max_memory > 0) backend_set_memory_limit(*m->be_, max_memory);
   if (!m->host_memory_) m->upload_weights();

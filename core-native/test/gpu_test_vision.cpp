@@ -8,7 +8,7 @@
 
 namespace splash::gputest {
 
-// The vision encoder's slots (ABI 3) and its matmul shapes: LayerNorm with bias, bias add, both GELUs, the
+// The vision encoder's slots and its matmul shapes: LayerNorm with bias, bias add, both GELUs, the
 // rotary from 2-D tables on the q and k heads of a packed qkv row, bidirectional attention per segment.
 void test_vision_ops(Be& cpu, Be& g) {
   for (int dim : {64, 1152}) {

@@ -95,6 +95,8 @@ export interface BackendInfo {
   deviceMemory: DeviceMemory | null
   /** Why the CUDA backend was not chosen, when it was tried; else ''. */
   note: string
+  /** The operations the backend has, by slot name (core-native/include/splash/backend.h SPLASH_BACKEND_OPS). */
+  ops: string[]
 }
 
 /** The loaded DFlash draft (modelInfo().draft), or null. */

@@ -1,4 +1,4 @@
-// The vision encoder's ops on the device (ABI 3 slots): LayerNorm with bias, bias add, GELU, the rotary from
+// The vision encoder's ops on the device: LayerNorm with bias, bias add, GELU, the rotary from
 // per-token tables and bidirectional attention inside segments (frames). The attention is tiled: a block holds
 // 32 queries of one head (4 threads per query, each with a quarter of the head dims in registers), loads the
 // keys and values of its segment 32 rows at a time into shared memory and keeps an online softmax.

@@ -1,15 +1,15 @@
-// The one backend interface of Splash: a versioned table of kernel function pointers plus buffer
-// allocation and synchronisation, behind a C ABI (ggml-backend style). CPU fills it today; CUDA and
-// Metal will fill the same table. Optional slots are NULL when a backend lacks them; the model graph
-// falls back or refuses (see `splash_backend_supports`). Extras go through `get_proc_address`
-// instead of growing the table.
+// The one backend interface of Splash: a table of operations (function pointers) plus buffer allocation and
+// synchronisation, behind a C ABI (ggml-backend style). The CPU (backend/cpu) and CUDA (backend/cuda) backends fill
+// it. Optional slots are NULL where a backend lacks them: splash_backend_supports_op says which it has, and the model
+// graph falls back (a host path, a step queued slot by slot) or refuses. Backend-specific extras go through
+// `get_proc_address` instead of growing the table.
 //
 // Conventions: activations are row-major fp32 ([tokens, features]) in buffers from `buffer_alloc`
 // (host memory on CPU, device memory on CUDA); every pointer a slot takes is such a buffer unless its
 // comment says "host". Weights are read in place from the package mapping on a backend whose
 // `host_memory` is 1, and uploaded once (buffer_alloc + copy_to_device) on one whose `host_memory` is 0.
 // A backend context pointer `ctx` comes first in every slot. Slots run in order on one queue: a slot that
-// returns data to the host (copy_to_host) waits for the work before it.
+// returns data to the host (copy_to_host) waits for the work before it. docs/native-core.md says how to add an op.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -18,7 +18,8 @@
 extern "C" {
 #endif
 
-#define SPLASH_BACKEND_ABI 9
+// The table's layout version: a backend module built against another one is refused (backend/loader.cpp).
+#define SPLASH_BACKEND_ABI 10
 
 typedef enum splash_dtype {
   SPLASH_F32 = 0,
@@ -55,7 +56,7 @@ typedef struct splash_gdn_args {
   int64_t qk_stride, v_stride;  // row strides (floats) of q/k and v
   float* state;        // [nv, dk, dv] fp32, updated in place
   float* out;          // [T, nv*dv]
-  // (ABI 9, gdn_recurrent only) a speculative verify or its replay. `stepwise` 1: every token's arithmetic is a
+  // (gdn_recurrent only) a speculative verify or its replay. `stepwise` 1: every token's arithmetic is a
   // one-token call's, so one call of T tokens gives the bits of T calls of one. `states` (implies stepwise): the
   // state after token t is also written at states + t·states_stride (floats), in the layout of `state`.
   int32_t stepwise;
@@ -73,7 +74,7 @@ typedef struct splash_attn_args {
   const float* v_cache;
   float* out;             // [T, n_heads*head_dim]
   float scale;
-  // (ABI 4, backends with graph slots only) when set, `start` is read from this device int at run time and
+  // (backends with graph slots only) when set, `start` is read from this device int at run time and
   // start + n_tokens ≤ `cap` (a recorded graph replays at other positions)
   const int32_t* start_dev;
   int32_t cap;
@@ -93,7 +94,7 @@ typedef struct splash_seg_attn_args {
 
 // Routed experts of one MoE layer for T tokens: softmax over the router logits, top-k (ties to the lower
 // expert index), weights renormalised over the k when `renorm`, then out[t] = Σ_k w·down(silu(gate x)·up x);
-// with a shared expert (ABI 7: sh_down not NULL), then out[t] += sigmoid(sh_gate[t])·sh_down(silu(sh_g[t])·sh_u[t]),
+// with a shared expert (sh_down not NULL), then out[t] += sigmoid(sh_gate[t])·sh_down(silu(sh_g[t])·sh_u[t]),
 // from its gate and up projections, which the caller computed (so they can share a launch with the router).
 typedef struct splash_moe_args {
   int32_t n_tokens, n_experts, top_k, renorm;
@@ -128,9 +129,9 @@ static inline splash_weight splash_weight_expert(const splash_weight* base, int6
   return w;
 }
 
-// One row for the sampler on the backend (slot sample_rows, ABI 6): sampler/sampler.h's steps 1–4 (the grammar mask
-// applied first) and its speculative rule on a row of logits where it lies; since ABI 8 also the grammar after the
-// filters (Row::retry: `mask_after`). Forced tokens and log-probabilities stay on the host's sampler.
+// One row for the sampler on the backend (slot sample_rows): sampler/sampler.h's steps 1–4 (the grammar mask
+// applied first, or after the filters: Row::retry, `mask_after`) and its speculative rule on a row of logits where it
+// lies. Forced tokens and log-probabilities stay on the host's sampler.
 typedef struct splash_sample_desc {
   int64_t row;        // row of x; the token goes to out[row]
   float temperature;  // 0: the argmax of the penalised row
@@ -143,7 +144,7 @@ typedef struct splash_sample_desc {
   double uniform;       // the draw: in candidate order (as sampler::draw), or in id order over the distribution
                         //   a draft row keeps or over a verify row's residual (as sampler::draw_probs)
   int32_t draft;        // ≥ 0, temperature > 0: the drafted token this row verifies against q (rejection rule)
-  int32_t mask_after;   // 1 (ABI 8; temperature > 0, a mask, no draft): the mask applies after the filters — an
+  int32_t mask_after;   // 1 (temperature > 0, a mask, no draft): the mask applies after the filters — an
                         //   allowed first draw stands, a refused one is redrawn with `retry` (sampler/grammar.cpp)
   double accept;        //   with this uniform
   const float* q;       // the draft's distribution for this position (backend memory, `width` floats)
@@ -155,118 +156,178 @@ typedef struct splash_sample_desc {
 
 typedef struct splash_backend_i {
   uint32_t abi_version;  // SPLASH_BACKEND_ABI
-  const char* name;      // "cpu", "cuda", "metal"
+  const char* name;      // "cpu", "cuda"
   const char* variant;   // e.g. "avx2", "avx512", "scalar", "sm_90"
+  int32_t host_memory;   // 1: buffers are host memory (weights bound in place); 0: device memory
 
-  // ---- buffers and synchronisation
+  // ---- buffers, copies and synchronisation
   void* (*buffer_alloc)(void* ctx, size_t bytes);  // zeroed, 64-byte aligned
   void (*buffer_free)(void* ctx, void* ptr);
   void (*synchronize)(void* ctx);                  // wait for queued work (CPU: no-op)
-
-  // ---- linear algebra
-  // y[t, r] = Σ_c W[r, c] · x[t, c] for t < n_tokens; x row stride = w->cols, y row stride = y_stride.
-  void (*matmul)(void* ctx, const splash_weight* w, const float* x, int32_t n_tokens, float* y, int64_t y_stride);
-  // out[c] = dequantised row `row` of w (embedding lookup).
-  void (*dequant_row)(void* ctx, const splash_weight* w, int64_t row, float* out);
-
-  // ---- elementwise / normalisation
-  // y = x · rsqrt(mean(x²) + eps) · w, over `dim`, for n rows (x may equal y).
-  void (*rmsnorm)(void* ctx, const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y);
-  // y = rmsnorm(x)·w·silu(z), per row of `dim` (GDN output norm).
-  void (*gated_rmsnorm)(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps,
-                        float* y);
-  // Partial half-split rotary on `n_heads` heads of `head_dim` at stride `head_stride` for one token;
-  // positions pos[3] = (T,H,W); `section` = mrope_section or NULL (1-D RoPE).
-  void (*rope)(void* ctx, float* x, int32_t n_heads, int64_t head_stride, int32_t head_dim, int32_t rot_dim,
-               const int32_t pos[3], const int32_t* section, float theta);
-  void (*swiglu)(void* ctx, const float* gate, const float* up, int64_t n, float* out);  // silu(g)·u
-
-  // ---- sequence mixers
-  void (*attention)(void* ctx, const splash_attn_args* a);
-  // Causal depthwise conv (kernel K) over T tokens with state = last K-1 inputs ([K-1, C]); SiLU applied.
-  // Each output is the same sum in the same order whatever T, so a call of T tokens equals T calls of one.
-  void (*conv1d_silu)(void* ctx, const float* x, int32_t n_tokens, int32_t channels, int32_t kernel,
-                      const float* w /*[C,K]*/, float* state, float* y);
-  void (*gdn_recurrent)(void* ctx, const splash_gdn_args* a);  // one step per token (decode)
-  void (*gdn_chunked)(void* ctx, const splash_gdn_args* a);    // (optional) chunked form, chunk 64
-
-  // ---- (optional, NULL on CPU) decode graphs: the slots called between capture_begin and capture_end are
-  // recorded, not run; graph_launch replays them. capture_end returns NULL when a slot needed the host while
-  // recording (a host copy, host-side routing): the caller then runs the step directly. A graph stays valid
-  // while graph_epoch is unchanged (the backend's own scratch buffers were not reallocated).
-  void (*graph_capture_begin)(void* ctx);
-  void* (*graph_capture_end)(void* ctx);
-
-  void* (*get_proc_address)(void* ctx, const char* name);  // (optional) backend-specific extras
-
-  // ---- (ABI 2) memory movement and the model graph's elementwise pieces
-  int32_t host_memory;  // 1: buffers are host memory (weights bound in place); 0: device memory
   void (*copy_to_device)(void* ctx, void* dst, const void* src_host, size_t bytes);
   void (*copy_to_host)(void* ctx, void* dst_host, const void* src, size_t bytes);  // waits for queued work
   // `height` rows of `width` bytes, buffer to buffer, with row pitches in bytes.
   void (*copy2d)(void* ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height);
   void (*memset_zero)(void* ctx, void* dst, size_t bytes);
+
+  // ---- linear algebra and embeddings
+  // y[t, r] = Σ_c W[r, c] · x[t, c] for t < n_tokens; x row stride = w->cols, y row stride = y_stride.
+  void (*matmul)(void* ctx, const splash_weight* w, const float* x, int32_t n_tokens, float* y, int64_t y_stride);
+  // out[c] = dequantised row `row` of w (embedding lookup).
+  void (*dequant_row)(void* ctx, const splash_weight* w, int64_t row, float* out);
   // out[i, :] = dequantised row tokens[i] of w, for i < n (tokens: host).
   void (*embed)(void* ctx, const splash_weight* w, const int32_t* tokens, int32_t n, float* out);
+  // (optional, with the graph slots) embed with `tokens` in device memory, so that a recorded graph replays with new
+  // tokens
+  void (*embed_dev)(void* ctx, const splash_weight* w, const int32_t* tokens, int32_t n, float* out);
+
+  // ---- elementwise and normalisation
+  // y = x · rsqrt(mean(x²) + eps) · w, over `dim`, for n rows (x may equal y).
+  void (*rmsnorm)(void* ctx, const float* x, const float* w, int32_t n, int32_t dim, float eps, float* y);
+  // (optional) h += y, then x = rmsnorm(h)·w (the residual add and the next norm in one pass)
+  void (*add_rmsnorm)(void* ctx, float* h, const float* y, const float* w, int32_t n, int32_t dim, float eps, float* x);
+  // y = rmsnorm(x)·w·silu(z), per row of `dim` (GDN output norm).
+  void (*gated_rmsnorm)(void* ctx, const float* x, const float* z, const float* w, int32_t n, int32_t dim, float eps,
+                        float* y);
+  // y = (x − mean)·rsqrt(var + eps)·w + b over `dim`, for n rows (LayerNorm with bias; x may equal y).
+  void (*layer_norm)(void* ctx, const float* x, const float* w, const float* b, int32_t n, int32_t dim, float eps,
+                     float* y);
   void (*add)(void* ctx, float* y, const float* x, int64_t n);  // y += x
-  // GDN gates over [n, nv]: beta = sigmoid(b), g = −exp(A_log[h])·softplus(a + dt_bias[h]) (in place).
-  void (*gdn_gates)(void* ctx, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv);
+  void (*add_bias)(void* ctx, float* y, const float* b, int32_t n, int32_t dim);  // y[r, c] += b[c]
+  void (*swiglu)(void* ctx, const float* gate, const float* up, int64_t n, float* out);  // silu(g)·u
+  // x = GELU(x) in place: the tanh approximation (gelu_pytorch_tanh) when `tanh_approx`, else exact (erf).
+  void (*gelu)(void* ctx, float* x, int64_t n, int32_t tanh_approx);
+  // y[r, :] += sigmoid(gate[r]) · x[r, :] over rows of `dim` (shared-expert gate).
+  void (*gated_add)(void* ctx, float* y, const float* x, const float* gate, int32_t n, int32_t dim);
   // x[r·xp + c] *= sigmoid(g[r·gp + c]) for r < rows, c < width (pitches in floats).
   void (*sigmoid_gate)(void* ctx, float* x, int64_t x_pitch, const float* g, int64_t g_pitch, int32_t rows,
                        int32_t width);
-  // y[r, :] += sigmoid(gate[r]) · x[r, :] over rows of `dim` (shared-expert gate).
-  void (*gated_add)(void* ctx, float* y, const float* x, const float* gate, int32_t n, int32_t dim);
+
+  // ---- positions
+  // Partial half-split rotary on `n_heads` heads of `head_dim` at stride `head_stride` for one token;
+  // positions pos[3] = (T,H,W); `section` = mrope_section or NULL (1-D RoPE).
+  void (*rope)(void* ctx, float* x, int32_t n_heads, int64_t head_stride, int32_t head_dim, int32_t rot_dim,
+               const int32_t pos[3], const int32_t* section, float theta);
   // RoPE (as `rope`) on n tokens at rows x + t·row_stride, token t at text position start + t (all three
   // M-RoPE axes equal); `section`: host, NULL for 1-D RoPE.
   void (*rope_seq)(void* ctx, float* x, int32_t n_tokens, int64_t row_stride, int32_t n_heads, int64_t head_stride,
                    int32_t head_dim, int32_t rot_dim, int32_t start, const int32_t* section, float theta);
-  void (*moe)(void* ctx, const splash_moe_args* a);  // routed experts, and the shared expert when given
-
-  // ---- (ABI 3) the vision encoder's pieces (model-arch.md §6.2)
-  // y = (x − mean)·rsqrt(var + eps)·w + b over `dim`, for n rows (LayerNorm with bias; x may equal y).
-  void (*layer_norm)(void* ctx, const float* x, const float* w, const float* b, int32_t n, int32_t dim, float eps,
-                     float* y);
-  void (*add_bias)(void* ctx, float* y, const float* b, int32_t n, int32_t dim);  // y[r, c] += b[c]
-  // x = GELU(x) in place: the tanh approximation (gelu_pytorch_tanh) when `tanh_approx`, else exact (erf).
-  void (*gelu)(void* ctx, float* x, int64_t n, int32_t tanh_approx);
+  // (optional, with the graph slots) rope_seq with `start` in device memory
+  void (*rope_seq_dev)(void* ctx, float* x, int32_t n_tokens, int64_t row_stride, int32_t n_heads, int64_t head_stride,
+                       int32_t head_dim, int32_t rot_dim, const int32_t* start, const int32_t* section, float theta);
   // Rotate-half rotary from per-token tables cos/sin [n_tokens, head_dim] (any positions, e.g. 2-D) on
   // n_heads heads of head_dim at head_stride, token t at row x + t·row_stride:
   // x[j] ← x[j]·cos[j] − x[j+½]·sin[j], x[j+½] ← x[j+½]·cos[j+½] + x[j]·sin[j+½] for j < head_dim/2.
   void (*rope_table)(void* ctx, float* x, int32_t n_tokens, int64_t row_stride, int32_t n_heads, int64_t head_stride,
                      int32_t head_dim, const float* cos, const float* sin);
-  void (*seg_attention)(void* ctx, const splash_seg_attn_args* a);  // bidirectional, per segment
-
-  // ---- (ABI 4) decode graphs (optional, NULL on CPU, all or none) and fused pieces
-  void (*graph_launch)(void* ctx, void* graph);
-  void (*graph_free)(void* ctx, void* graph);
-  uint64_t (*graph_epoch)(void* ctx);
-  // The forms of embed / rope_seq / a KV append that read the step's varying integers from device memory
-  // (`tokens`, `start`: device), so that a recorded graph replays with new tokens and positions.
-  void (*embed_dev)(void* ctx, const splash_weight* w, const int32_t* tokens, int32_t n, float* out);
-  void (*rope_seq_dev)(void* ctx, float* x, int32_t n_tokens, int64_t row_stride, int32_t n_heads, int64_t head_stride,
-                       int32_t head_dim, int32_t rot_dim, const int32_t* start, const int32_t* section, float theta);
-  // dst rows [*start, *start + n) (rows of `width` floats) = src rows [0, n)
+  // (optional, with the graph slots) dst rows [*start, *start + n) (rows of `width` floats) = src rows [0, n), `start`
+  // in device memory: the KV append of a recorded graph
   void (*rows_at)(void* ctx, float* dst, const float* src, int32_t n, int64_t width, const int32_t* start);
-  // (optional) h += y, then x = rmsnorm(h)·w (the residual add and the next norm in one pass)
-  void (*add_rmsnorm)(void* ctx, float* h, const float* y, const float* w, int32_t n, int32_t dim, float eps, float* x);
 
-  // ---- (ABI 5) the token choice on the backend (optional)
+  // ---- sequence mixers and experts
+  void (*attention)(void* ctx, const splash_attn_args* a);
+  void (*seg_attention)(void* ctx, const splash_seg_attn_args* a);  // bidirectional, per segment
+  // Causal depthwise conv (kernel K) over T tokens with state = last K-1 inputs ([K-1, C]); SiLU applied.
+  // Each output is the same sum in the same order whatever T, so a call of T tokens equals T calls of one.
+  void (*conv1d_silu)(void* ctx, const float* x, int32_t n_tokens, int32_t channels, int32_t kernel,
+                      const float* w /*[C,K]*/, float* state, float* y);
+  // GDN gates over [n, nv]: beta = sigmoid(b), g = −exp(A_log[h])·softplus(a + dt_bias[h]) (in place).
+  void (*gdn_gates)(void* ctx, float* b, float* a, const float* A_log, const float* dt_bias, int32_t n, int32_t nv);
+  void (*gdn_recurrent)(void* ctx, const splash_gdn_args* a);  // one step per token (decode)
+  void (*gdn_chunked)(void* ctx, const splash_gdn_args* a);    // (optional) chunked form, chunk 64
+  void (*moe)(void* ctx, const splash_moe_args* a);  // routed experts, and the shared expert when given
+
+  // ---- token choice (optional)
   // out[r] = the first index of the largest value of row r of x [rows × width] (NaN never counts; a row with
   // nothing above −inf gives −1): greedy rows are chosen where their logits are, and only the ids come back.
   void (*argmax_rows)(void* ctx, const float* x, int32_t rows, int64_t width, int32_t* out);
-
-  // ---- (ABI 6) the sampler on the backend (optional)
   // For each of the n rows (host array): out[rows[j].row] = its token, or −1 when nothing in the row is above
   // −inf. x may be changed (a backend may apply the penalties in place). ints: host, n_ints values (the rows'
   // penalty pairs).
   void (*sample_rows)(void* ctx, float* x, int64_t width, const splash_sample_desc* rows, int32_t n,
                       const int32_t* ints, int64_t n_ints, int32_t* out);
+
+  // ---- decode graphs (optional, NULL on CPU, all or none, with embed_dev, rope_seq_dev and rows_at): the slots called
+  // between capture_begin and capture_end are recorded, not run; graph_launch replays them. capture_end returns NULL
+  // when a slot needed the host while recording (a host copy, host-side routing): the caller then runs the step
+  // directly. A graph stays valid while graph_epoch is unchanged (the backend's own scratch buffers were not
+  // reallocated).
+  void (*graph_capture_begin)(void* ctx);
+  void* (*graph_capture_end)(void* ctx);
+  void (*graph_launch)(void* ctx, void* graph);
+  void (*graph_free)(void* ctx, void* graph);
+  uint64_t (*graph_epoch)(void* ctx);
+
+  void* (*get_proc_address)(void* ctx, const char* name);  // (optional) backend-specific extras
 } splash_backend_i;
 
 typedef struct splash_backend {
   const splash_backend_i* iface;
   void* ctx;
 } splash_backend;
+
+// The operations of the table, in its order: X(OP, slot, required). A required op is in every backend; an optional
+// one may be NULL. Adding an op: its slot in splash_backend_i, a line here, the slot in every backend's table
+// (NULL where it lacks it), and a check against the CPU in the op tests (docs/native-core.md).
+#define SPLASH_BACKEND_OPS(X)                                                                            \
+  X(BUFFER_ALLOC, buffer_alloc, 1) X(BUFFER_FREE, buffer_free, 1) X(SYNCHRONIZE, synchronize, 1)         \
+  X(COPY_TO_DEVICE, copy_to_device, 1) X(COPY_TO_HOST, copy_to_host, 1) X(COPY2D, copy2d, 1)             \
+  X(MEMSET_ZERO, memset_zero, 1) X(MATMUL, matmul, 1) X(DEQUANT_ROW, dequant_row, 1) X(EMBED, embed, 1)  \
+  X(EMBED_DEV, embed_dev, 0) X(RMSNORM, rmsnorm, 1) X(ADD_RMSNORM, add_rmsnorm, 0)                       \
+  X(GATED_RMSNORM, gated_rmsnorm, 1) X(LAYER_NORM, layer_norm, 1) X(ADD, add, 1) X(ADD_BIAS, add_bias, 1) \
+  X(SWIGLU, swiglu, 1) X(GELU, gelu, 1) X(GATED_ADD, gated_add, 1) X(SIGMOID_GATE, sigmoid_gate, 1)       \
+  X(ROPE, rope, 1) X(ROPE_SEQ, rope_seq, 1) X(ROPE_SEQ_DEV, rope_seq_dev, 0) X(ROPE_TABLE, rope_table, 1) \
+  X(ROWS_AT, rows_at, 0) X(ATTENTION, attention, 1) X(SEG_ATTENTION, seg_attention, 1)                    \
+  X(CONV1D_SILU, conv1d_silu, 1) X(GDN_GATES, gdn_gates, 1) X(GDN_RECURRENT, gdn_recurrent, 1)            \
+  X(GDN_CHUNKED, gdn_chunked, 0) X(MOE, moe, 1) X(ARGMAX_ROWS, argmax_rows, 0)                            \
+  X(SAMPLE_ROWS, sample_rows, 0) X(GRAPH_CAPTURE_BEGIN, graph_capture_begin, 0)                           \
+  X(GRAPH_CAPTURE_END, graph_capture_end, 0) X(GRAPH_LAUNCH, graph_launch, 0) X(GRAPH_FREE, graph_free, 0) \
+  X(GRAPH_EPOCH, graph_epoch, 0) X(GET_PROC_ADDRESS, get_proc_address, 0)
+
+typedef enum splash_op {
+#define SPLASH_OP_ENUM(op, slot, required) SPLASH_OP_##op,
+  SPLASH_BACKEND_OPS(SPLASH_OP_ENUM)
+#undef SPLASH_OP_ENUM
+  SPLASH_OP_COUNT
+} splash_op;
+
+// Whether backend b has op (its slot is not NULL).
+static inline int splash_backend_supports_op(const splash_backend* b, splash_op op) {
+  const splash_backend_i* i = b->iface;
+  switch (op) {
+#define SPLASH_OP_CASE(op, slot, required) \
+  case SPLASH_OP_##op:                     \
+    return i->slot != NULL;
+    SPLASH_BACKEND_OPS(SPLASH_OP_CASE)
+#undef SPLASH_OP_CASE
+    default:
+      return 0;
+  }
+}
+
+// The op's slot name ("matmul") and whether every backend must have it.
+static inline const char* splash_op_name(splash_op op) {
+  switch (op) {
+#define SPLASH_OP_NAME(op, slot, required) \
+  case SPLASH_OP_##op:                     \
+    return #slot;
+    SPLASH_BACKEND_OPS(SPLASH_OP_NAME)
+#undef SPLASH_OP_NAME
+    default:
+      return "";
+  }
+}
+static inline int splash_op_required(splash_op op) {
+  switch (op) {
+#define SPLASH_OP_REQUIRED(op, slot, required) \
+  case SPLASH_OP_##op:                         \
+    return required;
+    SPLASH_BACKEND_OPS(SPLASH_OP_REQUIRED)
+#undef SPLASH_OP_REQUIRED
+    default:
+      return 0;
+  }
+}
 
 // CPU backend: `threads` <= 0 means hardware cores; `isa` NULL = best available ("scalar", "avx2", "avx512");
 // `int8_activations`: 0 = q4/q8 matmuls use fp32 activations; 1 = activations quantised to int8 per
