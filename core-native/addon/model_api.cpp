@@ -5,7 +5,9 @@
 #include "addon/napi_util.h"
 #include "addon/registry.h"
 #include "backend/cpu/isa.h"
+#include "backend/loader.h"
 #include "model/state_sizes.h"
+#include "model/vision.h"
 #include "runtime/options.h"
 
 namespace splash::addon {

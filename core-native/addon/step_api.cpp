@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "addon/sample_args.h"
+#include "model/vision.h"
 
 namespace splash::addon {
 

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "model/model.h"
+#include "model/hybrid_model.h"
 
 namespace splash {
 namespace {
@@ -30,19 +30,19 @@ constexpr uint64_t kVerifyGraphMaxWeights = uint64_t(1) << 30;
 
 }  // namespace
 
-int32_t Model::graph_cap(const Sequence* s, int n) const {
+int32_t HybridModel::graph_cap(const Sequence* s, int n) const {
   int32_t cap = kMinCap;
   while (cap < s->len + n && cap < s->max_len) cap *= 2;
   return std::min(cap, s->max_len);
 }
 
-void Model::drop_graphs() {
+void HybridModel::drop_graphs() {
   for (auto& [key, e] : graphs_)
     if (e.exec) be_->iface->graph_free(be_->ctx, e.exec);
   graphs_.clear();
 }
 
-bool Model::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
+bool HybridModel::graph_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   const auto* be = be_->iface;
   void* bc = be_->ctx;
   if (!splash_backend_supports_op(be_, SPLASH_OP_GRAPH_CAPTURE_BEGIN) || N > kGraphMaxTokens || !opts_.step_graphs) return false;

@@ -10,12 +10,12 @@
 #include <algorithm>
 #include <cstring>
 
-#include "model/model.h"
+#include "model/hybrid_model.h"
 #include "runtime/error.h"
 
 namespace splash {
 
-void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>& out) {
+void HybridModel::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>& out) {
   std::lock_guard<std::mutex> lock(compute_mu_);
   const DraftConfig& d = dcfg_;
   const ModelConfig& c = cfg_;
@@ -249,7 +249,7 @@ void Model::draft(std::vector<DraftItem>& items, std::vector<std::vector<float>>
   }
 }
 
-float* Model::draft_q_rows(Sequence* s, int rows) {
+float* HybridModel::draft_q_rows(Sequence* s, int rows) {
   if (rows > s->draft_qd_cap) {
     pool_.give(s->draft_qd);
     s->draft_qd = nullptr, s->draft_qd_cap = 0, s->draft_qd_rows = 0;
@@ -261,20 +261,20 @@ float* Model::draft_q_rows(Sequence* s, int rows) {
   return s->draft_qd;
 }
 
-void Model::draft_q_to_host(Sequence* s) {
+void HybridModel::draft_q_to_host(Sequence* s) {
   if (!s->draft_q.empty() || s->draft_qd_rows <= 0) return;
   s->draft_q.resize(size_t(s->draft_qd_rows) * size_t(cfg_.V));
   be_->iface->copy_to_host(be_->ctx, s->draft_q.data(), s->draft_qd, s->draft_q.size() * 4);
 }
 
-void Model::draft_done(Sequence* s, int32_t written) {
+void HybridModel::draft_done(Sequence* s, int32_t written) {
   s->draft_len = s->len;
   s->feat_rows = 0;
   // a ring's writes up to `written` overwrote the positions M before them
   if (const int32_t M = draft_ring(s->cap)) s->draft_lo = std::max(s->draft_lo, written - M);
 }
 
-void Model::draft_attention_rows(const float* q, float* o, const DraftPlanes& kv, int len, int Bb, bool sliding,
+void HybridModel::draft_attention_rows(const float* q, float* o, const DraftPlanes& kv, int len, int Bb, bool sliding,
                                  bool causal, float scale) {
   const DraftConfig& d = dcfg_;
   const int64_t qw = int64_t(d.nh) * d.hd, kvw = int64_t(d.nkv) * d.hd;

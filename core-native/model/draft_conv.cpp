@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "model/model.h"
+#include "model/hybrid_model.h"
 
 namespace splash {
 
@@ -36,7 +36,7 @@ void draft2::conv_taps(const float* x, const float* dyn, int64_t dyn_stride, con
   }
 }
 
-void Model::draft_conv(const DraftLayer& l, int which, bool prepare, float* x, int Nb, int Bb) {
+void HybridModel::draft_conv(const DraftLayer& l, int which, bool prepare, float* x, int Nb, int Bb) {
   const DraftConfig& d = dcfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;

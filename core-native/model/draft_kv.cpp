@@ -8,7 +8,7 @@
 // never larger than before, and a sliding layer's share no longer grows with its length.
 #include <algorithm>
 
-#include "model/model.h"
+#include "model/hybrid_model.h"
 
 namespace splash {
 
@@ -20,21 +20,21 @@ bool any_sliding(const DraftConfig& d) {
 
 }  // namespace
 
-int32_t Model::draft_ring(int64_t cap) const {
+int32_t HybridModel::draft_ring(int64_t cap) const {
   const DraftConfig& d = dcfg_;
   if (!any_sliding(d)) return 0;
   const int64_t M = int64_t(d.window) + d.B;
   return 2 * M < cap + d.B ? int32_t(M) : 0;
 }
 
-int64_t Model::draft_plane_rows(int li, int64_t cap) const {
+int64_t HybridModel::draft_plane_rows(int li, int64_t cap) const {
   const DraftConfig& d = dcfg_;
   const bool sliding = !d.sliding.empty() && d.sliding[li];
   const int32_t ring = sliding ? draft_ring(cap) : 0;
   return ring ? 2 * int64_t(ring) : cap + d.B;
 }
 
-uint64_t Model::draft_bytes(int64_t max_len) const {
+uint64_t HybridModel::draft_bytes(int64_t max_len) const {
   if (!has_draft()) return 0;
   const DraftConfig& d = dcfg_;
   uint64_t rows = 0;
@@ -42,7 +42,7 @@ uint64_t Model::draft_bytes(int64_t max_len) const {
   return 2 * rows * uint64_t(d.nkv) * d.hd * 4;
 }
 
-int64_t Model::draft_cap(size_t bytes, int64_t hi) const {
+int64_t HybridModel::draft_cap(size_t bytes, int64_t hi) const {
   // draft_bytes grows with cap (a ring, once taken, stays fixed): the largest cap that fits, by bisection
   int64_t lo = 0;
   if (draft_bytes(hi) <= bytes) return hi;
@@ -53,7 +53,7 @@ int64_t Model::draft_cap(size_t bytes, int64_t hi) const {
   return lo;
 }
 
-Model::DraftPlanes Model::draft_planes(const Sequence& s, int li) const {
+HybridModel::DraftPlanes HybridModel::draft_planes(const Sequence& s, int li) const {
   const int64_t kvw = int64_t(dcfg_.nkv) * dcfg_.hd;
   int64_t off = 0;
   for (int l = 0; l < li; ++l) off += 2 * draft_plane_rows(l, s.cap) * kvw;
@@ -66,13 +66,13 @@ Model::DraftPlanes Model::draft_planes(const Sequence& s, int li) const {
   return p;
 }
 
-int32_t Model::draft_keep(int32_t len) const {
+int32_t HybridModel::draft_keep(int32_t len) const {
   // the first block row (position len) sees keys from len − window + 1 on; later rows and causal rows no earlier
   const DraftConfig& d = dcfg_;
   return any_sliding(d) ? std::min(len, d.window - 1) : 0;
 }
 
-void Model::draft_put(const DraftPlanes& p, int64_t pos, const float* k, const float* v, int n) {
+void HybridModel::draft_put(const DraftPlanes& p, int64_t pos, const float* k, const float* v, int n) {
   const auto* be = be_->iface;
   void* bc = be_->ctx;
   const int64_t kvw = int64_t(dcfg_.nkv) * dcfg_.hd;

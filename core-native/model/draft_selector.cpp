@@ -14,7 +14,7 @@
 #include <cmath>
 #include <vector>
 
-#include "model/model.h"
+#include "model/hybrid_model.h"
 #include "sampler/sampler.h"
 
 namespace splash {
@@ -44,7 +44,7 @@ void draft2::transform_logits(float* x, size_t n, float mul, float softcap) {
   }
 }
 
-void Model::draft_select(std::vector<DraftItem>& items, const std::vector<size_t>& roff, const float* sel, const float* lh) {
+void HybridModel::draft_select(std::vector<DraftItem>& items, const std::vector<size_t>& roff, const float* sel, const float* lh) {
   const DraftConfig& d = dcfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;

@@ -7,16 +7,16 @@
 #include <cstring>
 
 #include "backend/gdn_args.h"
-#include "model/model.h"
+#include "model/hybrid_model.h"
 #include "runtime/error.h"
 
 namespace splash {
 
-void Model::matmul(const splash_weight& w, const float* x, int n, float* y) const {
+void HybridModel::matmul(const splash_weight& w, const float* x, int n, float* y) const {
   be_->iface->matmul(be_->ctx, &w, x, n, y, w.rows);
 }
 
-float* Model::buf(Buf b, size_t floats) {
+float* HybridModel::buf(Buf b, size_t floats) {
   if (bufs_.size() != size_t(kNumBufs)) bufs_.assign(kNumBufs, {nullptr, 0});
   auto& [p, cap] = bufs_[b];
   if (floats > cap) {
@@ -33,7 +33,7 @@ float* Model::buf(Buf b, size_t floats) {
   return p;
 }
 
-Model::FetchedRows Model::fetch_rows(float* logits, const std::vector<size_t>& off, const std::vector<char>& mode,
+HybridModel::FetchedRows HybridModel::fetch_rows(float* logits, const std::vector<size_t>& off, const std::vector<char>& mode,
                                      const SampleDescs& sd) {
   const auto* be = be_->iface;
   void* bc = be_->ctx;
@@ -62,7 +62,7 @@ Model::FetchedRows Model::fetch_rows(float* logits, const std::vector<size_t>& o
   return f;
 }
 
-float* Model::host_logits(size_t floats) {
+float* HybridModel::host_logits(size_t floats) {
   auto* gpa = be_->iface->get_proc_address;
   auto halloc = gpa ? reinterpret_cast<void* (*)(void*, size_t)>(gpa(be_->ctx, "splash_host_alloc")) : nullptr;
   auto hfree = gpa ? reinterpret_cast<void (*)(void*, void*)>(gpa(be_->ctx, "splash_host_free")) : nullptr;
@@ -80,7 +80,7 @@ float* Model::host_logits(size_t floats) {
   return logits_pinned_;
 }
 
-void Model::check_item(const StepItem& it) const {
+void HybridModel::check_item(const StepItem& it) const {
   if (!it.seq) throw Error("invalid_argument", "a step item has no sequence");
   if (it.tokens.empty()) throw Error("invalid_argument", "a step item has no tokens");
   const Sequence* s = it.seq;
@@ -96,7 +96,7 @@ void Model::check_item(const StepItem& it) const {
   }
 }
 
-void Model::step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out) {
+void HybridModel::step(std::vector<StepItem>& items, std::vector<std::vector<float>>& out) {
   // The addon checks each item as it parses it, so that a refused step leaves its sequences usable; this covers the
   // engine's other callers (the benches, the GPU tests), for which an overlong step would write past the KV planes.
   for (const auto& it : items) check_item(it);
@@ -104,7 +104,7 @@ void Model::step(std::vector<StepItem>& items, std::vector<std::vector<float>>& 
   forward(items, out);
 }
 
-void Model::check_backend() {
+void HybridModel::check_backend() {
   auto* gpa = be_->iface->get_proc_address;
   if (!gpa) return;
   auto last = reinterpret_cast<const char* (*)(void*)>(gpa(be_->ctx, "splash_last_error"));
@@ -112,7 +112,7 @@ void Model::check_backend() {
   if (const char* e = last(be_->ctx)) throw Error("backend_error", std::string(be_->iface->name) + " backend: " + e);
 }
 
-void Model::linear_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y) {
+void HybridModel::linear_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y) {
   const ModelConfig& c = cfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;
@@ -175,7 +175,7 @@ void Model::linear_attention(const Layer& l, std::vector<StepItem>& items, const
   matmul(l.out, o, N, y);
 }
 
-void Model::full_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y) {
+void HybridModel::full_attention(const Layer& l, std::vector<StepItem>& items, const float* x, int N, float* y) {
   const ModelConfig& c = cfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;
@@ -242,7 +242,7 @@ void Model::full_attention(const Layer& l, std::vector<StepItem>& items, const f
   matmul(l.o, o, N, y);
 }
 
-void Model::mlp(const Layer& l, const float* x, int N, float* y) {
+void HybridModel::mlp(const Layer& l, const float* x, int N, float* y) {
   const ModelConfig& c = cfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;
@@ -289,7 +289,7 @@ void Model::mlp(const Layer& l, const float* x, int N, float* y) {
   be->moe(bc, &m);
 }
 
-void Model::queue_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
+void HybridModel::queue_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   const ModelConfig& c = cfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;
@@ -342,7 +342,7 @@ void Model::queue_step(std::vector<StepItem>& items, int N, const StepBufs& b) {
   matmul(lm_head_, b.sel, r, b.logits);
 }
 
-void Model::forward(std::vector<StepItem>& items, std::vector<std::vector<float>>& out) {
+void HybridModel::forward(std::vector<StepItem>& items, std::vector<std::vector<float>>& out) {
   const ModelConfig& c = cfg_;
   const auto* be = be_->iface;
   void* bc = be_->ctx;

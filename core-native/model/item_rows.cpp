@@ -2,7 +2,7 @@
 // native call, so no vocabulary-sized row travels to JavaScript for them) and the logits rows it asked for.
 #include <unordered_map>
 
-#include "model/model.h"
+#include "model/hybrid_model.h"
 #include "runtime/error.h"
 
 namespace splash {

@@ -1,13 +1,13 @@
-// A second draw from a row a step already sampled (Model::resample): the rows of items that asked to keep them
+// A second draw from a row a step already sampled (HybridModel::resample): the rows of items that asked to keep them
 // (StepItem::keep) are copied where the backend is before the step's sampler runs, and a later call draws one of
 // them again with another request — a constrained row whose first try the grammar refused, drawn under the mask
 // computed after the step — so its logits never travel to the host on a device backend.
-#include "model/model.h"
+#include "model/hybrid_model.h"
 #include "runtime/error.h"
 
 namespace splash {
 
-void Model::keep_rows(const std::vector<StepItem>& items, const float* logits, const std::vector<size_t>& off) {
+void HybridModel::keep_rows(const std::vector<StepItem>& items, const float* logits, const std::vector<size_t>& off) {
   kept_.clear();
   const size_t V = size_t(cfg_.V);
   size_t total = 0;
@@ -29,7 +29,7 @@ void Model::keep_rows(const std::vector<StepItem>& items, const float* logits, c
   }
 }
 
-sampler::Sampled Model::resample(int32_t seq_id, int row, const sampler::Request& req) {
+sampler::Sampled HybridModel::resample(int32_t seq_id, int row, const sampler::Request& req) {
   // on the caller's thread (the JS thread): never wait behind a step that is running
   std::unique_lock<std::mutex> lock(compute_mu_, std::try_to_lock);
   if (!lock.owns_lock()) throw Error("sequence_busy", "resample while a step or draft pass runs");

@@ -11,13 +11,13 @@
 #include <cstring>
 
 #include "backend/gdn_args.h"
-#include "model/model.h"
+#include "model/hybrid_model.h"
 #include "model/state_sizes.h"
 #include "runtime/error.h"
 
 namespace splash {
 
-void Model::choose_rollback() {
+void HybridModel::choose_rollback() {
   replay_ = false;
   if (n_linear_ == 0) return;
   if (const std::string& e = opts_.gdn_rollback; !e.empty()) {
@@ -28,13 +28,13 @@ void Model::choose_rollback() {
   replay_ = rollback_replay_by_size(cfg_);
 }
 
-size_t Model::rollback_floats(int32_t tokens) const {
+size_t HybridModel::rollback_floats(int32_t tokens) const {
   return splash::rollback_floats(cfg_, StateLayout{gdn_floats_, kv_floats_per_token_, n_full_, n_linear_}, replay_, tokens);
 }
 
 // Row j of slot i+1's conv state (the last K−1 inputs up to token i) is row i+1+j of [start state (K−1 rows);
 // the block's inputs]: per row j, the first slots take start-state rows, the rest input rows, two strided copies.
-void Model::keep_conv_states(const Layer& l, Sequence* s, const float* x, int n) {
+void HybridModel::keep_conv_states(const Layer& l, Sequence* s, const float* x, int n) {
   const auto* be = be_->iface;
   void* bc = be_->ctx;
   const int64_t C = cfg_.conv_ch();
@@ -51,7 +51,7 @@ void Model::keep_conv_states(const Layer& l, Sequence* s, const float* x, int n)
 }
 
 // Tape layout after the start state: [linear layer][token (slots_cap)][conv input C | beta nv | g nv].
-void Model::keep_replay_inputs(const Layer& l, Sequence* s, const float* qkv, const float* beta, const float* g,
+void HybridModel::keep_replay_inputs(const Layer& l, Sequence* s, const float* qkv, const float* beta, const float* g,
                                int64_t off, int n) {
   const auto* be = be_->iface;
   void* bc = be_->ctx;
@@ -62,7 +62,7 @@ void Model::keep_replay_inputs(const Layer& l, Sequence* s, const float* qkv, co
   be->copy2d(bc, row + C + nv, size_t(W) * 4, g + off * nv, size_t(nv) * 4, size_t(nv) * 4, size_t(n));
 }
 
-void Model::roll_back(Sequence* s, int32_t len) {
+void HybridModel::roll_back(Sequence* s, int32_t len) {
   const auto* be = be_->iface;
   void* bc = be_->ctx;
   const int32_t n = len - s->spec_base;

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "model/model.h"
+#include "model/hybrid_model.h"
 #include "runtime/error.h"
 
 namespace splash {
@@ -39,14 +39,14 @@ void copy_planes(const splash_backend* be, float* dst, size_t dst_pitch, const f
 
 }  // namespace
 
-Sequence* Model::idle_sequence(int32_t id) {
+Sequence* HybridModel::idle_sequence(int32_t id) {
   Sequence* s = find(id);
   if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
   if (s->busy) throw Error("sequence_busy", "sequence " + std::to_string(id) + " is part of a running step");
   return s;
 }
 
-int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
+int64_t HybridModel::save_rows(int32_t id, int32_t start, int32_t n) {
   auto lock = saved_lock();
   Sequence* s = idle_sequence(id);
   if (start < 0 || n <= 0 || start + n > s->len)
@@ -82,14 +82,14 @@ int64_t Model::save_rows(int32_t id, int32_t start, int32_t n) {
   return key;
 }
 
-void Model::drop_snaps(Sequence* s, int32_t length) {
+void HybridModel::drop_snaps(Sequence* s, int32_t length) {
   auto& v = s->snaps;
   for (auto& [len, p] : v)
     if (len > length) free_state(p), p = nullptr;
   v.erase(std::remove_if(v.begin(), v.end(), [&](const auto& k) { return k.first > length; }), v.end());
 }
 
-void Model::open_snaps(const StepItem& it) {  // the lengths were checked by step() (check_item)
+void HybridModel::open_snaps(const StepItem& it) {  // the lengths were checked by step() (check_item)
   Sequence* s = it.seq;
   drop_snaps(s, -1);
   for (const int32_t L : it.snaps) {
@@ -100,7 +100,7 @@ void Model::open_snaps(const StepItem& it) {  // the lengths were checked by ste
   }
 }
 
-int64_t Model::save_state(int32_t id, int32_t length) {
+int64_t HybridModel::save_state(int32_t id, int32_t length) {
   auto lock = saved_lock();
   Sequence* s = idle_sequence(id);
   if (s->broken) throw Error("sequence_broken", "sequence " + std::to_string(id) + " failed earlier");
@@ -155,7 +155,7 @@ int64_t Model::save_state(int32_t id, int32_t length) {
   return key;
 }
 
-bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state) {
+bool HybridModel::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state) {
   auto lock = saved_lock();
   Sequence* s = idle_sequence(id);
   auto st = saved_states_.find(state);
@@ -216,13 +216,13 @@ bool Model::restore(int32_t id, const std::vector<int64_t>& rows, int64_t state)
   return draft;
 }
 
-void Model::free_saved(int64_t key) {
+void HybridModel::free_saved(int64_t key) {
   auto lock = saved_lock();
   if (saved_rows_.erase(key) == 0 && saved_states_.erase(key) == 0)
     throw Error("invalid_argument", "unknown saved rows or state " + std::to_string(key));
 }
 
-Model::SavedStats Model::saved_stats() {
+HybridModel::SavedStats HybridModel::saved_stats() {
   std::lock_guard<std::mutex> lock(seq_mu_);
   SavedStats st;
   st.sequences = seqs_.size();

@@ -4,7 +4,7 @@
 // model saves (a file written by another model or build is refused, never misread).
 #include <string>
 
-#include "model/model.h"
+#include "model/hybrid_model.h"
 #include "runtime/error.h"
 
 namespace splash {
@@ -19,7 +19,7 @@ int sliding_layers(const DraftConfig& d) {
 
 }  // namespace
 
-Model::SavedInfo Model::saved_info(int64_t id) {
+HybridModel::SavedInfo HybridModel::saved_info(int64_t id) {
   std::lock_guard<std::mutex> lock(seq_mu_);
   SavedInfo info;
   if (auto r = saved_rows_.find(id); r != saved_rows_.end()) {
@@ -39,7 +39,7 @@ Model::SavedInfo Model::saved_info(int64_t id) {
   return info;
 }
 
-void Model::read_saved(int64_t id, float* a, float* b) {
+void HybridModel::read_saved(int64_t id, float* a, float* b) {
   auto lock = saved_lock();
   if (auto r = saved_rows_.find(id); r != saved_rows_.end()) {
     be_->iface->copy_to_host(be_->ctx, a, r->second.data.get(), r->second.floats * 4);
@@ -51,14 +51,14 @@ void Model::read_saved(int64_t id, float* a, float* b) {
   if (s->second.win_floats > 0) be_->iface->copy_to_host(be_->ctx, b, s->second.win.get(), s->second.win_floats * 4);
 }
 
-std::unique_ptr<float[], Model::SavedFree> Model::upload(const float* src, size_t floats, const char* what) {
+std::unique_ptr<float[], HybridModel::SavedFree> HybridModel::upload(const float* src, size_t floats, const char* what) {
   std::unique_ptr<float[], SavedFree> p(static_cast<float*>(alloc_state(floats * 4, false)), SavedFree{this});
   if (!p) throw Error("out_of_memory", "cannot allocate " + std::to_string(floats * 4) + " bytes for " + what);
   be_->iface->copy_to_device(be_->ctx, p.get(), src, floats * 4);
   return p;
 }
 
-int64_t Model::import_rows(int32_t n, bool draft, const float* data, size_t floats) {
+int64_t HybridModel::import_rows(int32_t n, bool draft, const float* data, size_t floats) {
   if (n <= 0) throw Error("invalid_argument", "saved rows need at least one position");
   if (draft && !has_draft()) throw Error("invalid_argument", "saved rows carry a draft context but this model has no draft");
   const int64_t w = int64_t(cfg_.nkv) * cfg_.hd;
@@ -79,7 +79,7 @@ int64_t Model::import_rows(int32_t n, bool draft, const float* data, size_t floa
   return key;
 }
 
-int64_t Model::import_state(int32_t len, bool draft, int32_t win_n, const float* gdn, size_t gdn_floats,
+int64_t HybridModel::import_state(int32_t len, bool draft, int32_t win_n, const float* gdn, size_t gdn_floats,
                             const float* win, size_t win_floats) {
   if (len <= 0) throw Error("invalid_argument", "a saved state needs a length of at least one position");
   if (draft && !has_draft()) throw Error("invalid_argument", "a saved state carries a draft context but this model has no draft");

@@ -4,17 +4,17 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "model/model.h"
+#include "model/hybrid_model.h"
 #include "runtime/error.h"
 
 namespace splash {
 
-void* Model::alloc_state(size_t bytes, bool zero) {
+void* HybridModel::alloc_state(size_t bytes, bool zero) {
   if (host_memory_ && !zero) return host_state_alloc(bytes);
   return be_->iface->buffer_alloc(be_->ctx, bytes);
 }
 
-int32_t Model::kv_capacity(int32_t max_len) const {
+int32_t HybridModel::kv_capacity(int32_t max_len) const {
   // Device memory is committed at allocation: exactly what was asked. Host memory is only address space
   // until touched, so rows are rounded up (a quarter more, to 4096) and a conversation that grows turn by
   // turn keeps fitting the buffer its previous turn gave back to the pool.
@@ -24,13 +24,13 @@ int32_t Model::kv_capacity(int32_t max_len) const {
   return int32_t(std::max<int64_t>(cap, max_len));
 }
 
-void Model::free_state(void* p) {
+void HybridModel::free_state(void* p) {
   if (!p) return;
   if (host_memory_) std::free(p);  // the CPU backend's buffers are aligned_alloc'd too
   else be_->iface->buffer_free(be_->ctx, p);
 }
 
-void Model::ensure_feat(Sequence* s, int64_t rows) {
+void HybridModel::ensure_feat(Sequence* s, int64_t rows) {
   if (rows <= s->feat_cap) return;
   const size_t row = dcfg_.taps.size() * size_t(cfg_.H);
   size_t got = 0;
@@ -42,7 +42,7 @@ void Model::ensure_feat(Sequence* s, int64_t rows) {
   s->feat_cap = int64_t(got / (row * 4));
 }
 
-void Model::ensure_slots(Sequence* s, int32_t n) {
+void HybridModel::ensure_slots(Sequence* s, int32_t n) {
   if (n <= s->slots_cap) return;
   pool_.give(s->slots);
   s->slots = nullptr;
@@ -53,7 +53,7 @@ void Model::ensure_slots(Sequence* s, int32_t n) {
   s->slots_cap = n;
 }
 
-int32_t Model::create_sequence(int32_t max_len) {
+int32_t HybridModel::create_sequence(int32_t max_len) {
   if (max_len <= 0) throw Error("invalid_argument", "maxLength must be a positive integer");
   if (cfg_.max_pos > 0 && max_len > cfg_.max_pos)
     throw Error("invalid_argument", "maxLength " + std::to_string(max_len) + " exceeds max_position_embeddings " +
@@ -103,12 +103,12 @@ int32_t Model::create_sequence(int32_t max_len) {
   return s.id;
 }
 
-Sequence* Model::find(int32_t id) {
+Sequence* HybridModel::find(int32_t id) {
   auto it = seqs_.find(id);
   return it == seqs_.end() ? nullptr : &it->second;
 }
 
-void Model::free_sequence(int32_t id) {
+void HybridModel::free_sequence(int32_t id) {
   std::lock_guard<std::mutex> lock(seq_mu_);
   Sequence* s = find(id);
   if (!s) throw Error("unknown_sequence", "unknown sequence " + std::to_string(id));
@@ -123,7 +123,7 @@ void Model::free_sequence(int32_t id) {
   seqs_.erase(id);
 }
 
-void Model::truncate_sequence(int32_t id, int32_t len) {
+void HybridModel::truncate_sequence(int32_t id, int32_t len) {
   // a rollback by replay runs GDN steps on the backend, which a running step also uses
   std::unique_lock<std::mutex> device(compute_mu_, std::defer_lock);
   if (replay_) device.lock();

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "model/model.h"
+#include "model/config.h"
 
 namespace splash {
 

@@ -8,7 +8,7 @@
 #include <iterator>
 #include <thread>
 
-#include "model/model.h"
+#include "model/hybrid_model.h"
 #include "model/state_sizes.h"
 #include "runtime/error.h"
 
@@ -165,7 +165,7 @@ splash_weight Stacked::expert(int64_t e) const {
   return w;
 }
 
-void Model::bind_weights() {
+void HybridModel::bind_weights() {
   const ModelConfig& c = cfg_;
   auto vec = [&](const std::string& name, int64_t n) -> const float* {
     const TensorInfo* t = pkg_->find(name);
@@ -337,7 +337,7 @@ void Model::bind_weights() {
   if (n_full_ != nfull || n_linear_ != nlin || gdn > gdn_floats_) throw Error("internal", "state layout mismatch");
 }
 
-void Model::load_draft_files(const std::string& dir) {
+void HybridModel::load_draft_files(const std::string& dir) {
   const Json* dr = pkg_->manifest().find("draft");
   if (!dr || dr->kind != Json::Object) return;
   const Json* cj = dr->find("config");
@@ -355,7 +355,7 @@ void Model::load_draft_files(const std::string& dir) {
 
 std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const char* isa, int act_levels, bool load_draft,
                                    const std::string& backend, uint64_t max_memory) {
-  std::unique_ptr<Model> m(new Model());
+  std::unique_ptr<HybridModel> m(new HybridModel());
   m->opts_ = options_from_env();
   m->pkg_ = Package::open(dir, [&](const Json& manifest) { m->cfg_ = parse_model_config(manifest); });
   if (load_draft) m->load_draft_files(dir);
@@ -386,7 +386,7 @@ std::unique_ptr<Model> Model::open(const std::string& dir, int threads, const ch
 // The package's specialised kernels (manifest `kernels`: backend cuda, arch sm_90) go to the CUDA backend;
 // any other backend ignores them. A missing file, an ABI the backend does not run or a failed load is one
 // line on stderr and the generic kernels. Options::spec_kernels off leaves them unloaded (to measure the gain).
-void Model::load_spec_kernels(const std::string& dir) {
+void HybridModel::load_spec_kernels(const std::string& dir) {
   const Json* ks = pkg_->manifest().find("kernels");
   if (!ks || ks->kind != Json::Array || std::strcmp(be_->iface->name, "cuda") != 0 || !be_->iface->get_proc_address)
     return;
@@ -418,13 +418,13 @@ void Model::load_spec_kernels(const std::string& dir) {
   spec_kernels_ = "cuda-sm90";
 }
 
-std::vector<float> Model::encode_image(const float* pixels, int t, int h, int w) {
+std::vector<float> HybridModel::encode_image(const float* pixels, int t, int h, int w) {
   if (!vision_) throw Error("unsupported", "this model has no vision encoder");
   std::lock_guard<std::mutex> lock(compute_mu_);  // shares the backend with steps
   return vision_->encode(pixels, t, h, w);
 }
 
-void Model::upload_weights() {
+void HybridModel::upload_weights() {
   const auto* be = be_->iface;
   std::unordered_map<const void*, void*> done;  // host pointer → device copy (tied embeddings share one)
   auto up = [&](const void* src, size_t bytes) -> void* {
@@ -501,10 +501,11 @@ void Model::upload_weights() {
   be->synchronize(be_->ctx);
 }
 
-Model::~Model() {
+HybridModel::~HybridModel() {
   vision_.reset();
   if (!be_) return;
   saved_rows_.clear();  // device memory on a device backend: freed while the backend is open
+  saved_states_.clear();
   for (auto& [id, s] : seqs_) {
     free_state(s.gdn);
     drop_snaps(&s, -1);

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "backend/cuda/cuda_options.h"
+#include "backend/loader.h"
 #include "model/model.h"
+#include "model/vision.h"
 #include "splash/backend.h"
 
 namespace splash::gputest {
