@@ -29,11 +29,11 @@ struct ModelConfig {
   int conv_ch() const { return 2 * nk * dk + nv * dv; }
 };
 
-// DFlash draft (docs/speculative-decoding.md): fc over the concatenated outputs of the tapped target
+// DFlash draft (tools/train/draft.py): fc over the concatenated outputs of the tapped target
 // layers → hidden_norm = context features; per draft layer (Qwen3 decoder layer) K/V of context positions
 // come from those features (cached per sequence), the block [anchor, mask×(B−1)] attends to the context and
 // bidirectionally to itself; logits through the target's lm_head.
-// DFlash 2 adds, when the config asks: sliding-window layers (a block row at position p sees keys
+// DFlash 2 (tools/reference/dflash2_reference.py) adds, when the config asks: sliding-window layers (a block row at position p sees keys
 // (p − window, p + window) ∩ its causal range), the grouped dynamic causal conv around both sublayers of every
 // layer (model/draft_conv.cpp) and the candidate selector over the top-k of each drafted row
 // (model/draft_selector.cpp); the draft's logits are scaled by out_mul and soft-capped at softcap.

@@ -1,9 +1,9 @@
-// The DFlash draft forward (speculative-and-cache.md §1.1, tools/train/draft.py): context features of the
+// The DFlash draft forward (tools/train/draft.py): context features of the
 // committed positions not yet seen by the draft are projected into every draft layer's K/V cache (a ring for a
 // sliding-window layer: draft_kv.cpp); the block [anchor, mask×(B−1)] at positions len..len+B−1 attends to the
 // cached context (within the window for a sliding layer) and to the whole block; the
 // target's embedding and lm_head are reused. Matmuls of all items are batched; every op goes through the
-// backend table and the logits come back to the host once. DFlash 2 (§2, model.h DraftConfig): sliding-window and
+// backend table and the logits come back to the host once. DFlash 2 (model/config.h DraftConfig): sliding-window and
 // causal layers attend row by row, the conv wraps both sublayers (draft_conv.cpp), and the candidate selector
 // picks the drafts (draft_selector.cpp).
 #include <cmath>

@@ -1,6 +1,6 @@
-// DFlash 2's grouped dynamic causal conv (speculative-and-cache.md §2; z-lab dflash/model.py,
-// GroupedDynamicCausalConv), around both sublayers f of every draft layer. With x the normed sublayer input of one
-// block (rows t = 0..B−1), G channels per group, g(c) = c / G the group of channel c, K taps:
+// DFlash 2's grouped dynamic causal conv (tools/reference/dflash2_reference.py, GroupedDynamicCausalConv), around
+// both sublayers f of every draft layer. With x the normed sublayer input of one block (rows t = 0..B−1), G channels
+// per group, g(c) = c / G the group of channel c, K taps:
 //   dyn_t = kernel_projection(x_t), read as [2][K][H/G] (half 0 for prepare, half 1 for finish)
 //   prepare: u_t[c] = Σ_o (base[0][o][c] + dyn_t[0][o][g(c)]) · x_{t−o}[c]
 //   finish:  y_t[c] = Σ_o (base[1][o][c] + dyn_t[1][o][g(c)]) · f(u)_{t−o}[c]
@@ -9,7 +9,7 @@
 //
 // The projection is a backend matmul; the taps (a few multiply-adds per value of a 16-row block) run on the host
 // over copies of the rows (copy_to_host / copy_to_device), so every backend runs the conv through the same table.
-// On a device that is two synchronous copies per conv: no device kernel for the taps yet (DEVELOPMENT.md).
+// On a device that is two synchronous copies per conv: there is no device kernel for the taps.
 #include <cstring>
 #include <vector>
 

@@ -1,4 +1,4 @@
-// DFlash 2's candidate selector (speculative-and-cache.md §2; z-lab dflash/model.py, CandidateSelector): each drafted
+// DFlash 2's candidate selector (tools/reference/dflash2_reference.py, CandidateSelector): each drafted
 // row t keeps the top-k tokens of its (transformed) logits U_t as candidates; the drafts are chosen left to right,
 // the score of candidate b after the previous draft a (the anchor for the first row) being
 //   score_t(b | a) = U_t(b) + Σ_r A[a][r] · P(h_t)[r] · B[b][r]

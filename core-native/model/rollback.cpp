@@ -1,5 +1,4 @@
-// Rolling a sequence's GDN and conv state back to the accepted prefix of a verify step
-// (speculative-and-cache.md §3). Two methods, one chosen per model at open:
+// Rolling a sequence's GDN and conv state back to the accepted prefix of a verify step. Two methods, one chosen per model at open:
 // - states: the verify step keeps the whole state after every verified position; rollback copies one back.
 // - replay: the verify step keeps the state at the block's start and, per linear layer and token, the conv
 //   input row and the two gates; rollback restores the start state and re-runs the accepted tokens through the

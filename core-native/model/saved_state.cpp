@@ -1,4 +1,4 @@
-// Saved pieces of sequence state for the prefix cache (speculative-and-cache.md §5). Attention KV can be
+// Saved pieces of sequence state for the prefix cache. Attention KV can be
 // cut anywhere, so it is saved as ranges of rows (the cache keeps them as fixed blocks shared by every
 // snapshot of the same prefix), in the memory the sequences' KV lives in (device memory on a device backend);
 // GDN and conv state cannot be sliced, so a whole state is saved at one length (in the same memory). Restoring copies

@@ -1,4 +1,4 @@
-// The vision encoder, fp32 throughout (model-arch.md §6.2), on the model's backend: linears, LayerNorm, GELU,
+// The vision encoder, fp32 throughout, on the model's backend: linears, LayerNorm, GELU,
 // the table rotary and the per-frame attention are backend slots; only the grid-dependent tables are made here.
 #include "model/vision.h"
 

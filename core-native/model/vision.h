@@ -1,4 +1,4 @@
-// The Qwen3.5 vision encoder (model-arch.md §6): patch embedding, bilinear position embedding, 2-D
+// The Qwen3.5 vision encoder: patch embedding, bilinear position embedding, 2-D
 // rotary, bidirectional ViT blocks and the 2×2 patch merger. Input is the image processor's patch
 // matrix (one row of C·T·P·P values per patch, 2×2 merge groups contiguous); output is one embedding of
 // the text model's width per merge group, in the order the image pad tokens appear in the prompt.

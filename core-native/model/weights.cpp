@@ -39,7 +39,7 @@ bool flag(const Json& c, const char* key, bool def) {
   return v->b;
 }
 
-// The DFlash 2 keys of draft.config (docs/speculative-decoding.md); absent or null keys leave a DFlash draft.
+// The DFlash 2 keys of draft.config (model/config.h DraftConfig); absent or null keys leave a DFlash draft.
 void parse_draft2(const Json& cj, DraftConfig& d, int V) {
   d.window = inum(cj, "sliding_window", 0);
   const Json* kinds = cj.find("layer_types");

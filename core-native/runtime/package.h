@@ -1,5 +1,5 @@
 // A Splash package on disk: splash.json (manifest) plus safetensors files mapped read-only; tensors
-// are used in place (zero copy). See DEVELOPMENT.md "Package format (version 1)".
+// are used in place (zero copy). The manifest's fields: src/package/manifest.ts.
 #pragma once
 #include <cstdint>
 #include <functional>

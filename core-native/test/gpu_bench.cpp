@@ -262,8 +262,8 @@ void bench(const std::string& dir, int prompt, int n) {
   m->set_step_graphs(true);
   // steps of 2 to 64 tokens (the matmuls of a verify block or of batched decodes): the median of 8 steps of k tokens
   // (new ids each step, with the item's sampling and logits as set) after three of warm-up. The first steps of a
-  // new size are slower: a step that records its graph, and once, on the H100 of session 27, a third step of 16
-  // tokens that took 14 ms with or without graphs, which the mean of this loop then carried.
+  // new size are slower (a step that records its graph; once, on an H100, a third step of 16 tokens took 14 ms with
+  // or without graphs), and a mean would carry them.
   auto time_steps = [&](int k) {
     std::vector<double> ts;
     for (int i = 0; i < 11; ++i) {

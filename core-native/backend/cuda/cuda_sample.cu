@@ -14,7 +14,7 @@
 //
 // The same tokens as the host sampler up to rounding: the weights are sampler/fast_exp.h's, rounded the same way,
 // but the host's sums are in double in another order, so a draw whose target falls within ~1e-9 of a boundary
-// between two candidates may land on the other one (DEVELOPMENT.md, Sampling).
+// between two candidates may land on the other one (sampler/draw.cpp draws on the host).
 #include <algorithm>
 #include <climits>
 #include <cmath>
