@@ -12,8 +12,8 @@
 namespace splash::cuda {
 
 constexpr int kGemvGroup = Ctx::kMaxGroup;
-// Rows per warp the specialised kernels are built for (the generic default; SPLASH_GEMV_ROWS=1|2 keeps
-// the generic kernels).
+// Rows per warp the specialised kernels are built for (the generic default; CudaOptions::gemv_rows 1 or 2, a
+// benchmark's schedule, keeps the generic kernels).
 constexpr int kSpecRows = 4;
 
 // Up to kGemvGroup weights that multiply the same activations, launched as one grid: blocks
