@@ -52,13 +52,15 @@ Napi::Value BackendInfo(const Napi::CallbackInfo& info) {
 // else $SPLASH_GDN_ROLLBACK, else the rule by state size, as a model opening now would choose.
 Napi::Value StateSizes(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
-    if (info.Length() < 1 || !info[0].IsString()) fail("invalid_argument", "stateSizes(manifestJson, {kvElementBytes?, rollback?})");
+    if (info.Length() < 1 || !info[0].IsString())
+      fail("invalid_argument", "stateSizes(manifestJson, {kvElementBytes?, rollback?})");
     const std::string text = info[0].As<Napi::String>().Utf8Value();
     int elem = 4;
     std::string rollback = options_from_env().gdn_rollback;
     if (info.Length() > 1 && info[1].IsObject()) {
       Napi::Object o = info[1].As<Napi::Object>();
-      if (o.Has("kvElementBytes") && !o.Get("kvElementBytes").IsUndefined()) elem = int_arg(o.Get("kvElementBytes"), "kvElementBytes", 1, 8);
+      if (o.Has("kvElementBytes") && !o.Get("kvElementBytes").IsUndefined())
+        elem = int_arg(o.Get("kvElementBytes"), "kvElementBytes", 1, 8);
       if (o.Has("rollback") && !o.Get("rollback").IsUndefined()) {
         if (!o.Get("rollback").IsString()) fail("invalid_argument", "rollback must be \"replay\" or \"states\"");
         rollback = o.Get("rollback").As<Napi::String>().Utf8Value();

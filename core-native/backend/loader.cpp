@@ -25,8 +25,10 @@ std::string own_dir() {
 
 // The first required op (splash_op_required) the backend lacks, or null.
 const char* missing_op(const splash_backend& b) {
-  for (int op = 0; op < SPLASH_OP_COUNT; ++op)
-    if (splash_op_required(splash_op(op)) && !splash_backend_supports_op(&b, splash_op(op))) return splash_op_name(splash_op(op));
+  for (int i = 0; i < SPLASH_OP_COUNT; ++i) {
+    const splash_op op = splash_op(i);
+    if (splash_op_required(op) && !splash_backend_supports_op(&b, op)) return splash_op_name(op);
+  }
   return nullptr;
 }
 

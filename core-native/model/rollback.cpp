@@ -1,4 +1,5 @@
-// Rolling a sequence's GDN and conv state back to the accepted prefix of a verify step. Two methods, one chosen per model at open:
+// Rolling a sequence's GDN and conv state back to the accepted prefix of a verify step. Two methods, one chosen
+// per model at open:
 // - states: the verify step keeps the whole state after every verified position; rollback copies one back.
 // - replay: the verify step keeps the state at the block's start and, per linear layer and token, the conv
 //   input row and the two gates; rollback restores the start state and re-runs the accepted tokens through the
@@ -28,7 +29,8 @@ void HybridModel::choose_rollback() {
 }
 
 size_t HybridModel::rollback_floats(int32_t tokens) const {
-  return splash::rollback_floats(cfg_, StateLayout{gdn_floats_, kv_floats_per_token_, n_full_, n_linear_}, replay_, tokens);
+  const StateLayout layout{gdn_floats_, kv_floats_per_token_, n_full_, n_linear_};
+  return splash::rollback_floats(cfg_, layout, replay_, tokens);
 }
 
 // Row j of slot i+1's conv state (the last K−1 inputs up to token i) is row i+1+j of [start state (K−1 rows);

@@ -1,5 +1,6 @@
 // The int8x2 dp4a GEMV of q4 / q8 weights for launches of 1 and 2 tokens (decode steps, 2-token verify blocks and
-// batches; up to 4 with CudaOptions::gemv_stream = 4, 0 = never), with each warp's weights streamed through shared memory. The dp4a kernel of gemv_q.cuh holds its loads in
+// batches; up to 4 with CudaOptions::gemv_stream = 4, 0 = never), with each warp's weights streamed through shared
+// memory. The dp4a kernel of gemv_q.cuh holds its loads in
 // registers, so the bytes in flight per SM are bounded by its registers: ~2.2–2.5 TB/s on the 27B shapes' matrices
 // against ~4 TB/s on the LM head, whose long grid hides the ramp. Here every warp keeps kStreamStages stages of its
 // four rows in flight with cp.async (q4: 2.3 KB a stage, 32 chunks of 32 columns per row, with their scales and

@@ -71,7 +71,8 @@ inline CudaOptions cuda_options_from_env() {
   flag("SPLASH_MOE_GROUPED", o.moe_grouped);
   num("SPLASH_MOE_GEMV_MAX", o.moe_gemv_max);
   num("SPLASH_MOE_FUSED", o.moe_fused_max);
-  if (const char* v = env("SPLASH_EXPERT_Q4")) o.expert_q4 = std::strcmp(v, "wmma") == 0 ? 0 : std::strcmp(v, "w2") == 0 ? 2 : 1;
+  if (const char* v = env("SPLASH_EXPERT_Q4"))
+    o.expert_q4 = std::strcmp(v, "wmma") == 0 ? 0 : std::strcmp(v, "w2") == 0 ? 2 : 1;
   flag("SPLASH_EXPERT_GLU", o.expert_glu);
   flag("SPLASH_PDL_SMALL", o.pdl_small);
   flag("SPLASH_GATES_FUSED", o.fuse_gates);

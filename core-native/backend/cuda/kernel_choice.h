@@ -105,7 +105,8 @@ inline MatmulChoice choose_matmul(const MatmulShape& s, const DeviceProps& d, co
   MatmulShape part = s;
   part.tokens = many ? kMaxGemvTokens : s.tokens;
   c.launch_tokens = part.tokens;
-  if (!grouping_kernel(part, d, o, c.kernel)) c.kernel = s.cols % 8 == 0 ? MatmulKernel::kGemvF : MatmulKernel::kGemvScalar;
+  if (!grouping_kernel(part, d, o, c.kernel))
+    c.kernel = s.cols % 8 == 0 ? MatmulKernel::kGemvF : MatmulKernel::kGemvScalar;
   return c;
 }
 
