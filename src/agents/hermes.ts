@@ -2,7 +2,6 @@
 // custom OpenAI-compatible endpoint on /v1 with the served model, the Chat Completions API mode and the real
 // context length. The user's ~/.hermes is never read or written.
 import path from 'node:path'
-import {SplashError} from '../errors.js'
 import {agentDir, writeOwnFile} from './files.js'
 import {outputLimit, type AgentSpec, type LaunchTarget} from './types.js'
 
@@ -48,15 +47,8 @@ export const hermes: AgentSpec = {
   minVersion: '0.6.0',
   minVersionReason: 'model.context_length as the first context source and custom providers with api_mode',
   fallbackPaths: ['.local/bin/hermes'],
-  check(t) {
-    if (t.contextWindow < HERMES_MIN_CONTEXT) {
-      throw new SplashError(
-        'context_too_small',
-        'invalid_request',
-        `Hermes Agent needs a context window of at least 64K tokens and the server serves ${t.contextWindow}: restart it with \`splash serve --max-context 64K\` (or more)`,
-      )
-    }
-  },
+  minContext: HERMES_MIN_CONTEXT,
+  minContextReason: 'it refuses models with a smaller window',
   async plan(t) {
     const home = agentDir(t.dataDir, 'hermes')
     const configPath = path.join(home, 'config.yaml')
