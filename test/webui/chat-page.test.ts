@@ -142,6 +142,8 @@ t.test('the chat page in Chromium against splash serve', async t => {
   await steer(page, {temperature: 0, max_tokens: 1000})
   await page.goto(server.url)
   await page.locator('#st-model').filter({hasText: model.id}).waitFor()
+  t.equal(await page.locator('#st-model').textContent(), `Model: ${model.id}`, 'a vision package: no "text only"')
+  t.equal(await page.locator('#file-input').getAttribute('accept'), 'image/*,application/pdf,.pdf', 'the picker offers images and PDFs')
   await shot('01-empty')
 
   const first = {question: '', text: ''}
@@ -597,6 +599,7 @@ t.test('a package without a vision encoder: the page offers PDFs only and sends 
   await steer(page, {temperature: 0, max_tokens: 50})
   await page.goto(server.url)
   await page.locator('#st-model').filter({hasText: models.data[0].id}).waitFor()
+  t.equal(await page.locator('#st-model').textContent(), `Model: ${models.data[0].id} · text only`, 'the status line says the model takes no images')
   t.equal(await page.locator('#file-input').getAttribute('accept'), 'application/pdf,.pdf', 'the picker offers PDFs only')
   t.equal(await page.locator('label.attach').getAttribute('title'), 'Attach PDFs')
   t.match(await page.locator('#composer-help').textContent(), /paste or drop PDFs to attach them$/)
