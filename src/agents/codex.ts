@@ -56,6 +56,8 @@ export function codexCatalogEntry(t: LaunchTarget, instructions: string): Record
     context_window: t.contextWindow,
     experimental_supported_tools: [],
     input_modalities: t.vision === true ? ['text', 'image'] : ['text'],
+    // the model approvals go to when approvals_reviewer is auto_review (Codex's own catalog names codex-auto-review)
+    auto_review_model_override: t.model,
   }
 }
 

@@ -95,6 +95,7 @@ t.test('Codex: a responses provider and a catalog entry, all through -c override
   t.equal(catalog.models.length, 1)
   const entry = catalog.models[0]
   t.same(entry, codexCatalogEntry(target({dataDir: data, apiKey: 'sekret'}), FAKE_CODEX_INSTRUCTIONS))
+  t.equal(entry.auto_review_model_override, 'splash/tiny-chat', 'auto review runs on the served model too')
   t.equal(entry.base_instructions, FAKE_CODEX_INSTRUCTIONS, "Codex's own instructions: its first listed model's, from its bundled catalog")
   t.equal(entry.slug, 'splash/tiny-chat')
   t.equal(entry.context_window, 131072)
