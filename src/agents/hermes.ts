@@ -1,12 +1,15 @@
 // Hermes Agent: a home of its own under Splash's data directory (HERMES_HOME), whose config.yaml selects a
-// custom OpenAI-compatible endpoint on /v1 with the served model, the Chat Completions API mode and the real
-// context length. The user's ~/.hermes is never read or written.
+// custom OpenAI-compatible endpoint on /v1 with the served model (for its side tasks too), the Chat Completions API
+// mode and the real context length. The user's ~/.hermes is never read or written.
 import path from 'node:path'
 import {agentDir, writeOwnFile} from './files.js'
 import {outputLimit, type AgentSpec, type LaunchTarget} from './types.js'
 
 /** Hermes refuses models with a window below this (its agent loop needs the room). */
 export const HERMES_MIN_CONTEXT = 64000
+/** Hermes' auxiliary model slots (side LLM calls); delegated subagents inherit the main model by themselves. */
+export const AUXILIARY_TASKS = ['vision', 'compression', 'title_generation', 'approval']
+
 /** What Hermes itself writes for keyless local endpoints. */
 const NO_KEY = 'no-key-required'
 
@@ -35,6 +38,9 @@ export function hermesConfigYaml(t: LaunchTarget): string {
     '    models:',
     `      ${q(t.model)}:`,
     `        context_length: ${t.contextWindow}`,
+    // side tasks on the served model too (recent releases route "auto" there, older ones to a hosted default)
+    'auxiliary:',
+    ...AUXILIARY_TASKS.flatMap(task => [`  ${task}:`, '    provider: main', `    model: ${q(t.model)}`]),
     '',
   ].join('\n')
 }

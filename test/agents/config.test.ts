@@ -166,6 +166,9 @@ t.test('Hermes: its own HERMES_HOME under the data directory with a custom provi
   t.equal(text, hermesConfigYaml(target({dataDir: data, apiKey: 'sekret'})))
   t.match(text, /^model:\n {2}provider: custom\n {2}default: "splash\/tiny-chat"\n {2}base_url: "http:\/\/127\.0\.0\.1:8123\/v1"\n {2}api_key: "sekret"\n {2}api_mode: chat_completions\n {2}context_length: 131072\n/m)
   t.match(text, /custom_providers:\n {2}- name: splash\n/)
+  for (const task of ['vision', 'compression', 'title_generation', 'approval']) {
+    t.match(text, `\n  ${task}:\n    provider: main\n    model: "splash/tiny-chat"\n`, `the ${task} side task runs on the served model`)
+  }
   t.match(hermesConfigYaml(target()), /api_key: "no-key-required"/)
   t.equal(statSync(path.join(home, 'config.yaml')).mode & 0o777, 0o600, 'owner-only file (it may hold the key)')
   t.equal(hermes.minContext, HERMES_MIN_CONTEXT)
