@@ -18,6 +18,10 @@ export function claudeEnv(t: LaunchTarget): Record<string, string | undefined> {
     // The newest tier slot (2.1.19x); older releases ignore it.
     ANTHROPIC_DEFAULT_FABLE_MODEL: t.model,
     CLAUDE_CODE_SUBAGENT_MODEL: t.model,
+    // The small/fast slot of older releases, and the background classifier and auto mode's model.
+    ANTHROPIC_SMALL_FAST_MODEL: t.model,
+    CLAUDE_CODE_BG_CLASSIFIER_MODEL: t.model,
+    CLAUDE_CODE_AUTO_MODE_MODEL: t.model,
     // The model's window for ids that do not start with "claude-" (otherwise 200K is assumed)...
     CLAUDE_CODE_MAX_CONTEXT_TOKENS: window,
     // ...and the window auto-compaction measures against.
@@ -43,6 +47,8 @@ export const claude: AgentSpec = {
   // Checked in the published builds: 2.1.191 reads CLAUDE_CODE_MAX_CONTEXT_TOKENS only with DISABLE_COMPACT.
   minVersionReason: 'the first release that takes CLAUDE_CODE_MAX_CONTEXT_TOKENS as the window of a non-Claude model; older ones assume 200K',
   fallbackPaths: ['.local/bin/claude', '.claude/local/claude'],
+  minContext: 65536,
+  minContextReason: 'its first request, 24 tools and its system prompt, is about 23K tokens, and it keeps room for its answer and for compacting',
   async plan(t) {
     return {env: claudeEnv(t), args: [], files: []}
   },

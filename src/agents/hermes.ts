@@ -1,13 +1,15 @@
 // Hermes Agent: a home of its own under Splash's data directory (HERMES_HOME), whose config.yaml selects a
-// custom OpenAI-compatible endpoint on /v1 with the served model, the Chat Completions API mode and the real
-// context length. The user's ~/.hermes is never read or written.
+// custom OpenAI-compatible endpoint on /v1 with the served model (for its side tasks too), the Chat Completions API
+// mode and the real context length. The user's ~/.hermes is never read or written.
 import path from 'node:path'
-import {SplashError} from '../errors.js'
 import {agentDir, writeOwnFile} from './files.js'
 import {outputLimit, type AgentSpec, type LaunchTarget} from './types.js'
 
 /** Hermes refuses models with a window below this (its agent loop needs the room). */
 export const HERMES_MIN_CONTEXT = 64000
+/** Hermes' auxiliary model slots (side LLM calls); delegated subagents inherit the main model by themselves. */
+export const AUXILIARY_TASKS = ['vision', 'compression', 'title_generation', 'approval']
+
 /** What Hermes itself writes for keyless local endpoints. */
 const NO_KEY = 'no-key-required'
 
@@ -36,6 +38,9 @@ export function hermesConfigYaml(t: LaunchTarget): string {
     '    models:',
     `      ${q(t.model)}:`,
     `        context_length: ${t.contextWindow}`,
+    // side tasks on the served model too (recent releases route "auto" there, older ones to a hosted default)
+    'auxiliary:',
+    ...AUXILIARY_TASKS.flatMap(task => [`  ${task}:`, '    provider: main', `    model: ${q(t.model)}`]),
     '',
   ].join('\n')
 }
@@ -48,15 +53,8 @@ export const hermes: AgentSpec = {
   minVersion: '0.6.0',
   minVersionReason: 'model.context_length as the first context source and custom providers with api_mode',
   fallbackPaths: ['.local/bin/hermes'],
-  check(t) {
-    if (t.contextWindow < HERMES_MIN_CONTEXT) {
-      throw new SplashError(
-        'context_too_small',
-        'invalid_request',
-        `Hermes Agent needs a context window of at least 64K tokens and the server serves ${t.contextWindow}: restart it with \`splash serve --max-context 64K\` (or more)`,
-      )
-    }
-  },
+  minContext: HERMES_MIN_CONTEXT,
+  minContextReason: 'it refuses models with a smaller window',
   async plan(t) {
     const home = agentDir(t.dataDir, 'hermes')
     const configPath = path.join(home, 'config.yaml')

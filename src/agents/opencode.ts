@@ -24,9 +24,9 @@ export function opencodeConfig(t: LaunchTarget): Record<string, unknown> {
             limit: {context: t.contextWindow, output: outputLimit(t.contextWindow)},
             tool_call: true,
             reasoning: true,
-            attachment: false,
+            attachment: t.vision === true,
             temperature: true,
-            modalities: {input: ['text'], output: ['text']},
+            modalities: {input: t.vision === true ? ['text', 'image'] : ['text'], output: ['text']},
           },
         },
       },
@@ -44,6 +44,8 @@ export const opencode: AgentSpec = {
   // Checked: 1.0.0 takes this inline config and talks to the provider as configured.
   minVersion: '1.0.0',
   minVersionReason: 'OPENCODE_CONFIG_CONTENT with the 1.x provider schema (model limits, tool_call, reasoning, small_model)',
+  minContext: 32768,
+  minContextReason: 'its first request, tools and system prompt, is about 8K tokens, and it compacts once a conversation nears the window',
   async plan(t) {
     return {
       env: {OPENCODE_CONFIG_CONTENT: JSON.stringify(opencodeConfig(t))},

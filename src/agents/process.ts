@@ -4,6 +4,19 @@ import {spawn, execFile} from 'node:child_process'
 import {accessSync, constants, statSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import {fileURLToPath} from 'node:url'
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+/** The Splash checkout or install this file runs from (src/agents, or dist/src/agents in the build). */
+const projectRoot = path.resolve(here, '..', '..', here.split(path.sep).includes('dist') ? '..' : '')
+
+/**
+ * Folders of the Splash project that hold agents when they are not on PATH: node_modules/.bin (`npm ci` puts the
+ * pinned Claude Code and Codex there) and .agents/bin (scripts/install-agents.mjs installs opencode there).
+ */
+export function projectAgentDirs(root = projectRoot): string[] {
+  return [path.join(root, 'node_modules', '.bin'), path.join(root, '.agents', 'bin')]
+}
 
 function isExecutable(file: string): boolean {
   try {
@@ -15,10 +28,13 @@ function isExecutable(file: string): boolean {
   }
 }
 
-/** The first executable named `name` on PATH, then in the fallback paths (relative to HOME); else undefined. */
-export function findExecutable(name: string, env: NodeJS.ProcessEnv = process.env, fallbacks: string[] = []): string | undefined {
+/**
+ * The first executable named `name` on PATH, then in `dirs` (the project's own folders, projectAgentDirs), then in
+ * the fallback paths (relative to HOME); else undefined.
+ */
+export function findExecutable(name: string, env: NodeJS.ProcessEnv = process.env, fallbacks: string[] = [], dirs: string[] = []): string | undefined {
   const exts = process.platform === 'win32' ? ['', ...(env.PATHEXT ?? '.EXE;.CMD;.BAT').split(';').map(e => e.toLowerCase())] : ['']
-  for (const dir of (env.PATH ?? '').split(path.delimiter)) {
+  for (const dir of [...(env.PATH ?? '').split(path.delimiter), ...dirs]) {
     if (!dir) continue
     for (const ext of exts) {
       const file = path.join(dir, name + ext)
@@ -52,6 +68,16 @@ export function compareVersions(a: string, b: string): number {
     if (d !== 0) return d
   }
   return 0
+}
+
+/**
+ * The environment with the folder of the Node running Splash appended to PATH when PATH has no `node`: agents
+ * installed by npm start with `#!/usr/bin/env node`, and Splash may have been started by a full path to Node.
+ */
+export function withNode(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  if (findExecutable('node', {PATH: env.PATH ?? ''})) return env
+  const dir = path.dirname(process.execPath)
+  return {...env, PATH: env.PATH ? `${env.PATH}${path.delimiter}${dir}` : dir}
 }
 
 /** The environment the agent sees: ours, with the plan's changes (undefined removes a variable). */

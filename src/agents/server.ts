@@ -6,6 +6,10 @@ export interface ServedModelInfo {
   baseUrl: string
   model: string
   contextWindow: number
+  packageContextWindow?: number
+  reasoningEfforts?: string[]
+  reasoningDefault?: string
+  vision?: boolean
   apiKey?: string
 }
 
@@ -72,6 +76,23 @@ interface ModelEntry {
   id?: unknown
   context_length?: unknown
   max_model_len?: unknown
+  package_context_length?: unknown
+  reasoning_efforts?: unknown
+  reasoning_effort_default?: unknown
+  input_modalities?: unknown
+}
+
+/** What else the entry says about the model, each field only when it has the expected shape. */
+function extras(entry: ModelEntry): Partial<ServedModelInfo> {
+  const out: Partial<ServedModelInfo> = {}
+  const pkg = Number(entry.package_context_length)
+  if (Number.isInteger(pkg) && pkg > 0) out.packageContextWindow = pkg
+  const efforts = entry.reasoning_efforts
+  if (Array.isArray(efforts) && efforts.length > 0 && efforts.every(e => typeof e === 'string')) out.reasoningEfforts = efforts as string[]
+  if (typeof entry.reasoning_effort_default === 'string') out.reasoningDefault = entry.reasoning_effort_default
+  const modalities = entry.input_modalities
+  if (Array.isArray(modalities)) out.vision = modalities.includes('image')
+  return out
 }
 
 /** Asks GET /v1/models on the local server for the served model and its context window. */
@@ -110,5 +131,5 @@ export async function discoverServer(env: NodeJS.ProcessEnv = process.env): Prom
   if (!Number.isInteger(window) || window <= 0) {
     throw fail('no_context_window', `The server on ${origin} does not report a context window for "${String(entry.id)}"`)
   }
-  return {baseUrl: origin, model: entry.id as string, contextWindow: window, apiKey}
+  return {baseUrl: origin, model: entry.id as string, contextWindow: window, ...extras(entry), apiKey}
 }

@@ -9,6 +9,13 @@ export interface LaunchTarget {
   model: string
   /** The served context window in tokens. */
   contextWindow: number
+  /** The longest window the served package supports (what --max-context may reach), when the server says. */
+  packageContextWindow?: number
+  /** Reasoning efforts the package offers ("none" = thinking off) and the one it uses when a request names none. */
+  reasoningEfforts?: string[]
+  reasoningDefault?: string
+  /** Whether the package takes images (it has a vision encoder). */
+  vision?: boolean
   /** The key the server requires, when it requires one. */
   apiKey?: string
   /** Splash's data directory (agent configs the launcher writes go below it). */
@@ -38,10 +45,16 @@ export interface AgentSpec {
   minVersionReason: string
   /** Extra places to look when the executable is not on PATH (relative to HOME). */
   fallbackPaths?: string[]
+  /** The smallest context window the agent works in, and why (its own prompt and the room it keeps). */
+  minContext: number
+  minContextReason: string
   /** Refuse to start when the target cannot work (e.g. a context window below the agent's floor). */
   check?(target: LaunchTarget): void
-  /** Builds the environment and arguments; may write config files under target.dataDir. */
-  plan(target: LaunchTarget): Promise<LaunchPlan>
+  /**
+   * Builds the environment and arguments; may write config files under target.dataDir. `executable` is the agent
+   * found and `env` the environment it runs in, for plans that ask the agent itself.
+   */
+  plan(target: LaunchTarget, executable?: string, env?: NodeJS.ProcessEnv): Promise<LaunchPlan>
 }
 
 /** Variable the launcher sets for agents that read the server key from the environment by name. */

@@ -16,7 +16,7 @@ export default class Serve extends BaseCommand {
     port: portFlag({char: 'p', summary: 'Port to listen on (default: SPLASH_PORT, else 8000)', env: 'SPLASH_PORT'}),
     'max-memory': sizeFlag({summary: 'Ceiling on device memory allocations, e.g. 28G (default: auto)'}),
     'max-context': countFlag(256, 262144, 'a context length in tokens')({
-      summary: 'Longest context in tokens, e.g. 100K, up to 256K (default: auto)',
+      summary: "Longest context in tokens, e.g. 100K (default: the package's window, as memory allows; more than the package supports is refused)",
     }),
     'max-image-pixels': countFlag(1024, 1024 ** 3, 'a pixel count')({
       summary: 'Largest image in pixels after decoding (default 4M = 4,194,304)',

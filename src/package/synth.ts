@@ -27,6 +27,8 @@ export interface SynthOptions {
   /** The draft's kind: DFlash (default) or DFlash 2 (presets.ts dflash2), with its sliding window. */
   draft?: 'dflash' | 'dflash2'
   draftWindow?: number
+  /** The package's context window (max_position_embeddings) instead of the preset's. */
+  context?: number
   log?: (line: string) => void
 }
 
@@ -143,7 +145,11 @@ export async function synthPackage(o: SynthOptions): Promise<Manifest> {
   if (o.layers !== undefined && (!Number.isInteger(o.layers) || o.layers < 1 || o.layers > L)) {
     throw new SplashError('invalid_layers', 'invalid_request', `--layers must be between 1 and ${L} for ${o.preset}`)
   }
-  const shaped = withLayers(base, o.layers)
+  if (o.context !== undefined && (!Number.isInteger(o.context) || o.context < 256)) {
+    throw new SplashError('invalid_context', 'invalid_request', `--context must be a whole number of tokens, at least 256`)
+  }
+  const layered = withLayers(base, o.layers)
+  const shaped = o.context === undefined ? layered : {...layered, config: {...layered.config, max_position_embeddings: o.context}}
   const p = o.draft === 'dflash2' ? {...shaped, draft: dflash2(shaped.draft, o.draftWindow)} : shaped
   const seed = o.seed ?? 0
   const out = resolve(o.out)
@@ -186,7 +192,7 @@ export async function synthPackage(o: SynthOptions): Promise<Manifest> {
         : null,
       kernels: [],
       provenance: {
-        source: `preset:${o.preset}${o.layers ? `:layers=${o.layers}` : ''}${o.draft === 'dflash2' ? `:draft=dflash2` : ''}:seed=${seed}`,
+        source: `preset:${o.preset}${o.layers ? `:layers=${o.layers}` : ''}${o.draft === 'dflash2' ? `:draft=dflash2` : ''}${o.context !== undefined ? `:context=${o.context}` : ''}:seed=${seed}`,
         builder: builderId(),
         kind: 'synthetic',
       },

@@ -11,7 +11,7 @@ import {PrefixDisk, PREFIX_DISK_FORMAT} from './prefix-disk.js'
 import {prefixCacheRoot, trimOtherFolders} from './prefix-folders.js'
 import type {Manifest} from '../package/manifest.js'
 import {SplashError} from '../errors.js'
-import {planMemory, formatPlan, assertFits, type MemoryPlan} from './memory-plan.js'
+import {planMemory, formatPlan, assertFits, assertContext, type MemoryPlan} from './memory-plan.js'
 import {formatBytes} from '../config/units.js'
 import {NativeModel} from './native-model.js'
 import {native} from './native.js'
@@ -118,6 +118,7 @@ export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
     memory: device ? {kind: 'device', backend: backend.backend, total: device.total} : {kind: 'host'},
     tokenBudget,
   })
+  assertContext(plan, manifest, o.maxContext)
   for (const line of formatPlan(plan)) o.log(line)
   assertFits(plan)
   const model = await NativeModel.open(o.dir, plan.contextLimit, {
@@ -187,6 +188,8 @@ export async function loadInto(host: ModelHost, o: LoadOptions): Promise<LoadedM
       {
         id: loaded.manifest.name,
         contextLength: loaded.model.contextLength,
+        packageContextLength: loaded.manifest.config.max_position_embeddings,
+        vision: loaded.family.chat.vision !== undefined,
         created: Math.floor(Date.now() / 1000),
         ownedBy: 'splash',
         reasoningEfforts: Object.keys(loaded.manifest.reasoning.efforts),

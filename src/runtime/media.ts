@@ -41,6 +41,10 @@ export interface PromptMedia {
   ropeDelta: number
 }
 
+/** Why an image is refused by a package without a vision tower, and the way out. */
+export const NO_VISION =
+  'this package has no vision encoder, so it does not accept images; to send images, serve a package that has one (`splash serve --model <package>`, whose splash.json has a "vision" tower)'
+
 /** What a family with a vision encoder provides. */
 export interface VisionFamily {
   /** Decodes, checks and preprocesses one image (off the event loop); throws a 400 naming `where`. */
@@ -164,7 +168,7 @@ export function mediaFields(media: PromptMedia | undefined, promptLength: number
 export async function resolveMedia(messages: ChatMessage[], vision: VisionFamily | undefined, o: MediaOptions): Promise<{messages: ChatMessage[]; images: PreparedImage[]}> {
   const jobs: Array<Promise<PreparedImage>> = []
   const image = (bytes: () => Promise<Uint8Array>, where: string) => {
-    if (!vision) throw errors.invalidRequest(`${where}: this model has no vision encoder, so it does not accept images`, where, 'images_not_supported')
+    if (!vision) throw errors.invalidRequest(`${where}: ${NO_VISION}`, where, 'images_not_supported')
     const job = bytes().then(b => vision.prepare(b, where, o.maxImagePixels))
     job.catch(() => undefined) // observed below; a later part's error must not leave it unhandled
     jobs.push(job)

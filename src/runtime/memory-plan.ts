@@ -131,6 +131,18 @@ export function scratchBytes(c: ModelConfig, tokenBudget: number, maxBatch: numb
   return activations + 2 * logits
 }
 
+/**
+ * The KV memory the plan reserves (running requests and, half of it, the prefix cache): what the batch limit of
+ * requests at the full context can hold, not every free byte, and in host memory at most half of what the machine
+ * has available, so a small model with a long window leaves the machine usable. Never less than one full context.
+ */
+function kvReserve(room: number, contextLimit: number, batchLimit: number, kvBytesPerToken: number, input: PlanInput): number {
+  const full = contextLimit * kvBytesPerToken
+  const batch = full * batchLimit
+  const share = input.memory?.kind === 'device' ? Infinity : Math.floor(input.available / 2)
+  return Math.max(full, Math.min(room, batch, share))
+}
+
 export function planMemory(input: PlanInput): MemoryPlan {
   const c = input.manifest.config
   const draftCfg = input.manifest.draft?.config ?? null
@@ -147,12 +159,12 @@ export function planMemory(input: PlanInput): MemoryPlan {
   const free = budget - fixed
   const window = Math.min(c.max_position_embeddings, input.maxContext ?? c.max_position_embeddings)
   const byMemory = state.kvBytesPerToken > 0 ? Math.floor((free - perSeq) / state.kvBytesPerToken) : window
-  let contextLimit = Math.min(window, byMemory)
-  contextLimit = contextLimit >= CONTEXT_STEP ? contextLimit - (contextLimit % CONTEXT_STEP) : contextLimit
+  // the window as asked when it fits; cut to a multiple of CONTEXT_STEP only when memory is what limits it
+  const contextLimit = byMemory >= window ? window : byMemory >= CONTEXT_STEP ? byMemory - (byMemory % CONTEXT_STEP) : byMemory
   const fits = minimum <= budget && contextLimit >= Math.min(MIN_CONTEXT, window)
   const room = free - contextLimit * state.kvBytesPerToken
   const batchLimit = fits ? Math.max(1, Math.min(maxBatch, Math.floor(room / Math.max(perSeq, 1)))) : 0
-  const kvBytes = fits ? free - batchLimit * perSeq : 0
+  const kvBytes = fits ? kvReserve(free - batchLimit * perSeq, contextLimit, batchLimit, state.kvBytesPerToken, input) : 0
   const kvCapacityTokens = state.kvBytesPerToken > 0 ? Math.floor(kvBytes / state.kvBytesPerToken) : Number.MAX_SAFE_INTEGER
   return {
     memory: device
@@ -189,7 +201,7 @@ export function formatPlan(p: MemoryPlan): string[] {
   ]
   if (p.fits) {
     lines.push(
-      row('KV cache', `${formatBytes(p.kvBytes)} (${p.kvCapacityTokens.toLocaleString('en-US')} tokens)`),
+      row('KV cache', `${formatBytes(p.kvBytes)} (${p.kvCapacityTokens.toLocaleString('en-US')} tokens; ${formatBytes(p.contextLimit * p.state.kvBytesPerToken)} per full context)`),
       row('prefix cache', `${formatBytes(p.cacheBytes)} of it`),
       row('context limit', `${p.contextLimit.toLocaleString('en-US')} tokens`),
       row('batch limit', `${p.batchLimit} requests`),
@@ -198,6 +210,34 @@ export function formatPlan(p: MemoryPlan): string[] {
     lines.push(row('needed at least', `${formatBytes(p.minimum)} (one request with a ${MIN_CONTEXT}-token context)`))
   }
   return lines
+}
+
+/** Total memory the plan takes: weights, draft, scratch, every request's state and the KV reserve. */
+export function plannedBytes(p: MemoryPlan): number {
+  return p.weights + p.draft + p.scratch + p.batchLimit * perRequestBytes(p.state) + p.kvBytes
+}
+
+/**
+ * A --max-context the package or the memory cannot serve is refused, never quietly clamped: the message names the
+ * package's own window, or the longest context that fits.
+ */
+export function assertContext(p: MemoryPlan, manifest: Manifest, maxContext: number | undefined): void {
+  if (maxContext === undefined) return
+  const native = manifest.config.max_position_embeddings
+  if (maxContext > native) {
+    throw new SplashError(
+      'context_too_long',
+      'invalid_request',
+      `--max-context ${maxContext} is more than ${manifest.name} supports: its window is ${native.toLocaleString('en-US')} tokens; ask for ${native} or less, or serve a package with a longer window`,
+    )
+  }
+  if (p.fits && p.contextLimit < maxContext) {
+    throw new SplashError(
+      'context_does_not_fit',
+      'invalid_request',
+      `--max-context ${maxContext} does not fit in ${formatBytes(p.budget)} of ${p.memory}: at most ${p.contextLimit} tokens do; ask for that or less, or give more memory with --max-memory`,
+    )
+  }
 }
 
 export function assertFits(p: MemoryPlan): void {

@@ -10,6 +10,10 @@ export interface ServedModel {
   id: string
   /** Context window in tokens after the memory plan. */
   contextLength: number
+  /** The longest context the package supports (its max_position_embeddings); absent when unknown. */
+  packageContextLength?: number
+  /** Whether the package has a vision encoder, so requests may carry images. */
+  vision?: boolean
   /** Unix seconds when the model became ready. */
   created: number
   ownedBy: string

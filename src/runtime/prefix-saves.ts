@@ -1,7 +1,8 @@
 // The scheduler's side of the prefix cache (prefix-cache.ts is the cache itself): at admission a sequence
 // restores the longest cached prefix of its prompt and gets the positions where its state will be saved;
 // after a step the states of sequences that reached such an anchor or finished are saved, the draft's
-// pending context synced first. A failed save only means a later miss.
+// pending context synced first (not a finished one's whose prompt was a repeat). A failed save only means a later
+// miss.
 import {cacheKeyOf} from './media.js'
 import type {PrefixCache} from './prefix-cache.js'
 import type {Sequence} from './sequence.js'
@@ -60,9 +61,17 @@ export class PrefixSaves {
     const saving = anchored.filter(seq => seq.numComputed >= 1).map(seq => ({seq, at: seq.reached}))
     for (const seq of releasing) {
       if (seq.numComputed < 1) continue
+      // A prompt the cache held whole is a repeat (an agent retrying the same request): its answer is not kept,
+      // so a client that loops resending one prompt adds no snapshot per attempt, in memory or on disk.
+      const repeat = seq.numCached >= seq.promptLength - 1
+      const anchors = seq.reached.filter(a => a < seq.numComputed)
+      if (repeat) {
+        if (anchors.length > 0) saving.push({seq, at: anchors})
+        continue
+      }
       try {
         this.model.truncate?.(seq.slot, seq.numComputed) // a stop inside a verify pass
-        saving.push({seq, at: [...seq.reached.filter(a => a < seq.numComputed), seq.numComputed]})
+        saving.push({seq, at: [...anchors, seq.numComputed]})
       } catch {
         // not saved: the cache is an optimisation, the request itself is unaffected
       }

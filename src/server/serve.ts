@@ -9,6 +9,14 @@ import {existsSync} from 'node:fs'
 import {resolvePackage, type Resolved} from '../package/resolve.js'
 import {ByteProgress} from '../package/progress.js'
 import type {Engine} from '../runtime/engine.js'
+import {plannedBytes, type MemoryPlan} from '../runtime/memory-plan.js'
+import {formatBytes} from '../config/units.js'
+
+/** What the Ready line says about the served model: its context and the memory the plan gives it. */
+export function readyLine(name: string, context: number, plan: MemoryPlan): string {
+  const perContext = context * plan.state.kvBytesPerToken
+  return `${name}: context ${context.toLocaleString('en-US')} tokens, ${formatBytes(perContext)} of KV at full length; ${formatBytes(plannedBytes(plan))} of ${plan.memory} planned`
+}
 
 export interface ServeOptions extends AppOptions {
   port: number
@@ -53,6 +61,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     return stopping
   }
   let loadedEngine: Engine | undefined
+  let served = ''
   let resolved: Resolved | undefined
   try {
     resolved = await findPackage(options.model, log)
@@ -67,6 +76,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       const loaded = await loadInto(modelHost, {dir, manifest, maxMemory: options.maxMemory, maxContext: options.maxContext, log, metrics})
       loadedEngine = loaded.engine
       log(`Serving ${loaded.manifest.name} on ${loaded.model.info.backend} (${loaded.model.info.isa}): context ${loaded.model.contextLength} tokens, up to ${loaded.plan.batchLimit} requests at once`)
+      served = ` (${readyLine(loaded.manifest.name, loaded.model.contextLength, loaded.plan)})`
     } catch (err) {
       await app.close()
       throw err
@@ -74,7 +84,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   } else {
     log('No model package is loaded: probes and the API answer, generation is unavailable.')
   }
-  log(`Ready: ${url}`)
+  log(`Ready: ${url}${served}`)
   return {app, url, port, stop}
 }
 

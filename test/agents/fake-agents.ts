@@ -20,13 +20,27 @@ export const versionText: Record<AgentName, (v: string) => string> = {
 /** Versions recent enough for every launcher. */
 export const currentVersion: Record<AgentName, string> = {claude: '2.1.332', codex: '0.171.0', opencode: '1.18.33', hermes: '0.19.1'}
 
+/** The instructions the fake Codex's own catalog gives its first model. */
+export const FAKE_CODEX_INSTRUCTIONS = 'You are Codex, the fake one. Follow the user.'
+
 const FAKE_SCRIPT = `
+const FAKE_CODEX_INSTRUCTIONS = ${JSON.stringify(FAKE_CODEX_INSTRUCTIONS)}
 import fs from 'node:fs'
 import path from 'node:path'
 const env = process.env
 const argv = process.argv.slice(2)
 if (argv[0] === '--version') {
   console.log(env.FAKE_AGENT_VERSION_TEXT)
+  process.exit(0)
+}
+// Codex's built-in catalog, as \`codex debug models --bundled\` prints it (two models, the first by priority listed second)
+if (env.FAKE_AGENT_NAME === 'codex' && argv[0] === 'debug' && argv[1] === 'models') {
+  if (env.FAKE_CODEX_NO_CATALOG === '1') process.exit(2)
+  console.log(JSON.stringify({models: [
+    {slug: 'fake-2', visibility: 'list', priority: 2, base_instructions: 'You are the second model.'},
+    {slug: 'fake-hidden', visibility: 'hide', priority: 0, base_instructions: 'You are hidden.'},
+    {slug: 'fake-1', visibility: 'list', priority: 1, base_instructions: FAKE_CODEX_INSTRUCTIONS},
+  ]}))
   process.exit(0)
 }
 const files = {}

@@ -1,11 +1,16 @@
 // The launchers' one-line refusals, with fake agents on PATH and the real `splash serve` (no model package):
-// agent not installed, too old, server not running, no model loaded, API key missing or wrong.
+// agent not installed, too old, server not running, no model loaded, API key missing or wrong, a window too small.
 import t from 'tap'
 import type {Test} from 'tap'
 import net from 'node:net'
 import {existsSync} from 'node:fs'
 import {startServe, type ServerProcess} from '../helpers/cli.js'
 import {installFake, listFiles, makeSandbox, runSplash, sandboxEnv, type AgentName} from '../agents/fake-agents.js'
+import {prepareLaunch} from '../../src/agents/launch.js'
+import {synthFixture} from '../helpers/packages.js'
+import {claude} from '../../src/agents/claude.js'
+import {codex} from '../../src/agents/codex.js'
+import {opencode} from '../../src/agents/opencode.js'
 
 const AGENTS: AgentName[] = ['claude', 'codex', 'opencode', 'hermes']
 const INSTALL: Record<AgentName, string> = {
@@ -37,18 +42,43 @@ function oneErrorLine(t: Test, stderr: string): string {
   return lines[0]
 }
 
-for (const agent of AGENTS) {
-  t.test(`${agent}: not installed → how to install it`, async t => {
+const notInstalled = (agent: AgentName) =>
+  `${NAME[agent]} is not installed (no \`${agent}\` on PATH, in node_modules/.bin or in .agents/bin): install it with \`${INSTALL[agent]}\``
+
+// Hermes is nowhere in this project (npm ci installs Claude Code and Codex into node_modules/.bin, and npm test
+// opencode into .agents/bin), so its launcher shows the message as a user sees it.
+t.test('hermes: not installed → how to install it', async t => {
+  const sb = makeSandbox()
+  t.teardown(sb.cleanup)
+  const port = await closedPort()
+  const res = await runSplash(['hermes', '--some-flag'], sandboxEnv(sb, {SPLASH_PORT: String(port)}), sb.work)
+  t.equal(res.code, 1)
+  t.equal(oneErrorLine(t, res.stderr), `Error: ${notInstalled('hermes')}`)
+  t.same(listFiles(sb.data), [], 'nothing written')
+})
+
+for (const agent of ['claude', 'codex', 'opencode'] as const) {
+  t.test(`${agent}: found in the project's own folders when PATH has none`, async t => {
     const sb = makeSandbox()
     t.teardown(sb.cleanup)
     const port = await closedPort()
-    const res = await runSplash([agent, '--some-flag'], sandboxEnv(sb, {SPLASH_PORT: String(port)}), sb.work)
+    const res = await runSplash([agent], sandboxEnv(sb, {SPLASH_PORT: String(port)}), sb.work)
     t.equal(res.code, 1)
-    const line = oneErrorLine(t, res.stderr)
-    t.equal(line, `Error: ${NAME[agent]} is not installed (no \`${agent}\` on PATH): install it with \`${INSTALL[agent]}\``)
-    t.same(listFiles(sb.data), [], 'nothing written')
+    // past the lookup and the version check: the next thing missing is the server
+    t.match(oneErrorLine(t, res.stderr), /^Error: No Splash server is answering on /)
   })
 
+  t.test(`${agent}: on PATH nor in the project folders → how to install it`, async t => {
+    const sb = makeSandbox()
+    t.teardown(sb.cleanup)
+    const spec = {claude, codex, opencode}[agent]
+    const empty = [sb.binDir]
+    await t.rejects(prepareLaunch(spec, sandboxEnv(sb), empty), {code: 'agent_not_installed', message: notInstalled(agent)})
+    t.same(listFiles(sb.data), [], 'nothing written')
+  })
+}
+
+for (const agent of AGENTS) {
   t.test(`${agent}: too old → the minimum, why, and how to update`, async t => {
     const sb = makeSandbox()
     t.teardown(sb.cleanup)
@@ -156,4 +186,26 @@ t.test('a server that needs a key: missing, wrong, right', async t => {
   )
   const right = await runSplash(['opencode'], {...env, SPLASH_API_KEY: 'the-key'}, sb.work)
   t.match(oneErrorLine(t, right.stderr), /has no model loaded/, 'the key was accepted; the server simply has no model')
+})
+
+t.test('a served window below what the agent needs: refused before anything starts, with the real numbers', async t => {
+  // tiny-hybrid's own window is 4,096 tokens: no agent fits, and no --max-context can help
+  const server = await startServe(['--model', await synthFixture('tiny-hybrid', 'q4')], {SPLASH_API_KEY: ''})
+  t.teardown(() => {
+    server.child.kill('SIGKILL')
+  })
+  const need: Record<AgentName, string> = {claude: '65,536', codex: '32,768', opencode: '32,768', hermes: '64,000'}
+  for (const agent of AGENTS) {
+    const sb = makeSandbox()
+    t.teardown(sb.cleanup)
+    installFake(sb, agent)
+    const res = await runSplash([agent], sandboxEnv(sb, {SPLASH_PORT: String(server.port)}), sb.work)
+    t.equal(res.code, 1, agent)
+    t.match(
+      oneErrorLine(t, res.stderr),
+      new RegExp(`^Error: ${NAME[agent]} needs a context window of at least ${need[agent]} tokens \\(.+\\), and splash/synth-tiny-hybrid supports at most 4,096: serve a package with a longer window \\(\`splash serve --model <package>\`\\)$`),
+    )
+    t.notOk(existsSync(sb.record), `${agent} was not started`)
+    t.same(listFiles(sb.data), [], 'nothing written')
+  }
 })

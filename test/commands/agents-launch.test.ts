@@ -14,6 +14,7 @@ import {
   runSplash,
   sandboxEnv,
   spawnSplash,
+  FAKE_CODEX_INSTRUCTIONS,
   waitForFile,
   type AgentName,
   type AgentRecord,
@@ -22,9 +23,11 @@ import {
 import {serveTinyModel} from '../agents/served-model.js'
 
 const KEY = 'launcher-test-key'
-const served = await serveTinyModel({apiKey: KEY})
+const served: Awaited<ReturnType<typeof serveTinyModel>> & {reasoningEfforts?: string[]; reasoningDefault?: string} = await serveTinyModel({apiKey: KEY})
 t.teardown(() => served.stop())
 const {server, model, contextWindow} = served
+const listed = (await (await fetch(`${server.url}/v1/models`, {headers: {authorization: `Bearer ${KEY}`}})).json()) as {data: Array<{reasoning_efforts: string[]; reasoning_effort_default: string}>}
+Object.assign(served, {reasoningEfforts: listed.data[0].reasoning_efforts, reasoningDefault: listed.data[0].reasoning_effort_default})
 const v1 = `${server.url}/v1`
 const output = Math.max(256, Math.min(32768, Math.floor(contextWindow / 4)))
 
@@ -68,7 +71,7 @@ t.test('claude: environment only, every slot on the served model, real window, a
   t.equal(e.ANTHROPIC_BASE_URL, server.url, 'origin, no /v1')
   t.equal(e.ANTHROPIC_AUTH_TOKEN, KEY)
   t.equal(e.ANTHROPIC_API_KEY, '', "the user's own key is not passed on")
-  for (const k of ['ANTHROPIC_MODEL', 'ANTHROPIC_DEFAULT_OPUS_MODEL', 'ANTHROPIC_DEFAULT_SONNET_MODEL', 'ANTHROPIC_DEFAULT_HAIKU_MODEL', 'ANTHROPIC_DEFAULT_FABLE_MODEL', 'CLAUDE_CODE_SUBAGENT_MODEL']) {
+  for (const k of ['ANTHROPIC_MODEL', 'ANTHROPIC_DEFAULT_OPUS_MODEL', 'ANTHROPIC_DEFAULT_SONNET_MODEL', 'ANTHROPIC_DEFAULT_HAIKU_MODEL', 'ANTHROPIC_DEFAULT_FABLE_MODEL', 'CLAUDE_CODE_SUBAGENT_MODEL', 'ANTHROPIC_SMALL_FAST_MODEL', 'CLAUDE_CODE_BG_CLASSIFIER_MODEL', 'CLAUDE_CODE_AUTO_MODE_MODEL']) {
     t.equal(e[k], model, k)
   }
   t.equal(e.CLAUDE_CODE_MAX_CONTEXT_TOKENS, String(contextWindow))
@@ -94,8 +97,10 @@ t.test('codex: a responses provider and the model catalog through -c overrides, 
     `model_providers.splash.env_key="SPLASH_AGENT_API_KEY"`,
     `model_provider="splash"`,
     `model=${JSON.stringify(model)}`,
+    `review_model=${JSON.stringify(model)}`,
     `model_catalog_json=${JSON.stringify(catalogPath)}`,
     `model_context_window=${contextWindow}`,
+    `model_reasoning_effort=${JSON.stringify(served.reasoningDefault)}`,
   ].flatMap(o => ['-c', o])
   t.same(record.argv, [...overrides, ...USER_ARGS], 'overrides first, then the user’s arguments untouched')
   t.equal(record.env.SPLASH_AGENT_API_KEY, KEY, 'the key, in the variable env_key names')
@@ -105,7 +110,10 @@ t.test('codex: a responses provider and the model catalog through -c overrides, 
   t.equal(entry.slug, model)
   t.equal(entry.context_window, contextWindow)
   t.equal(entry.apply_patch_tool_type, 'freeform')
-  t.ok((entry.supported_reasoning_levels as unknown[]).length > 0, 'reasoning levels listed')
+  t.equal(entry.base_instructions, FAKE_CODEX_INSTRUCTIONS, "the installed Codex's own instructions")
+  t.equal(entry.default_reasoning_level, served.reasoningDefault, "the package's default effort")
+  t.same((entry.supported_reasoning_levels as Array<{effort: string}>).map(l => l.effort), served.reasoningEfforts, "the package's efforts")
+  t.same(entry.input_modalities, ['text'], 'the tiny package takes no images')
   t.same(listFiles(sb.data), ['agents/codex/model-catalog.json'])
   t.same(createdOutsideData(sb), [])
 })

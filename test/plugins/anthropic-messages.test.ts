@@ -210,7 +210,7 @@ t.test('errors: Anthropic shape, SDK error classes, Anthropic wording', async t 
     .create({model: modelId, max_tokens: 4, messages: [{role: 'user', content: [{type: 'image', source: {type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo='}}]}]})
     .catch(e => e)
   t.ok(image instanceof Anthropic.BadRequestError)
-  t.match(image.message, /messages\[0\]\.content\[0\]: this model has no vision encoder, so it does not accept images/)
+  t.match(image.message, /messages\[0\]\.content\[0\]: this package has no vision encoder, so it does not accept images; to send images, serve a package that has one/)
   const pdf = await client.messages
     .create({model: modelId, max_tokens: 4, messages: [{role: 'user', content: [{type: 'document', source: {type: 'base64', media_type: 'application/pdf', data: 'JVBERi0='}}]}]})
     .catch(e => e)

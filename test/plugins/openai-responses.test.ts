@@ -235,7 +235,7 @@ t.test('errors: OpenAI shape; a prompt over the context', async t => {
 
   await t.rejects(client.responses.create({model: 'nope/other', input: 'x'}), {status: 404, code: 'model_not_found'})
   await t.rejects(client.responses.create({model: modelId, input: 'x', text: {format: {type: 'json_schema', name: 'x', schema: {type: 'array', uniqueItems: true}}}}), {status: 400, param: 'uniqueItems', message: /uniqueItems/})
-  await t.rejects(client.responses.create({model: modelId, input: [{role: 'user', content: [{type: 'input_image', image_url: 'data:image/png;base64,AA', detail: 'auto'}]}]}), {status: 400, message: /input\[0\]\.content\[0\]: this model has no vision encoder/})
+  await t.rejects(client.responses.create({model: modelId, input: [{role: 'user', content: [{type: 'input_image', image_url: 'data:image/png;base64,AA', detail: 'auto'}]}]}), {status: 400, message: /input\[0\]\.content\[0\]: this package has no vision encoder.*serve a package that has one/})
   await t.rejects(client.responses.create({model: modelId, input: 'x', reasoning: {effort: 'ultra' as 'high'}}), {status: 400, message: /ultra/})
 })
 

@@ -40,7 +40,7 @@ t.test('resolveMedia: PDFs on any family, images only with a vision encoder', as
   t.equal(text, 'Read: [PDF "q.pdf", 1 page]\n[Page 1]\nQuarterly figures\n[End of PDF "q.pdf"]')
   await t.rejects(
     resolveMedia([{role: 'user', content: [{type: 'image', source: {data: new Uint8Array(4)}, where: 'm[0].c[0]'}]}], undefined, MEDIA_DEFAULTS),
-    {status: 400, code: 'images_not_supported', message: /m\[0\]\.c\[0\]: this model has no vision encoder/},
+    {status: 400, code: 'images_not_supported', message: /m\[0\]\.c\[0\]: this package has no vision encoder, so it does not accept images; to send images, serve a package that has one \(`splash serve --model <package>`/},
   )
   await t.rejects(
     resolveMedia([{role: 'user', content: [{type: 'document', data: new Uint8Array(4), mediaType: 'text/csv', where: 'd'}]}], undefined, MEDIA_DEFAULTS),

@@ -1,6 +1,6 @@
 // Planner arithmetic on real model shapes, and refusal when the model does not fit.
 import t from 'tap'
-import {planMemory, stateSizes, formatPlan, assertFits, deviceScratchBytes, MIN_CONTEXT} from '../../src/runtime/memory-plan.js'
+import {planMemory, stateSizes, formatPlan, assertFits, assertContext, plannedBytes, deviceScratchBytes, MIN_CONTEXT} from '../../src/runtime/memory-plan.js'
 import {native} from '../../src/runtime/native.js'
 import type {DraftConfig, Manifest, ModelConfig} from '../../src/package/manifest.js'
 
@@ -92,6 +92,53 @@ t.test('--max-context and --max-memory cap the plan', async t => {
   const q = planMemory({manifest: manifest(qwen35bA3b), weightBytes: 18 * GiB, draftBytes: 0.5 * GiB, available: 100 * GiB, maxMemory: 20 * GiB, kvElementBytes: 2})
   t.equal(q.budget, 20 * GiB)
   t.ok(q.contextLimit < 262144)
+})
+
+// The default package's shape with a 128K window (8 layers, 2 of them full attention, 2 KV heads of 64, a 2-layer
+// DFlash draft): 4 KiB of KV per token in fp32.
+const small128k: ModelConfig = {
+  ...qwen27b, hidden_size: 384, num_hidden_layers: 8, vocab_size: 16384, layer_types: layerTypes(8), num_attention_heads: 6,
+  num_key_value_heads: 2, head_dim: 64, linear_num_key_heads: 6, linear_num_value_heads: 6, linear_key_head_dim: 64,
+  linear_value_head_dim: 64, intermediate_size: 1024, tie_word_embeddings: true, max_position_embeddings: 131072,
+}
+const smallDraft: DraftConfig = {
+  block_size: 16, mask_token_id: 16383, target_layer_ids: [1, 4, 6], num_hidden_layers: 2, hidden_size: 384, intermediate_size: 1024,
+  num_attention_heads: 6, num_key_value_heads: 2, head_dim: 64, rope_theta: 1e6, rms_norm_eps: 1e-6, sliding_window: null,
+  conv_kernel_size: null, conv_group_size: null, selector_rank: null, selector_top_k: null,
+}
+
+t.test('a small model with a 128K window on a 24 GiB machine: the KV reserve is what the batch can hold, not all free memory', async t => {
+  const m = {...manifest(small128k), draft: {config: smallDraft, files: ['draft.safetensors']}}
+  const available = 22.3 * GiB
+  const p = planMemory({manifest: m, weightBytes: 15 * MiB, draftBytes: 3 * MiB, available})
+  t.ok(p.fits)
+  t.equal(p.state.kvBytesPerToken, 4096, '(2 target + 2 draft layers) × 2 × 2 heads × 64 × 4 B')
+  t.equal(p.contextLimit, 131072, 'the package window, served whole')
+  t.equal(p.batchLimit, 16)
+  t.equal(p.kvBytes, 16 * 131072 * 4096, '16 requests at the full window: 8 GiB')
+  t.equal(p.cacheBytes, p.kvBytes / 2)
+  t.ok(plannedBytes(p) < available / 2, `${(plannedBytes(p) / GiB).toFixed(2)} GiB planned of ${available / GiB} GiB`)
+  // the same package with its 4K window: 256 MiB, where the plan used to take every free byte (~22 GiB)
+  const short = planMemory({manifest: {...m, config: {...small128k, max_position_embeddings: 4096}}, weightBytes: 15 * MiB, draftBytes: 3 * MiB, available})
+  t.equal(short.kvBytes, 16 * 4096 * 4096)
+  t.match(formatPlan(short).join('\n'), /KV cache +256 MiB \(65,536 tokens; 16\.0 MiB per full context\)/)
+  // a window whose full batch would take most of the machine stops at half of what it has available
+  const long = planMemory({manifest: {...m, config: {...small128k, max_position_embeddings: 262144}}, weightBytes: 15 * MiB, draftBytes: 3 * MiB, available})
+  t.equal(long.kvBytes, Math.floor(available / 2))
+  t.ok(long.kvBytes >= long.contextLimit * 4096, 'still at least one full context')
+})
+
+t.test('--max-context beyond the package, or beyond what fits, is refused with the real limit', async t => {
+  const m = manifest({...qwen27b, max_position_embeddings: 131072})
+  const p = planMemory({manifest: m, weightBytes: 14.5 * GiB, draftBytes: 0.9 * GiB, available: 130 * GiB, maxContext: 200 * 1024})
+  t.throws(() => assertContext(p, m, 200 * 1024), /^--max-context 204800 is more than x supports: its window is 131,072 tokens; ask for 131072 or less, or serve a package with a longer window$/)
+  const asked = planMemory({manifest: m, weightBytes: 14.5 * GiB, draftBytes: 0.9 * GiB, available: 130 * GiB, maxContext: 1000})
+  t.equal(asked.contextLimit, 1000, 'a window that fits is served exactly as asked')
+  t.doesNotThrow(() => assertContext(asked, m, 1000))
+  const tight = planMemory({manifest: m, weightBytes: 14.5 * GiB, draftBytes: 0.9 * GiB, available: 22 * GiB, maxContext: 131072, kvElementBytes: 2})
+  t.ok(tight.fits && tight.contextLimit < 131072, `memory allows ${tight.contextLimit}`)
+  t.throws(() => assertContext(tight, m, 131072), new RegExp(`^--max-context 131072 does not fit in [\\d.]+ GiB of host memory: at most ${tight.contextLimit} tokens do; ask for that or less, or give more memory with --max-memory$`))
+  t.doesNotThrow(() => assertContext(tight, m, undefined), 'without --max-context the plan takes what fits')
 })
 
 t.test('refuses when it does not fit, with the budget line by line', async t => {

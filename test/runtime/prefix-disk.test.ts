@@ -211,6 +211,48 @@ t.test('the folder stays inside its budget, least recently used first', async t 
   t.ok(disk.stats().snapshots >= 2 && disk.stats().snapshots < 8, `${disk.stats().snapshots} snapshots kept`)
 })
 
+t.test('an agent looping on one request adds nothing per attempt, in memory or on disk; the cap holds', async t => {
+  // the default package on the real engine, sampled answers (each attempt answers differently), and an idle write
+  // to disk after every attempt, as an agent's retries leave the server idle between them
+  const folder = mkdtempSync(join(tmpdir(), 'splash-disk-'))
+  const m = await NativeModel.open(DEFAULT, 4096, {threads: 2})
+  t.teardown(() => m.close())
+  const per = m.store.stateBytes + 700 * m.store.rowBytes
+  const budget = per * 4
+  const disk = new PrefixDisk(folder, budget)
+  const e = new Engine(m, {}, undefined, {cacheBytes: per * 8, disk})
+  const prompt = randomPrompt(600, 5000, 4242)
+  const sampled: SamplingParams = {...GREEDY, temperature: 1, seed: 1}
+  const onDisk = () => {
+    let bytes = 0
+    for (const sub of ['snapshots', 'blocks']) for (const f of files(folder, sub)) bytes += statSync(join(folder, sub, f)).size
+    return {snapshots: files(folder, 'snapshots').length, blocks: files(folder, 'blocks').length, bytes}
+  }
+  const first = await generate(e, prompt, 24, sampled)
+  t.equal(first.usage.cachedTokens, 0)
+  await e.persist()
+  const after1 = onDisk()
+  const held1 = e.scheduler.cache!.stats()
+  t.ok(after1.snapshots >= 2, `the first attempt's prompt and answer are kept: ${JSON.stringify(after1)}`)
+  const answers = new Set<string>([first.tokens.join(',')])
+  for (let i = 0; i < 12; i++) {
+    const again = await generate(e, prompt, 24, {...sampled, seed: 2 + i})
+    t.equal(again.usage.cachedTokens, prompt.length - 1, `attempt ${i + 2} reuses the whole prompt`)
+    answers.add(again.tokens.join(','))
+    await e.persist()
+    t.same(onDisk(), after1, `attempt ${i + 2} writes nothing new`)
+    t.ok(onDisk().bytes <= budget, 'the folder stays inside its cap')
+  }
+  t.ok(answers.size > 1, `the attempts answered differently (${answers.size} answers), so each could have been a new snapshot`)
+  t.same(e.scheduler.cache!.stats().snapshots, held1.snapshots, 'nor in memory')
+  // a new turn (the prompt grown by an answer and a user message) is no repeat: its answer is kept
+  const next = Int32Array.from([...prompt, ...first.tokens, ...randomPrompt(40, 5000, 99)])
+  await generate(e, next, 8, sampled)
+  await e.persist()
+  t.ok(onDisk().snapshots > after1.snapshots, 'a conversation that moves on is saved as before')
+  t.ok(onDisk().bytes <= budget, 'and the cap holds')
+})
+
 t.test('300 requests, random cancellations (some while their prefix is read back): nothing left behind', async t => {
   const folder = mkdtempSync(join(tmpdir(), 'splash-disk-'))
   const m = await NativeModel.open(await synthFixture('tiny-hybrid', 'q4'), 4096, {threads: 2})

@@ -1,6 +1,7 @@
 // The chat page in a real browser (Debian's Chromium through playwright-core) against the real server
 // (`splash serve --model <synthetic package>`): a streamed answer, stop, an image attachment, reload, the
-// conversation tools, Markdown safety, keyboard and contrast, a narrow window, and the API-key dialog.
+// conversation tools, Markdown safety, keyboard and contrast, a narrow window, the API-key dialog, and a package
+// without a vision encoder, for which the page offers PDFs only.
 // Screenshots go to .tap/webui-screenshots/ (their paths are printed as comments).
 import t from 'tap'
 import {mkdtemp, writeFile, rm} from 'node:fs/promises'
@@ -110,8 +111,9 @@ t.test('the chat page in Chromium against splash serve', async t => {
   const dir = await mkdtemp(path.join(tmpdir(), 'splash-webui-'))
   t.teardown(() => rm(dir, {recursive: true, force: true}))
   const pkg = path.join(dir, 'package')
-  const synth = await runCli(['package', 'synth', '--preset', 'tiny-hybrid', '--out', pkg], {}, 300_000)
-  t.equal(synth.code, 0, 'package synth --preset tiny-hybrid', {stderr: synth.stderr})
+  // a package with a vision tower, so the page offers images and sends them
+  const synth = await runCli(['package', 'synth', '--preset', 'tiny-vl', '--out', pkg], {}, 300_000)
+  t.equal(synth.code, 0, 'package synth --preset tiny-vl', {stderr: synth.stderr})
   if (synth.code !== 0) return
 
   let server: ServerProcess | undefined
@@ -140,6 +142,8 @@ t.test('the chat page in Chromium against splash serve', async t => {
   await steer(page, {temperature: 0, max_tokens: 1000})
   await page.goto(server.url)
   await page.locator('#st-model').filter({hasText: model.id}).waitFor()
+  t.equal(await page.locator('#st-model').textContent(), `Model: ${model.id}`, 'a vision package: no "text only"')
+  t.equal(await page.locator('#file-input').getAttribute('accept'), 'image/*,application/pdf,.pdf', 'the picker offers images and PDFs')
   await shot('01-empty')
 
   const first = {question: '', text: ''}
@@ -566,4 +570,58 @@ t.test('with an API key the page asks for it once and keeps it', async t => {
   t.equal(answer.error, '')
   t.ok(answer.text.length > 0, 'the answer streamed')
   await shot('12-key-answer')
+})
+
+t.test('a package without a vision encoder: the page offers PDFs only and sends no image', async t => {
+  if (!haveChromium()) {
+    t.fail('Chromium is missing: run scripts/setup-system.sh')
+    return
+  }
+  const dir = await mkdtemp(path.join(tmpdir(), 'splash-webui-text-'))
+  t.teardown(() => rm(dir, {recursive: true, force: true}))
+  const pkg = path.join(dir, 'package')
+  const synth = await runCli(['package', 'synth', '--preset', 'tiny-hybrid', '--out', pkg], {}, 300_000)
+  t.equal(synth.code, 0, 'package synth --preset tiny-hybrid', {stderr: synth.stderr})
+  if (synth.code !== 0) return
+  let server: ServerProcess | undefined
+  let browser: Browser | undefined
+  t.teardown(async () => {
+    await browser?.close()
+    await stopServer(server)
+  })
+  server = await startServe(['--model', pkg, ...SERVE_ARGS])
+  const models = (await (await fetch(`${server.url}/v1/models`)).json()) as {data: Array<{id: string; input_modalities: string[]}>}
+  t.same(models.data[0].input_modalities, ['text'], 'the server says the package takes no images')
+  browser = await launchChromium()
+  const context = await browser.newContext({viewport: {width: 1280, height: 860}})
+  context.setDefaultTimeout(60_000)
+  const page = await context.newPage()
+  await steer(page, {temperature: 0, max_tokens: 50})
+  await page.goto(server.url)
+  await page.locator('#st-model').filter({hasText: models.data[0].id}).waitFor()
+  t.equal(await page.locator('#st-model').textContent(), `Model: ${models.data[0].id} · text only`, 'the status line says the model takes no images')
+  t.equal(await page.locator('#file-input').getAttribute('accept'), 'application/pdf,.pdf', 'the picker offers PDFs only')
+  t.equal(await page.locator('label.attach').getAttribute('title'), 'Attach PDFs')
+  t.match(await page.locator('#composer-help').textContent(), /paste or drop PDFs to attach them$/)
+  t.notMatch(await page.locator('#composer-help').textContent(), /image/, 'no word of images')
+  t.equal(await page.locator('#drop-hint').textContent(), 'Drop PDFs to attach them')
+  // an image dropped or pasted anyway is refused on the page, with the reason; a PDF is taken
+  const png = makePng(16, 16).toString('base64')
+  const pdf = makePdf('Hello PDF').toString('base64')
+  await page.evaluate(async ({png: p, pdf: d}) => {
+    const drop = new DataTransfer()
+    drop.items.add(new File([Uint8Array.from(atob(p), c => c.charCodeAt(0))], 'photo.png', {type: 'image/png'}))
+    drop.items.add(new File([Uint8Array.from(atob(d), c => c.charCodeAt(0))], 'notes.pdf', {type: 'application/pdf'}))
+    window.dispatchEvent(new DragEvent('dragenter', {dataTransfer: drop}))
+    window.dispatchEvent(new DragEvent('drop', {dataTransfer: drop, cancelable: true}))
+  }, {png, pdf})
+  await page.locator('#attachments .chip').filter({hasText: 'notes.pdf'}).waitFor()
+  await page.getByText('photo.png: this model has no vision encoder, so it takes no images (PDFs are read as text)').first().waitFor()
+  t.equal(await page.locator('#attachments .chip').count(), 1, 'only the PDF is attached')
+  const body = await send(page, 'Summarise this')
+  const content = body.messages.at(-1).content as Array<{type: string}>
+  t.same(content.map(c => c.type), ['text', 'file'], 'the text and the PDF, no image')
+  await answerDone(page)
+  t.equal((await lastAnswer(page)).error, '', 'answered')
+  t.comment(`screenshot: ${await screenshot(page, '13-text-only')}`)
 })

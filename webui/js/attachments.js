@@ -18,14 +18,27 @@ function readAsDataUrl(file) {
   })
 }
 
-/** Reads the files that can be attached; returns {attachments, rejected: [reason]}. */
-export async function readAttachments(files) {
+/**
+ * Whether the served model takes images: GET /v1/models lists its input_modalities; a server that does not say is
+ * taken to accept them (it answers for itself).
+ */
+export function takesImages(model) {
+  return !Array.isArray(model?.input_modalities) || model.input_modalities.includes('image')
+}
+
+/**
+ * Reads the files that can be attached; returns {attachments, rejected: [reason]}. `images: false` (a model without
+ * a vision encoder) refuses images here, so they are never sent.
+ */
+export async function readAttachments(files, {images = true} = {}) {
   const attachments = []
   const rejected = []
   for (const file of files) {
     const kind = kindOf(file)
-    if (!kind) {
-      rejected.push(`${file.name || 'file'}: only images and PDFs can be attached`)
+    if (!kind || (kind === 'image' && !images)) {
+      rejected.push(
+        kind ? `${file.name || 'image'}: this model has no vision encoder, so it takes no images (PDFs are read as text)` : `${file.name || 'file'}: only ${images ? 'images and PDFs' : 'PDFs'} can be attached`,
+      )
       continue
     }
     if (file.size > MAX_FILE_BYTES) {

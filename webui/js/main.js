@@ -2,7 +2,7 @@
 import {AuthError, apiKey, fetchModels, setApiKey, streamChat, withKey} from './api.js'
 import {Store, newId} from './store.js'
 import {copyText} from './markdown.js'
-import {formatBytes, readAttachments, userContent} from './attachments.js'
+import {formatBytes, readAttachments, takesImages, userContent} from './attachments.js'
 import {fillIcons, icon} from './icons.js'
 import {statsOf} from './stats.js'
 import {effortsOf} from './efforts.js'
@@ -33,6 +33,8 @@ const ui = {
   fileInput: $('file-input'),
   attachments: $('attachments'),
   dropHint: $('drop-hint'),
+  attach: document.querySelector('label.attach'),
+  help: $('composer-help'),
   system: $('system-prompt'),
   effort: $('effort'),
   announcer: $('announcer'),
@@ -73,7 +75,19 @@ async function loadModel() {
   }
   if (!state.model) modelRetry = setTimeout(loadModel, 5000)
   fillEfforts()
+  showAttachKinds()
   renderStatus()
+}
+
+/** The attach button, drop hint and help offer images only when the served model takes them. */
+function showAttachKinds() {
+  const images = takesImages(state.model)
+  const what = images ? 'images or PDFs' : 'PDFs'
+  ui.fileInput.accept = images ? 'image/*,application/pdf,.pdf' : 'application/pdf,.pdf'
+  ui.attach.title = `Attach ${what}`
+  ui.attach.querySelector('.visually-hidden').textContent = `Attach ${what}`
+  ui.dropHint.textContent = `Drop ${what} to attach them`
+  ui.help.textContent = `Enter sends · Shift+Enter for a new line · Esc stops · paste or drop ${images ? 'images and PDFs' : 'PDFs'} to attach them`
 }
 
 function fillEfforts() {
@@ -414,7 +428,7 @@ ui.attachments.addEventListener('click', e => {
 
 async function attachFiles(files) {
   if (!files.length) return
-  const {attachments, rejected} = await readAttachments(files)
+  const {attachments, rejected} = await readAttachments(files, {images: takesImages(state.model)})
   state.pending.push(...attachments)
   renderPending()
   if (attachments.length) announce(`${attachments.length} file${attachments.length > 1 ? 's' : ''} attached`)

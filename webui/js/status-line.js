@@ -13,7 +13,9 @@ function setPart(id, text) {
 
 /** The status line: the model (`loaded` once the model list answered), then what the last answer of `conv` reported. */
 export function renderStatusLine(model, loaded, conv) {
-  $('st-model').textContent = model ? `Model: ${model.id}` : loaded ? 'Model: none loaded' : 'Model: …'
+  // a package without a vision encoder says so (GET /v1/models lists its input modalities)
+  const textOnly = Array.isArray(model?.input_modalities) && !model.input_modalities.includes('image')
+  $('st-model').textContent = model ? `Model: ${model.id}${textOnly ? ' · text only' : ''}` : loaded ? 'Model: none loaded' : 'Model: …'
   const last = conv ? [...conv.messages].reverse().find(m => m.role === 'assistant' && m.stats) : undefined
   const s = last?.stats ?? {}
   const ctx = model?.context_length ?? model?.max_model_len

@@ -10,6 +10,10 @@ function entry(model: ServedModel) {
     // What llama.cpp and vLLM clients look for to learn the window.
     context_length: model.contextLength,
     max_model_len: model.contextLength,
+    // The package's own limit: how far --max-context could go with enough memory.
+    ...(model.packageContextLength !== undefined ? {package_context_length: model.packageContextLength} : {}),
+    // Whether requests may carry images (a package without a vision encoder answers them 400).
+    ...(model.vision !== undefined ? {input_modalities: model.vision ? ['text', 'image'] : ['text']} : {}),
     ...(model.reasoningEfforts ? {reasoning_efforts: model.reasoningEfforts, reasoning_effort_default: model.reasoningDefault} : {}),
   }
 }

@@ -1,6 +1,7 @@
 import {Flags} from '@oclif/core'
 import {BaseCommand} from '../../cli/base-command.js'
 import {formatBytes} from '../../config/units.js'
+import {countFlag} from '../../cli/flags.js'
 import {PRESETS} from '../../package/presets.js'
 import {synthPackage} from '../../package/synth.js'
 import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/kernels-cuda.js'
@@ -22,6 +23,7 @@ export default class PackageSynth extends BaseCommand {
     name: Flags.string({summary: 'Model name clients use (default: splash/synth-<preset>)'}),
     draft: Flags.string({summary: 'Draft kind: DFlash, or DFlash 2 (conv, candidate selector, sliding window)', options: ['dflash', 'dflash2'], default: 'dflash'}),
     'draft-window': Flags.integer({summary: 'Sliding window of a DFlash 2 draft', default: 2048, min: 1}),
+    context: countFlag(256, 1024 ** 2, 'a context length in tokens')({summary: "The package's context window, e.g. 128K (default: the preset's)"}),
     kernels: Flags.string({summary: "Also compile kernels specialised to the package's shapes (needs nvcc)", options: [...KERNEL_TARGETS]}),
   }
 
@@ -36,6 +38,7 @@ export default class PackageSynth extends BaseCommand {
       name: flags.name,
       draft: flags.draft as 'dflash' | 'dflash2',
       draftWindow: flags['draft-window'],
+      context: flags.context,
       log: line => process.stderr.write(`${line}\n`),
     })
     if (flags.kernels) {
