@@ -5,7 +5,7 @@ import {join} from 'node:path'
 import {execFileSync} from 'node:child_process'
 import {dataDir} from '../package/paths.js'
 import {builderId} from '../package/version.js'
-import {synthPackage} from '../package/synth.js'
+import {synthPackage} from '../package/synth/synth.js'
 
 export type Log = (line: string) => void
 

@@ -7,7 +7,7 @@ import {cpus} from 'node:os'
 import {join} from 'node:path'
 import {pathToFileURL} from 'node:url'
 import {SplashError} from '../errors.js'
-import {projectRoot} from '../runtime/native.js'
+import {projectRoot} from '../native/native.js'
 import type {ChatResult, Driver, Message} from './driver.js'
 
 export const PEER_VERSION = '3.21.1'

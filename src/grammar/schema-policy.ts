@@ -7,8 +7,8 @@
 // integer-range.ts / number-range.ts and that of a string with length bounds by string-length.ts, not XGrammar
 // (json-ebnf.ts).
 import {errors} from '../errors.js'
-import {jsonSafePattern} from './json-pattern.js'
-import {patternSpan} from './pattern-span.js'
+import {jsonSafePattern} from './json/json-pattern.js'
+import {patternSpan} from './text/pattern-span.js'
 
 type Schema = Record<string, unknown>
 

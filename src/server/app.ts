@@ -6,8 +6,8 @@ import errorShapes from './error-shapes.js'
 import security from './security.js'
 import probes from './probes.js'
 import {loadFolderPlugins} from './plugin-loader.js'
-import {ModelHost} from '../runtime/model-host.js'
-import {Metrics} from '../runtime/metrics.js'
+import {ModelHost} from '../serving/model-host.js'
+import {Metrics} from '../engine/metrics.js'
 
 export interface AppOptions {
   apiKey?: string

@@ -2,13 +2,13 @@
 // flight finish for a bounded time, then exit 0.
 import type {FastifyInstance} from 'fastify'
 import {buildApp, type AppOptions} from './app.js'
-import {ModelHost} from '../runtime/model-host.js'
-import {Metrics} from '../runtime/metrics.js'
-import {loadInto, defaultPackageDir} from '../runtime/load-model.js'
+import {ModelHost} from '../serving/model-host.js'
+import {Metrics} from '../engine/metrics.js'
+import {loadInto, defaultPackageDir} from '../serving/load-model.js'
 import {existsSync} from 'node:fs'
 import {resolvePackage, type Resolved} from '../package/resolve.js'
 import {ByteProgress} from '../package/progress.js'
-import type {Engine} from '../runtime/engine.js'
+import type {Engine} from '../engine/engine.js'
 
 export interface ServeOptions extends AppOptions {
   port: number

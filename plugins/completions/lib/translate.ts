@@ -1,8 +1,8 @@
 // CompletionBody → one TextRequest per (prompt, n).
 import type {CompletionBody} from './schema.js'
-import type {TextCodec} from '../../../src/runtime/family.js'
-import type {TextRequest} from '../../../src/runtime/text-generation.js'
-import {samplingParams} from '../../../src/runtime/sampling.js'
+import type {TextCodec} from '../../../src/chat/family.js'
+import type {TextRequest} from '../../../src/chat/text-generation.js'
+import {samplingParams} from '../../../src/engine/sampling.js'
 import {logitBias} from '../../shared/logit-bias.js'
 import {errors} from '../../../src/errors.js'
 

@@ -1,8 +1,8 @@
 // Chat Completions body → the core's ChatRequest.
 import type {ChatBody, ChatMessageIn, ToolIn} from './schema.js'
-import type {ChatContentPart, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/runtime/chat.js'
+import type {ChatContentPart, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/chat/chat.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
-import {samplingParams} from '../../../src/runtime/sampling.js'
+import {samplingParams} from '../../../src/engine/sampling.js'
 import {logitBias} from '../../shared/logit-bias.js'
 import {errors} from '../../../src/errors.js'
 

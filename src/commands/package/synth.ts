@@ -2,8 +2,8 @@ import {Flags} from '@oclif/core'
 import {BaseCommand} from '../../cli/base-command.js'
 import {formatBytes} from '../../config/units.js'
 import {PRESETS} from '../../package/presets.js'
-import {synthPackage} from '../../package/synth.js'
-import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/kernels-cuda.js'
+import {synthPackage} from '../../package/synth/synth.js'
+import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/build/kernels-cuda.js'
 
 export default class PackageSynth extends BaseCommand {
   static override summary = 'Write a package with random weights in the exact shapes of a real model'
