@@ -8,6 +8,7 @@
 // The bytes themselves live in the native core (StateStore); this file only decides.
 import type {StateStore} from '../engine/step-model.js'
 import type {PrefixDisk, PrefixDiskStats, SnapshotIn, SnapshotOut} from './prefix-disk.js'
+import {sameTokens} from './prefix-disk.js'
 
 export interface PrefixCacheOptions {
   /** Positions per KV block. */
@@ -390,12 +391,6 @@ export class PrefixCache {
   }
 }
 
-/** Whether `saved` stands in `tokens` at `offset`. */
-export function sameTokens(saved: Int32Array, tokens: Int32Array, offset: number): boolean {
-  if (offset + saved.length > tokens.length) return false
-  for (let i = 0; i < saved.length; i++) if (saved[i] !== tokens[offset + i]) return false
-  return true
-}
 
 /** The chain hash after one more block (two 32-bit FNV-style lanes; a hit is confirmed token by token). */
 function chainKey(h1: number, h2: number, tokens: Int32Array, start: number, n: number): {key: string; h1: number; h2: number} {

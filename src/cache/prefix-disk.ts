@@ -9,7 +9,6 @@ import {closeSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkS
 import {open, rename, unlink, utimes, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import type {SavedPiece} from '../engine/step-model.js'
-import {sameTokens} from './prefix-cache.js'
 
 const MAGIC = 'SPLASHP1'
 const QUEUE_BYTES = 256 * 1024 ** 2
@@ -404,3 +403,9 @@ function tailHash(t: Int32Array | undefined): string {
   return (h >>> 0).toString(36)
 }
 
+/** Whether `saved` stands in `tokens` at `offset`. */
+export function sameTokens(saved: Int32Array, tokens: Int32Array, offset: number): boolean {
+  if (offset + saved.length > tokens.length) return false
+  for (let i = 0; i < saved.length; i++) if (saved[i] !== tokens[offset + i]) return false
+  return true
+}

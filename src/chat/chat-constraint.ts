@@ -5,11 +5,10 @@
 // generated with thinking off (see DEVELOPMENT.md, "Structured output"); strict tools under
 // tool_choice auto keep thinking, since the grammar leaves text outside calls free.
 import type {GrammarSpec, Grammars, ToolGrammarTool} from '../grammar/compiler.js'
-import type {ChatFamily, ChatRequest, ChatTool, ToolChoice} from './chat.js'
+import type {ChatFamily} from './family.js'
+import type {ChatRequest, ChatTool, ResponseFormat, ToolChoice} from './types.js'
 import {errors} from '../errors.js'
 import {MAX_SUBSCHEMAS, subschemaCount} from '../grammar/schema-policy.js'
-
-export type ResponseFormat = {type: 'json_schema'; schema: unknown; name?: string} | {type: 'json_object'}
 
 export interface ConstraintPlan {
   spec: GrammarSpec

@@ -3,141 +3,17 @@
 // generation loop (prompt → engine → detokenize → reasoning / tool calls / stop strings → events) that
 // Chat Completions, Responses and Messages all use.
 import type {Engine, GenerationHandle} from '../engine/engine.js'
-import type {TextCodec} from './family.js'
+import type {ChatFamily, TextCodec} from './family.js'
 import type {FinishReason as EngineFinish, GenerationEvent} from '../engine/request.js'
 import type {SamplingParams, TopLogprob} from '../engine/sampling.js'
-import type {Grammars, StructuralTagFormat, ToolGrammarTool, ToolInputSource} from '../grammar/compiler.js'
-import {planConstraint, type ResponseFormat} from './chat-constraint.js'
+import {planConstraint} from './chat-constraint.js'
 import {errors} from '../errors.js'
-import {MEDIA_DEFAULTS, resolveMedia, type MediaOptions, type MediaSource, type PromptMedia, type VisionFamily} from '../media/media.js'
+import {MEDIA_DEFAULTS, resolveMedia} from '../media/media.js'
+import type {PromptMedia} from '../engine/prompt-media.js'
+import type {ChatEvent, ChatFinishReason, ChatMessage, ChatRequest, ChatUsage} from './types.js'
 
-export type {ResponseFormat}
-
-/**
- * A content part. An image carries its source (inline bytes or a URL) and `where` (the part's path in the request,
- * for errors); a document carries a file the core reads (PDF). After media resolution images are bare placeholders.
- */
-export type ChatContentPart =
-  | {type: 'text'; text: string}
-  | {type: 'image'; source: MediaSource; where: string}
-  | {type: 'image'; source?: undefined; where?: undefined}
-  | {type: 'document'; data: Uint8Array; mediaType: string; name?: string; where: string}
-  | {type: 'video'}
-
-export interface ChatToolCall {
-  id?: string
-  type?: 'function'
-  function: {name: string; arguments: Record<string, unknown> | string}
-}
-
-export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | 'tool'
-  content?: string | ChatContentPart[] | null
-  reasoning_content?: string | null
-  tool_calls?: ChatToolCall[]
-  tool_call_id?: string
-  name?: string
-}
-
-export interface JsonSchema {
-  type?: string | string[]
-  properties?: Record<string, JsonSchema>
-  [key: string]: unknown
-}
-
-export interface ChatTool {
-  type: 'function'
-  function: {name: string; description?: string; parameters?: JsonSchema; strict?: boolean}
-  /**
-   * A freeform tool whose one string parameter `input` must follow a grammar (OpenAI custom tools with a
-   * `grammar` format): enforced whenever the tool is called, like a strict tool.
-   */
-  inputGrammar?: ToolInputSource
-}
-
-export type ToolChoice = 'none' | 'auto' | 'required' | {name: string}
-
-export type ChatFinishReason = 'stop' | 'length' | 'tool_calls'
-
-export type ChatOutputEvent =
-  | {type: 'reasoning'; text: string}
-  | {type: 'content'; text: string}
-  | {type: 'tool_call_start'; index: number; id: string; name: string}
-  | {type: 'tool_call_arguments'; index: number; delta: string}
-  | {type: 'tool_call_end'; index: number; arguments: string; complete: boolean}
-  | {type: 'finish'; reason: ChatFinishReason; stop?: string}
-
-export interface ChatOutputParser {
-  readonly inReasoning: boolean
-  readonly done: boolean
-  push(text: string): ChatOutputEvent[]
-  finish(reason: 'stop' | 'length'): ChatOutputEvent[]
-}
-
-export interface ThinkingPlan {
-  enableThinking: boolean | undefined
-  budget: number | undefined
-  effort: string | undefined
-}
-
-/** What a model family provides for chat (models/<family>/ implements it). */
-export interface ChatFamily {
-  /** Reasoning efforts the package offers, and the default. */
-  efforts: string[]
-  thinking(effort?: string): ThinkingPlan
-  /** Renders the conversation with the package's template and tokenizes it (cached per turn). */
-  render(
-    messages: ChatMessage[],
-    options: {tools?: ChatTool[]; enableThinking?: boolean; addGenerationPrompt?: boolean},
-  ): Promise<{text: string; tokens: number[]; cacheAnchors?: number[]}>
-  outputParser(prompt: string, options: {tools?: ChatTool[]; stop?: readonly string[]; maxToolCalls?: number}): ChatOutputParser
-  /** Text that opens a tool call for `name` in this family's format (forced for tool_choice required / named). */
-  toolCallOpener(name?: string): string
-  /** Ids that close the think block when a thinking budget is spent. */
-  thinkCloseIds: number[]
-  /** Images: present when the package has a vision encoder. */
-  vision?: VisionFamily
-  /** Grammar compilation for this model's vocabulary (absent: structured output is refused). */
-  grammars?: Grammars
-  /** The family's tool-call form as a structural tag over `tools` (schemas already checked). */
-  toolCallGrammar?(tools: ToolGrammarTool[], mode: {type: 'calls'; stopAfterFirst: boolean} | {type: 'triggered'}): StructuralTagFormat
-}
-
-export interface ChatRequest {
-  messages: ChatMessage[]
-  tools?: ChatTool[]
-  toolChoice?: ToolChoice
-  parallelToolCalls?: boolean
-  effort?: string
-  /** chat_template_kwargs.enable_thinking, when a client sets it. */
-  enableThinking?: boolean
-  sampling: SamplingParams
-  /** undefined: as much as the context allows. */
-  maxTokens?: number
-  stop?: readonly string[]
-  /** Top-N logprobs for each generated token. */
-  logprobs?: number
-  /** Image limits and URL fetching (the server's settings; default MEDIA_DEFAULTS). */
-  media?: MediaOptions
-  /** The answer must be JSON: any object, or one that follows a JSON Schema (enforced by a grammar). */
-  responseFormat?: ResponseFormat
-  signal?: AbortSignal
-}
-
-export interface ChatUsage {
-  promptTokens: number
-  completionTokens: number
-  cachedTokens: number
-  reasoningTokens: number
-  /** Speculative decoding figures when the draft was used (see Usage.draft). */
-  draft?: {passes: number; committed: number; drafted: number}
-}
-
-export type ChatEvent =
-  | {type: 'prompt'; tokens: number; promptTokenIds: number[]}
-  | ChatOutputEvent
-  | {type: 'logprobs'; token: number; text: string; logprob: number; top: Array<TopLogprob & {text: string}>}
-  | {type: 'usage'; usage: ChatUsage; tokenIds: number[]}
+export type * from './types.js'
+export type {ChatFamily, ChatOutputParser, ThinkingPlan} from './family.js'
 
 /**
  * Runs one chat generation and yields its events; the last two are `finish` and `usage`. Throws a

@@ -12,7 +12,7 @@
 // token the output without it, and a pass computes a mask only where the target's own token is refused.
 import {availableParallelism} from 'node:os'
 import {allows, soleAllowed} from '../grammar/matcher.js'
-import type {Batch} from './scheduler.js'
+import type {Batch} from './batch.js'
 import type {SampledToken} from './sampling.js'
 import type {Sequence} from './sequence.js'
 import type {StepModel, StepResult} from './step-model.js'

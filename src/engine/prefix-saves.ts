@@ -2,7 +2,7 @@
 // restores the longest cached prefix of its prompt and gets the positions where its state will be saved;
 // after a step the states of sequences that reached such an anchor or finished are saved, the draft's
 // pending context synced first. A failed save only means a later miss.
-import {cacheKeyOf} from '../media/media.js'
+import {cacheKeyOf} from './prompt-media.js'
 import type {PrefixCache} from '../cache/prefix-cache.js'
 import type {Sequence} from './sequence.js'
 import type {StateStore, StepModel} from './step-model.js'

@@ -1,5 +1,5 @@
 // The one internal generation request every API is translated into, and the events it produces.
-import type {PromptMedia} from '../media/media.js'
+import type {PromptMedia} from './prompt-media.js'
 import type {SamplingParams, SampledToken} from './sampling.js'
 
 export interface GenerationRequest {

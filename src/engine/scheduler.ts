@@ -1,15 +1,18 @@
 // Continuous batching: which sequences run in the next step and with how many tokens, and what happens
 // after the step (sampling, stop conditions, freeing). schedule() → model.step() → postprocess().
-import {mediaFields} from '../media/media.js'
+import {mediaFields} from './prompt-media.js'
 import type {DraftRequest, StepItem, StepModel, StepResult} from './step-model.js'
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Sequence} from './sequence.js'
 import type {SampledToken, SampleRequest, SampleRow} from './sampling.js'
 import {GrammarRows} from './grammar-rows.js'
 import {PrefixSaves} from './prefix-saves.js'
+import type {Batch} from './batch.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from '../cache/prefix-cache.js'
 import {DraftHistory, MeasuredCost, bestBlock, fixedCost, type PassCost} from './spec-policy.js'
+
+export type {Batch}
 
 export interface SchedulerLimits {
   /** Tokens per step across all sequences (decodes count one each; prefill chunks fill the rest). */
@@ -18,22 +21,6 @@ export interface SchedulerLimits {
   maxRunning: number
   /** Requests allowed to wait; more get 503 with Retry-After. */
   maxWaiting: number
-}
-
-export interface Batch {
-  seqs: Sequence[]
-  items: StepItem[]
-  /** Indices (into seqs/items) of the speculative items: their drafts are filled by fillDrafts() before the step. */
-  drafting: number[]
-  /** Tokens the verify passes of this batch committed (set by postprocess). */
-  committed: number
-  /** Sequences whose prefill reached a cache anchor in this step (saved by afterStep). */
-  anchored: Sequence[]
-  /**
-   * Sequences whose own work around the step failed (their grammar's walk, mask or second draw): postprocess fails
-   * each of them alone, and the rest of the batch goes on.
-   */
-  failed: Map<Sequence, Error>
 }
 
 /** Acceptance-length observer (tokens committed per target verify pass). */

@@ -3,12 +3,11 @@
 // vision encoder), images prepared by the family's vision side, and the prompt's multimodal fields — embeddings that
 // replace image-pad rows, M-RoPE positions, and a content hash per image span for the prefix cache.
 import {errors} from '../errors.js'
-import type {ChatContentPart, ChatMessage} from '../chat/chat.js'
+import type {ChatContentPart, ChatMessage, MediaOptions, MediaSource} from '../chat/types.js'
 import {PDF_DEFAULTS} from './pdf.js'
 import {readPdfOffThread} from './pdf-pool.js'
 
-/** Where an image's bytes are: inline, or a URL to fetch. */
-export type MediaSource = {data: Uint8Array; url?: undefined} | {url: string; data?: undefined}
+export type {MediaOptions, MediaSource} from '../chat/types.js'
 
 /** An image prepared for the encoder (the family's processor ran on it). */
 export interface PreparedImage {
@@ -22,25 +21,6 @@ export interface PreparedImage {
   where: string
 }
 
-/** One image's span in the prompt: its pad tokens [start, start + length). */
-export interface ImageSpan {
-  start: number
-  length: number
-  /** PreparedImage.hash: the prefix cache may reuse these rows only when the hash (and every token before) match. */
-  hash: string
-  /** length × hidden embeddings replacing the pad rows. */
-  embeds: Float32Array
-}
-
-/** The multimodal side of a generation request. */
-export interface PromptMedia {
-  spans: ImageSpan[]
-  /** M-RoPE ids (T, H, W) of every prompt token, 3 per token. */
-  positions: Int32Array
-  /** Positions of generated tokens: index + ropeDelta, for all three components. */
-  ropeDelta: number
-}
-
 /** What a family with a vision encoder provides. */
 export interface VisionFamily {
   /** Decodes, checks and preprocesses one image (off the event loop); throws a 400 naming `where`. */
@@ -48,13 +28,6 @@ export interface VisionFamily {
   /** Expands each image's single pad token in the rendered ids to its span and computes the positions. */
   layout(tokens: readonly number[], images: readonly PreparedImage[]): {tokens: number[]; spans: Array<{start: number; length: number}>; positions: Int32Array; ropeDelta: number}
   close(): Promise<void>
-}
-
-export interface MediaOptions {
-  /** Decoded image size limit (serve --max-image-pixels). */
-  maxImagePixels: number
-  /** Fetch http(s) image URLs (serve --allow-image-urls); off: such parts get a 400. */
-  fetchUrls: boolean
 }
 
 export const MEDIA_DEFAULTS: MediaOptions = {maxImagePixels: 4194304, fetchUrls: false}
@@ -127,35 +100,6 @@ export async function pdfParts(
   return out
 }
 
-/** The step-item fields for prompt/output tokens [start, start + n) of a multimodal request. */
-export function mediaFields(media: PromptMedia | undefined, promptLength: number, start: number, n: number): {embedAt?: Int32Array; embeds?: Float32Array; positions?: Int32Array} {
-  if (!media) return {}
-  const positions = new Int32Array(3 * n)
-  for (let i = 0; i < n; i++) {
-    const at = start + i
-    if (at < promptLength) positions.set(media.positions.subarray(3 * at, 3 * at + 3), 3 * i)
-    else positions.fill(at + media.ropeDelta, 3 * i, 3 * i + 3)
-  }
-  const rows: number[] = []
-  const parts: Float32Array[] = []
-  for (const s of media.spans) {
-    const a = Math.max(start, s.start)
-    const b = Math.min(start + n, s.start + s.length)
-    if (a >= b) continue
-    const H = s.embeds.length / s.length
-    for (let r = a; r < b; r++) rows.push(r - start)
-    parts.push(s.embeds.subarray((a - s.start) * H, (b - s.start) * H))
-  }
-  if (rows.length === 0) return {positions}
-  const embeds = new Float32Array(parts.reduce((k, p) => k + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    embeds.set(p, at)
-    at += p.length
-  }
-  return {embedAt: Int32Array.from(rows), embeds, positions}
-}
-
 /**
  * Resolves the media parts of a conversation: documents become text parts (and page images when the model can see),
  * image bytes are fetched or decoded and prepared in parallel. Returns the messages with plain `{type: 'image'}`
@@ -204,25 +148,4 @@ export async function resolveMedia(messages: ChatMessage[], vision: VisionFamily
   const failed = settled.find(s => s.status === 'rejected')
   if (failed) throw (failed as PromiseRejectedResult).reason
   return {messages: out, images: settled.map(s => (s as PromiseFulfilledResult<PreparedImage>).value)}
-}
-
-const keys = new WeakMap<object, Int32Array>()
-
-/**
- * The ids the prefix cache keys a prompt by: the prompt itself, except that each image's pad ids become ids derived
- * from the image's content hash and the row (negative: never a real token). Two prompts then share a cached prefix
- * across an image only when it is the same image.
- */
-export function cacheKeyOf(r: {prompt: Int32Array; media?: PromptMedia}): Int32Array {
-  if (!r.media || r.media.spans.length === 0) return r.prompt
-  let key = keys.get(r)
-  if (key) return key
-  key = Int32Array.from(r.prompt)
-  for (const s of r.media.spans) {
-    // four 28-bit slices of the sha256, one per row in turn: a span of 4 rows or more is keyed by 112 bits
-    const parts = [0, 7, 14, 21].map(o => Number.parseInt(s.hash.slice(o, o + 7), 16))
-    for (let i = 0; i < s.length; i++) key[s.start + i] = -1 - ((parts[i % 4] + i * 0x9e37) & 0x3fffffff)
-  }
-  keys.set(r, key)
-  return key
 }

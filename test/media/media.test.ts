@@ -1,7 +1,8 @@
 // The core's media helpers: data URLs and base64, the prefix-cache key of an image prompt, and the resolution of a
 // conversation's media parts (documents on a text-only family, images refused without a vision encoder).
 import t from 'tap'
-import {cacheKeyOf, decodeBase64, parseDataUrl, resolveMedia, MEDIA_DEFAULTS, type PromptMedia} from '../../src/media/media.js'
+import {decodeBase64, parseDataUrl, resolveMedia, MEDIA_DEFAULTS} from '../../src/media/media.js'
+import {cacheKeyOf, type PromptMedia} from '../../src/engine/prompt-media.js'
 import {makePdf} from '../helpers/pdf.js'
 
 t.test('data URLs and base64', async t => {
