@@ -1,32 +1,44 @@
 // What the scheduler needs from a loaded model: sequences and one batched step. The native engine
-// implements it (src/runtime/native-model.ts); nothing here knows about the addon.
+// implements it (src/native/native-model.ts); nothing here knows about the addon.
 import type {SampleRequest, SampledToken} from './sampling.js'
 
+/** One sequence's work in a step: tokens appended at its length, and what to return or keep for them. */
 export interface StepItem {
   seq: number
+  /** Token ids appended at the sequence's current length (a prefill chunk or one decode token). */
   tokens: Int32Array
-  /** Which rows of logits to return for this item. */
-  logits: 'none' | 'last' | 'all'
-  /** Keep the tapped layers' outputs as draft context (every step of a sequence that uses the draft). */
+  /** Which logits to return: none, the last token's [V], or every token's [n·V]. Default 'last'. */
+  logits?: 'none' | 'last' | 'all'
+  /**
+   * Keep the tapped target layers' outputs of these tokens as the draft's pending context. Every step of a
+   * sequence that will use the draft must capture (a step without it leaves a gap: draft() then refuses the
+   * sequence until it is truncated to 0).
+   */
   capture?: boolean
-  /** Speculative verification: rows computed exactly as single-token decodes; rollback possible inside it. */
+  /**
+   * Verification pass: GDN runs row by row in the recurrent form (each row bit-identical to a single-token
+   * decode) and the state after every row is kept, so truncateSequence may then roll back to any length
+   * between the step's start and its end.
+   */
   verify?: boolean
-  /** Keep the sampled rows' logits where the model is, for resample() after the step. */
+  /** Keep the logits of the sampled rows where the backend is, for resample() until the next step. */
   keep?: boolean
   /**
-   * Lengths inside this item (ascending, past the sequence's length and short of its end) where the step keeps
-   * the recurrent state, for StateStore.saveState until the sequence's next step: the prefix cache's anchors
-   * inside a prefill chunk, which then need no step of their own.
+   * Lengths inside this step (ascending, above the sequence's length and below its length after the step; not in
+   * a verify pass) at which the GDN and conv state is kept, for saveState(h, seq, length) until the sequence's next
+   * step: the prefix cache's anchors inside a prefill chunk. The step computes what steps ending there would.
    */
   snapshots?: number[]
-  /** Image embeddings replacing rows of this item (token indices), and M-RoPE ids, 3 per token (media.ts). */
+  /** Token indices of this item (image pads) whose embeddings are replaced by rows of `embeds`. */
   embedAt?: Int32Array
+  /** embedAt.length × hiddenSize values. */
   embeds?: Float32Array
+  /** M-RoPE ids (T, H, W) of every token of this item, 3 per token; default: all three = the position. */
   positions?: Int32Array
   /**
-   * Sample the item's trailing `sample.rows.length` rows inside the step (tokens and log-probabilities come
-   * back in `sampled`; each row may carry a uniform, a grammar mask `allowed`, or a token to score: see
-   * SampleRow). Independent of `logits`, which only says which rows come back as logits.
+   * Sample (or score) the item's trailing `sample.rows.length` rows inside the step: the tokens (and
+   * log-probabilities) come back in `sampled`, and no logits row is copied out for them. Independent of
+   * `logits`: the rows computed are the union of both (an item may return its logits and sample its last row).
    */
   sample?: SampleRequest
 }

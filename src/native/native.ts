@@ -7,7 +7,7 @@ import {fileURLToPath} from 'node:url'
 import path from 'node:path'
 import {SplashError, type ErrorKind} from '../errors.js'
 import type {SampleRequest, SampledToken} from '../engine/sampling.js'
-import type {SavedPiece} from '../engine/step-model.js'
+import type {StepItem, SavedPiece} from '../engine/step-model.js'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const fromBuild = import.meta.url.endsWith('.js') && here.split(path.sep).includes('dist')
@@ -201,45 +201,8 @@ export interface EncodeImageInput {
   grid: [number, number, number]
 }
 
-export interface StepItem {
-  seq: SequenceId
-  /** Token ids appended at the sequence's current length (a prefill chunk or one decode token). */
-  tokens: Int32Array
-  /** Which logits to return: none, the last token's [V], or every token's [n·V]. Default 'last'. */
-  logits?: LogitsMode
-  /**
-   * Keep the tapped target layers' outputs of these tokens as the draft's pending context. Every step of a
-   * sequence that will use the draft must capture (a step without it leaves a gap: draft() then refuses the
-   * sequence until it is truncated to 0).
-   */
-  capture?: boolean
-  /**
-   * Verification pass: GDN runs row by row in the recurrent form (each row bit-identical to a single-token
-   * decode) and the state after every row is kept, so truncateSequence may then roll back to any length
-   * between the step's start and its end.
-   */
-  verify?: boolean
-  /** Keep the logits of the sampled rows where the backend is, for resample() until the next step. */
-  keep?: boolean
-  /**
-   * Lengths inside this step (ascending, above the sequence's length and below its length after the step; not in
-   * a verify pass) at which the GDN and conv state is kept, for saveState(h, seq, length) until the sequence's next
-   * step: the prefix cache's anchors inside a prefill chunk. The step computes what steps ending there would.
-   */
-  snapshots?: number[]
-  /** Token indices of this item (image pads) whose embeddings are replaced by rows of `embeds`. */
-  embedAt?: Int32Array
-  /** embedAt.length × hiddenSize values. */
-  embeds?: Float32Array
-  /** M-RoPE ids (T, H, W) of every token of this item, 3 per token; default: all three = the position. */
-  positions?: Int32Array
-  /**
-   * Sample (or score) the item's trailing `sample.rows.length` rows inside the step: the tokens (and
-   * log-probabilities) come back in `sampled`, and no logits row is copied out for them. Independent of
-   * `logits`: the rows computed are the union of both (an item may return its logits and sample its last row).
-   */
-  sample?: SampleRequest
-}
+/** One item of a step (the engine's contract, src/engine/step-model.ts, is the one definition). */
+export type {StepItem}
 
 /** What a model holds (leak checks): live sequences, saved KV row ranges and states, and their bytes. */
 export interface SavedStats {
