@@ -5,7 +5,7 @@
 import {readFile} from 'node:fs/promises'
 import type {CompiledGrammar, GrammarCompiler, StructuralTagFormat} from '@mlc-ai/web-xgrammar'
 import {errors} from '../errors.js'
-import {Lru} from './lru.js'
+import {Lru} from '../cache/lru.js'
 import {GrammarMatcherState} from './matcher.js'
 import {jsonSchemaEbnf, SEPARATORS} from './json/json-ebnf.js'
 import {enforceableSchema} from './schema-policy.js'
