@@ -7,8 +7,7 @@ import {toJobs} from './lib/translate.js'
 import {ChoiceBuilder} from './lib/encode.js'
 import {generateText} from '../../src/chat/text-generation.js'
 import {SseStream, clientGone} from '../shared/sse.js'
-import {openaiErrorBody} from '../shared/openai-error.js'
-import {toSplashError} from '../../src/server/error-shapes.js'
+import {openAiStream} from '../shared/openai-stream.js'
 import type {SampledToken} from '../../src/engine/sampling.js'
 import {timingsBody} from '../shared/timings.js'
 
@@ -62,22 +61,17 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
     }
 
     const sse = SseStream.open(request, reply)
-    try {
-      await Promise.all(
+    await openAiStream(sse, () =>
+      Promise.all(
         jobs.map((job, k) =>
           drain(firsts[k], streams[k], job.prompt, builders[k], echo, (text, logprobs, finish, extra) =>
             sse.data({...base, choices: [{index: builders[k].index, text, logprobs, finish_reason: finish, ...extra}]}),
             returnIds,
           ),
         ),
-      )
-      if (body.stream_options?.include_usage) sse.data({...base, choices: [], usage: usage(), timings: timings()})
-      sse.data('[DONE]')
-    } catch (err) {
-      sse.data(openaiErrorBody(toSplashError(err)))
-    } finally {
-      sse.end()
-    }
+      ),
+      body.stream_options?.include_usage ? () => ({...base, choices: [], usage: usage(), timings: timings()}) : undefined,
+    )
     return reply
   })
 }

@@ -1,4 +1,4 @@
-// A small least-recently-used map (compiled grammars by their source text).
+// The one least-recently-used map of the project (compiled grammars by their source text, stored responses by id).
 export class Lru<K, V> {
   private readonly map = new Map<K, V>()
 
@@ -24,6 +24,16 @@ export class Lru<K, V> {
       this.map.delete(oldest)
       this.onEvict?.(v)
     }
+  }
+
+  /** Forgets one entry without the eviction callback; false when it was not held. */
+  delete(key: K): boolean {
+    return this.map.delete(key)
+  }
+
+  /** The values, least recently used first. */
+  values(): IterableIterator<V> {
+    return this.map.values()
   }
 
   /** Forgets every entry without the eviction callback (their owner is gone). */
