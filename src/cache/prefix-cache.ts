@@ -1,4 +1,4 @@
-// The prefix cache for hybrid models (speculative-and-cache.md §5). Attention KV is kept in fixed blocks of
+// The prefix cache for hybrid models (docs/prefix-cache.md). Attention KV is kept in fixed blocks of
 // `blockSize` positions, found by a hash chain over the prompt's tokens (a block's key covers every token
 // before it) and shared, with reference counts, by every snapshot of a prefix that contains it. GDN and conv
 // state cannot be cut, so a snapshot saves the whole state at one length (the end of a prompt, the end of a

@@ -1,4 +1,4 @@
-// The prefix cache's disk tier (design.md, Cache and memory). Snapshots the memory tier evicts, and every one it
+// The prefix cache's disk tier (docs/prefix-cache.md). Snapshots the memory tier evicts, and every one it
 // holds when the server stops, are written under one folder per model signature: a file per KV block, named by the
 // block's key (the hash chain over every token up to its end, so a block is written once and shared by every
 // snapshot that holds it), and a file per snapshot (its blocks' keys, its partial tail and its GDN/conv state). A

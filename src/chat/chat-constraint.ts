@@ -2,7 +2,7 @@
 // arguments following the tool's schema), the response format (a JSON Schema or any JSON object), or
 // free text in which strict tools (and freeform tools with an input grammar) can only be called with
 // valid arguments. Constrained answers are
-// generated with thinking off (see DEVELOPMENT.md, "Structured output"); strict tools under
+// generated with thinking off (see docs/structured-output.md); strict tools under
 // tool_choice auto keep thinking, since the grammar leaves text outside calls free.
 import type {GrammarSpec, Grammars, ToolGrammarTool} from '../grammar/compiler.js'
 import type {ChatFamily} from './family.js'

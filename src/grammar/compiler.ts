@@ -99,7 +99,7 @@ export class Grammars {
             : await compactJson(spec.format)
       // every grammar goes through the structural-tag compiler, EBNF included: compileGrammar(ebnf) lowers a
       // bounded repetition above 128 twice (a repetition of lookahead rules), which made each mask inside a
-      // `maxLength: 300` string cost 150–390 ms instead of 0.2–0.3 ms (DEVELOPMENT.md, Structured output)
+      // `maxLength: 300` string cost 150–390 ms instead of 0.2–0.3 ms (docs/structured-output.md)
       const grammar = await compiler.compileStructuralTag({type: 'structural_tag', format})
       return {xg, grammar}
     } catch (e) {

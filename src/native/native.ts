@@ -195,7 +195,7 @@ export interface VisionInfo {
 }
 
 export interface EncodeImageInput {
-  /** The image processor's patches, [t·h·w × patchDim], merge groups contiguous (model-arch.md §6.1). */
+  /** The image processor's patches, [t·h·w × patchDim], merge groups contiguous (models/qwen3_5/image-preprocess.ts). */
   pixels: Float32Array
   /** [t, h, w] in patches. */
   grid: [number, number, number]

@@ -152,7 +152,7 @@ export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
 function openPrefixDisk(manifest: Manifest, model: NativeModel, log: (line: string) => void, env: NodeJS.ProcessEnv = process.env): PrefixDisk | undefined {
   if (envSwitch(env.SPLASH_PREFIX_DISK) === 'off' || prefixCacheDisabled(env)) return undefined
   // on by default on the CPU backend only: on CUDA it is correct, but reading a prefix back was measured no faster
-  // than the GPU prefilling it (DEVELOPMENT.md, The prefix cache); SPLASH_PREFIX_DISK=on turns it on anyway
+  // than the GPU prefilling it (docs/prefix-cache.md); SPLASH_PREFIX_DISK=on turns it on anyway
   if (model.info.backend !== 'cpu' && envSwitch(env.SPLASH_PREFIX_DISK) !== 'on') {
     log(`Prefix cache on disk: off on ${model.info.backend} (reading back is no faster than prefilling there; SPLASH_PREFIX_DISK=on enables it)`)
     return undefined

@@ -10,7 +10,7 @@
 // near the bound (1–8 ms a mask at 16K tokens, 4 ms at 248K, where the chain takes 0.01–0.08 ms), and its
 // repetition of a group (a character or an escape) made every mask cost 17–770 ms. Past the limit a chain costs
 // too much to compile (~4 ms a rule at 16K tokens, ~40 ms at 248K), so longer bounds use XGrammar's repetition of
-// the raw-character class: no escapes there (DEVELOPMENT.md, Structured output).
+// the raw-character class: no escapes there (docs/structured-output.md).
 
 /** XGrammar's class of the raw characters of a free string (compiler.ts narrows it for markup-free values). */
 export const FREE_STRING_CHAR = '[^\\0-\\x1f\\"\\\\\\r\\n]'

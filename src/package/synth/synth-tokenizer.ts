@@ -79,7 +79,7 @@ export function makeTokenizer(specialBase: number): TokenizerInfo {
   return {json: JSON.stringify(tokenizer), specials}
 }
 
-/** A minimal chat template in the Qwen3.5 format (model-arch.md §7): roles, tools block, XML tool calls, grouped
+/** A minimal chat template in the Qwen3.5 format (models/qwen3_5/chat_template.jinja): roles, tools block, XML tool calls, grouped
  *  tool responses, thinking blocks after the last user turn, and the thinking / non-thinking generation prompt. */
 export const SYNTH_CHAT_TEMPLATE = `{%- set ns = namespace(last_user=-1) -%}
 {%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}{%- endfor -%}
