@@ -6,7 +6,7 @@
 // memory tier before it is admitted. The folder is kept under a byte budget, least recently used snapshot first.
 // Anything unreadable, torn or of another shape is a miss and is deleted; the disk tier never fails a request.
 import {closeSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkSync} from 'node:fs'
-import {open, rename, unlink, utimes, writeFile} from 'node:fs/promises'
+import {access, open, rename, unlink, utimes, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import type {SavedPiece} from '../engine/step-model.js'
 
@@ -172,6 +172,8 @@ export class PrefixDisk {
     this.pending = this.pending.then(async () => {
       try {
         for (const [key, buf] of writes) await atomicWrite(join(this.dir, 'blocks', `${key}.kv`), buf)
+        // a block another snapshot was writing may have failed: this one is written only over blocks on disk
+        for (const key of keys) await access(join(this.dir, 'blocks', `${key}.kv`))
         await atomicWrite(join(this.dir, 'snapshots', file), snapBuf)
       } catch {
         this.remove(entry) // a full disk or a removed folder: the snapshot is not kept
