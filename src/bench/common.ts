@@ -1,5 +1,6 @@
 // Shared pieces of the benchmarks: synthetic packages cached per preset, the machine description, statistics.
 import {existsSync, readFileSync} from 'node:fs'
+import {readOptions} from '../config/options.js'
 import {cpus, totalmem} from 'node:os'
 import {join} from 'node:path'
 import {execFileSync} from 'node:child_process'
@@ -13,7 +14,7 @@ export type Log = (line: string) => void
 export const progress: Log = line => process.stderr.write(`${line}\n`)
 
 export function benchCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  return env.SPLASH_BENCH_CACHE || join(dataDir(env), 'bench')
+  return readOptions(env).benchCache ?? join(dataDir(env), 'bench')
 }
 
 /** A synthetic q4 package of a preset (optionally cut to `layers`), written once into the bench cache. */

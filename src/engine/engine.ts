@@ -1,6 +1,6 @@
 // The engine facade: accepts generation requests, runs the step loop (one model step at a time, the
 // compute on native threads), and streams events back. No HTTP here.
-import {envSwitch} from '../config/switch.js'
+import {readOptions} from '../config/options.js'
 import type {StepModel, StepResult} from './step-model.js'
 import type {GenerationEvent, GenerationRequest} from './request.js'
 import {Scheduler, type SchedulerLimits} from './scheduler.js'
@@ -32,7 +32,7 @@ export interface EngineOptions {
 
 /** SPLASH_PREFIX_CACHE=off (or 0/false/no): every prompt is computed in full (diagnosis and benchmarks). */
 export function prefixCacheDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
-  return envSwitch(env.SPLASH_PREFIX_CACHE) === 'off'
+  return readOptions(env).prefixCacheOff
 }
 
 /**
@@ -40,8 +40,7 @@ export function prefixCacheDisabled(env: NodeJS.ProcessEnv = process.env): boole
  * --n-predict); the request ends with finish reason `length`. Unset, empty or not a positive integer: no cap.
  */
 export function outputTokenCap(env: NodeJS.ProcessEnv = process.env): number | undefined {
-  const v = Number((env.SPLASH_MAX_OUTPUT_TOKENS ?? '').trim())
-  return Number.isSafeInteger(v) && v > 0 ? v : undefined
+  return readOptions(env).maxOutputTokens
 }
 
 export class Engine {
@@ -50,6 +49,7 @@ export class Engine {
   private loop: Promise<void> | undefined
   private idleTimer: NodeJS.Timeout | undefined
   private idleSave: Promise<void> | undefined
+  private readonly trace: StepTrace | undefined
 
   constructor(
     readonly model: StepModel,
@@ -57,11 +57,12 @@ export class Engine {
     private readonly metrics?: Metrics,
     options: EngineOptions = {},
   ) {
-    this.maxOutputTokens = options.maxOutputTokens ?? outputTokenCap()
+    const env = readOptions()
+    this.maxOutputTokens = options.maxOutputTokens ?? env.maxOutputTokens
     const store = model.store
     const cacheBytes = options.cacheBytes ?? 0
     const cache =
-      store && cacheBytes > 0 && !prefixCacheDisabled()
+      store && cacheBytes > 0 && !env.prefixCacheOff
         ? new PrefixCache(store, {
             capacityBytes: cacheBytes,
             rowBytes: store.rowBytes,
@@ -69,7 +70,9 @@ export class Engine {
             ...(options.disk && store.exportSaved && store.importSaved ? {disk: options.disk} : {}),
           })
         : undefined
-    this.scheduler = new Scheduler(model, {...DEFAULT_LIMITS, ...limits}, cache)
+    const fixedDraft = limits.fixedDraft ?? env.fixedDraft
+    this.scheduler = new Scheduler(model, {...DEFAULT_LIMITS, ...limits, ...(fixedDraft !== undefined ? {fixedDraft} : {})}, cache)
+    this.trace = StepTrace.fromEnv()
     this.scheduler.onReady = () => this.kick()
     if (metrics) this.scheduler.onAcceptance = (committed, drafted) => metrics.observeAcceptance(committed, drafted)
   }
@@ -187,7 +190,7 @@ export class Engine {
   }
 
   private async run(): Promise<void> {
-    const trace = StepTrace.fromEnv()
+    const trace = this.trace
     while (this.scheduler.hasWork()) {
       trace?.begin()
       const batch = this.scheduler.schedule()

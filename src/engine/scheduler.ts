@@ -21,6 +21,8 @@ export interface SchedulerLimits {
   maxRunning: number
   /** Requests allowed to wait; more get 503 with Retry-After. */
   maxWaiting: number
+  /** Draft this many tokens on every pass (0: the block's B − 1) instead of the adaptive length (tests, benchmarks). */
+  fixedDraft?: number
 }
 
 /** Acceptance-length observer (tokens committed per target verify pass). */
@@ -238,12 +240,13 @@ export class Scheduler {
    * the backend's fixed cost model (fixedCost), so a seed gives the same output on every run. While drafting does
    * not pay, a sequence drafts anyway after 16 plain steps, then 32, 64, … up to 256 while it still does not pay,
    * to follow its acceptance at little cost: a sampled sequence on its own clock, greedy and constrained ones on the
-   * model's (DraftHistory, which also gives them their starting acceptance). SPLASH_DRAFT_FIXED: always draft,
-   * SPLASH_DRAFT_K drafts (default B−1) per pass (tests and benchmarks).
+   * model's (DraftHistory, which also gives them their starting acceptance). SchedulerLimits.fixedDraft (SPLASH_DRAFT_FIXED
+   * and SPLASH_DRAFT_K): always draft that many (0: B−1) per pass (tests and benchmarks).
    */
   private draftLength(seq: Sequence): number {
     const maxK = this.blockSize - 1
-    if (process.env.SPLASH_DRAFT_FIXED) return Math.min(maxK, Number(process.env.SPLASH_DRAFT_K ?? maxK) || maxK)
+    const fixed = this.limits.fixedDraft
+    if (fixed !== undefined) return Math.min(maxK, fixed || maxK)
     const measured = !rejection(seq)
     const {k, gain} = bestBlock(seq.acceptance.alpha, measured ? this.cost : this.fixed, maxK)
     seq.specProbe++
@@ -431,7 +434,7 @@ export class Scheduler {
     }
     if (acc === 0) {
       seq.specFails++
-      if (seq.specFails >= 2 && !process.env.SPLASH_DRAFT_FIXED) seq.specSkip = Math.min(256, 4 << (seq.specFails - 2))
+      if (seq.specFails >= 2 && this.limits.fixedDraft === undefined) seq.specSkip = Math.min(256, 4 << (seq.specFails - 2))
     } else {
       seq.specFails = 0
     }

@@ -3,6 +3,7 @@
 // cache saves after it) and what the step computed. For taking a request's latency apart; off by default.
 import {appendFileSync} from 'node:fs'
 import type {StepItem} from './step-model.js'
+import {readOptions} from '../config/options.js'
 
 export class StepTrace {
   private t0 = 0
@@ -12,7 +13,7 @@ export class StepTrace {
   private constructor(private readonly file: string) {}
 
   static fromEnv(env: NodeJS.ProcessEnv = process.env): StepTrace | undefined {
-    const file = env.SPLASH_TRACE_STEPS?.trim()
+    const file = readOptions(env).traceSteps
     return file ? new StepTrace(file) : undefined
   }
 

@@ -9,7 +9,7 @@
 // that thread then becomes the JS thread; this has not been measured on one yet (no device in the session that
 // wrote it), so there they stay queued unless SPLASH_INLINE_STEPS=1. SPLASH_INLINE_STEPS=0 keeps every call
 // queued (diagnosis and measurement).
-import {envSwitch} from '../config/switch.js'
+import {readOptions} from '../config/options.js'
 
 /** Calls of more tokens than this are never inline (prefill chunks). */
 export const INLINE_MAX_TOKENS = 64
@@ -18,7 +18,7 @@ export const INLINE_MAX_MS = 3
 
 /** Whether short calls may run inline on `backend` ('cpu', 'cuda'), after SPLASH_INLINE_STEPS (0/off, 1/on). */
 export function inlineEnabled(backend: string, env: NodeJS.ProcessEnv = process.env): boolean {
-  const v = envSwitch(env.SPLASH_INLINE_STEPS)
+  const v = readOptions(env).inlineSteps
   return v === undefined ? backend === 'cpu' : v === 'on'
 }
 

@@ -1,5 +1,5 @@
 // The native engine as the scheduler's StepModel: one loaded package, its sequences and its step.
-import {envSwitch} from '../config/switch.js'
+import {readOptions} from '../config/options.js'
 import {native, type ModelHandle, type ModelInfo, type OpenModelOptions} from './native.js'
 import type {SampleRequest, SampledToken} from '../engine/sampling.js'
 import {InlinePolicy, inlineEnabled, loopTurn} from './inline-steps.js'
@@ -7,7 +7,7 @@ import type {CallHint, DraftRequest, StateStore, StepItem, StepModel, StepResult
 
 /** SPLASH_DRAFT=off (or 0/false/no) disables speculative decoding: diagnosis and tests only. */
 export function draftDisabled(env: NodeJS.ProcessEnv = process.env): boolean {
-  return envSwitch(env.SPLASH_DRAFT) === 'off'
+  return readOptions(env).draftOff
 }
 
 export class NativeModel implements StepModel {

@@ -6,7 +6,6 @@ import {join} from 'node:path'
 import {pathToFileURL} from 'node:url'
 import {existsSync, mkdirSync, statfsSync} from 'node:fs'
 import {createHash} from 'node:crypto'
-import {envSwitch} from '../config/switch.js'
 import {PrefixDisk, PREFIX_DISK_FORMAT} from '../cache/prefix-disk.js'
 import {prefixCacheRoot, trimOtherFolders} from '../cache/prefix-folders.js'
 import type {Manifest} from '../package/manifest.js'
@@ -15,11 +14,12 @@ import {planMemory, formatPlan, assertFits, type MemoryPlan} from './memory-plan
 import {formatBytes} from '../config/units.js'
 import {NativeModel} from '../native/native-model.js'
 import {native} from '../native/native.js'
-import {Engine, DEFAULT_LIMITS, prefixCacheDisabled} from '../engine/engine.js'
+import {Engine, DEFAULT_LIMITS} from '../engine/engine.js'
 import type {ModelFamily} from '../chat/family.js'
 import type {ModelHost} from './model-host.js'
 import type {Metrics} from '../engine/metrics.js'
 import {projectRoot} from '../native/native.js'
+import {readOptions} from '../config/options.js'
 
 export interface LoadOptions {
   /** A verified package folder and its manifest (src/package/resolve.ts finds and verifies them). */
@@ -45,7 +45,7 @@ export interface LoadedModel {
 export const DEFAULT_PACKAGE_DIR = join(projectRoot, 'packages', 'default')
 
 export function defaultPackageDir(env: NodeJS.ProcessEnv = process.env): string {
-  return env.SPLASH_DEFAULT_PACKAGE ?? DEFAULT_PACKAGE_DIR
+  return readOptions(env).defaultPackage ?? DEFAULT_PACKAGE_DIR
 }
 
 /** Memory the CPU backend can use: MemAvailable on Linux, else free memory. */
@@ -79,10 +79,8 @@ async function importFamily(family: string): Promise<{load(dir: string, manifest
  * the queue bound (default 256).
  */
 export function schedulerOverrides(env: NodeJS.ProcessEnv = process.env): {maxRunning?: number; maxWaiting?: number} {
-  const int = (v: string | undefined) => (v !== undefined && /^[1-9]\d*$/.test(v.trim()) ? Number(v) : undefined)
   const out: {maxRunning?: number; maxWaiting?: number} = {}
-  const running = int(env.SPLASH_MAX_RUNNING)
-  const waiting = int(env.SPLASH_MAX_WAITING)
+  const {maxRunning: running, maxWaiting: waiting} = readOptions(env)
   if (running !== undefined) out.maxRunning = running
   if (waiting !== undefined) out.maxWaiting = waiting
   return out
@@ -96,9 +94,7 @@ export function schedulerOverrides(env: NodeJS.ProcessEnv = process.env): {maxRu
  * bounds how long a long prefill stalls the decodes beside it. SPLASH_TOKEN_BUDGET overrides (diagnosis).
  */
 export function stepTokenBudget(onDevice: boolean, env: NodeJS.ProcessEnv = process.env): number {
-  const v = env.SPLASH_TOKEN_BUDGET?.trim()
-  if (v !== undefined && /^[1-9]\d*$/.test(v)) return Math.max(16, Number(v))
-  return onDevice ? 2048 : DEFAULT_LIMITS.tokenBudget
+  return readOptions(env).tokenBudget ?? (onDevice ? 2048 : DEFAULT_LIMITS.tokenBudget)
 }
 
 export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
@@ -150,10 +146,11 @@ export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
  * means memory alone.
  */
 function openPrefixDisk(manifest: Manifest, model: NativeModel, log: (line: string) => void, env: NodeJS.ProcessEnv = process.env): PrefixDisk | undefined {
-  if (envSwitch(env.SPLASH_PREFIX_DISK) === 'off' || prefixCacheDisabled(env)) return undefined
+  const o = readOptions(env)
+  if (o.prefixDisk === 'off' || o.prefixCacheOff) return undefined
   // on by default on the CPU backend only: on CUDA it is correct, but reading a prefix back was measured no faster
   // than the GPU prefilling it (docs/prefix-cache.md); SPLASH_PREFIX_DISK=on turns it on anyway
-  if (model.info.backend !== 'cpu' && envSwitch(env.SPLASH_PREFIX_DISK) !== 'on') {
+  if (model.info.backend !== 'cpu' && o.prefixDisk !== 'on') {
     log(`Prefix cache on disk: off on ${model.info.backend} (reading back is no faster than prefilling there; SPLASH_PREFIX_DISK=on enables it)`)
     return undefined
   }

@@ -226,14 +226,12 @@ t.test('with the draft: a grammar that fails while drafts are walked, verified o
   const manifest = await readManifest(dir)
   const grammars = new Grammars({tokenizerPath: join(dir, manifest.tokenizer.file), vocabSize: manifest.config.vocab_size, stopTokenIds: [...manifest.tokenizer.eos_token_ids]})
   process.env.SPLASH_DRAFT = 'on'
-  process.env.SPLASH_DRAFT_FIXED = '1'
   const model = await NativeModel.open(dir, 4096, {threads: 2})
   t.teardown(() => {
     model.close()
     delete process.env.SPLASH_DRAFT
-    delete process.env.SPLASH_DRAFT_FIXED
   })
-  const e = new Engine(model)
+  const e = new Engine(model, {fixedDraft: 0})
   const grammar = 'root ::= [0-9a-zA-Z ]+'
   const sampling = (seed: number) => (seed % 2 ? samplingParams({temperature: 0.9, seed}) : samplingParams({temperature: 0}))
   // the matcher's n-th accept throws: in a draft's walk, in a verify pass's settling, or in the commit

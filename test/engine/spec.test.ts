@@ -178,11 +178,9 @@ for (const [name, dir, stop] of [
       const e = new Engine(m)
       return Promise.all(prompts.map((p, i) => generate(e, p, params(i), 64, [...stop])))
     })
-    process.env.SPLASH_DRAFT_FIXED = '1' // speculate on every step, whatever it costs
-    t.teardown(() => void delete process.env.SPLASH_DRAFT_FIXED)
     const metrics = new Metrics()
     const on = await withModel(d, true, async m => {
-      const e = new Engine(m, {}, metrics)
+      const e = new Engine(m, {fixedDraft: 0}, metrics) // speculate on every step, whatever it costs
       return Promise.all(prompts.map((p, i) => generate(e, p, params(i), 64, [...stop])))
     })
     for (let i = 0; i < prompts.length; i++) {
@@ -236,11 +234,10 @@ t.test('DFlash 2 draft with window 4 (its layer keeps a ring of 20 positions): l
     for (const p of prompts) out.push(await generate(e, p, GREEDY, maxTokens, []))
     return out
   })
-  process.env.SPLASH_DRAFT_FIXED = '1' // speculate on every step: a rollback after most of them
-  t.teardown(() => void delete process.env.SPLASH_DRAFT_FIXED)
   const metrics = new Metrics()
   const [serial, batched, cached] = await withModel(d, true, async m => {
-    const e = new Engine(m, {}, metrics, {cacheBytes: 64 * 1024 * 1024})
+    // speculate on every step: a rollback after most of them
+    const e = new Engine(m, {fixedDraft: 0}, metrics, {cacheBytes: 64 * 1024 * 1024})
     const serial = []
     for (const p of prompts) serial.push(await generate(e, p, GREEDY, maxTokens, []))
     const batched = await Promise.all(prompts.map(p => generate(e, p, GREEDY, maxTokens, [])))
@@ -266,16 +263,14 @@ for (const method of ['replay', 'states'] as const) {
       const e = new Engine(m)
       return Promise.all(prompts.map(p => generate(e, p, GREEDY, 48, stop)))
     })
-    process.env.SPLASH_DRAFT_FIXED = '1' // speculate on every step: many rollbacks
     process.env.SPLASH_GDN_ROLLBACK = method
     t.teardown(() => {
-      delete process.env.SPLASH_DRAFT_FIXED
       delete process.env.SPLASH_GDN_ROLLBACK
     })
     const metrics = new Metrics()
     const on = await withModel(DEFAULT, true, async m => {
       t.equal(m.info.draft?.gdnRollback, method)
-      const e = new Engine(m, {}, metrics)
+      const e = new Engine(m, {fixedDraft: 0}, metrics) // speculate on every step: many rollbacks
       return Promise.all(prompts.map(p => generate(e, p, GREEDY, 48, stop)))
     })
     for (let i = 0; i < prompts.length; i++) t.same(on[i].tokens, off[i].tokens, `prompt ${i}`)
@@ -299,11 +294,9 @@ t.test(`${name}: sampled output with the draft follows the target distribution (
   // Condition on the most frequent first token.
   const n = name === 'default package' ? 400 : 2000
   const metrics = new Metrics()
-  // always speculate (no cost-based fallback to plain decodes) so every sample goes through a verify pass
-  process.env.SPLASH_DRAFT_FIXED = '1'
-  t.teardown(() => void delete process.env.SPLASH_DRAFT_FIXED)
   const results = await withModel(d, true, async m => {
-    const e = new Engine(m, {maxRunning: 50}, metrics)
+    // always speculate (no cost-based fallback to plain decodes) so every sample goes through a verify pass
+    const e = new Engine(m, {maxRunning: 50, fixedDraft: 0}, metrics)
     const out: number[][] = []
     for (let b = 0; b < n; b += 50)
       out.push(...(await Promise.all(Array.from({length: 50}, (_, i) => generate(e, prompt, sampling(b + i + 1), 3, [])))).map(r => r.tokens))

@@ -5,6 +5,7 @@
 // open after checking its ABI (core-native/backend/cuda/cuda_spec.cu). tools/build_spec_kernels.py does the
 // same without Node (on a GPU machine).
 import {execFile} from 'node:child_process'
+import {readOptions} from '../../config/options.js'
 import {existsSync} from 'node:fs'
 import {copyFile, mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
@@ -97,9 +98,10 @@ export async function specAbi(core = coreNativeDir()): Promise<number> {
 
 /** nvcc: $SPLASH_NVCC, else the first on PATH, else /usr/local/cuda/bin/nvcc. */
 export function findNvcc(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.SPLASH_NVCC) {
-    if (existsSync(env.SPLASH_NVCC)) return env.SPLASH_NVCC
-    throw nvccMissing(`SPLASH_NVCC=${env.SPLASH_NVCC} does not exist`)
+  const nvcc = readOptions(env).nvcc
+  if (nvcc) {
+    if (existsSync(nvcc)) return nvcc
+    throw nvccMissing(`SPLASH_NVCC=${nvcc} does not exist`)
   }
   for (const d of (env.PATH ?? '').split(delimiter)) if (d && existsSync(join(d, 'nvcc'))) return join(d, 'nvcc')
   if (existsSync('/usr/local/cuda/bin/nvcc')) return '/usr/local/cuda/bin/nvcc'
