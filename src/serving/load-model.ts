@@ -3,8 +3,7 @@
 import {readFile, stat} from 'node:fs/promises'
 import {freemem, totalmem} from 'node:os'
 import {join} from 'node:path'
-import {pathToFileURL} from 'node:url'
-import {existsSync, mkdirSync, statfsSync} from 'node:fs'
+import {mkdirSync, statfsSync} from 'node:fs'
 import {createHash} from 'node:crypto'
 import {PrefixDisk, PREFIX_DISK_FORMAT} from '../cache/prefix-disk.js'
 import {prefixCacheRoot, trimOtherFolders} from '../cache/prefix-folders.js'
@@ -20,6 +19,7 @@ import type {ModelHost} from './model-host.js'
 import type {Metrics} from '../engine/metrics.js'
 import {projectRoot} from '../native/native.js'
 import {readOptions} from '../config/options.js'
+import {importFamily} from '../package/families.js'
 
 export interface LoadOptions {
   /** A verified package folder and its manifest (src/package/resolve.ts finds and verifies them). */
@@ -66,12 +66,10 @@ async function fileBytes(dir: string, files: readonly string[]): Promise<number>
   return total
 }
 
-async function importFamily(family: string): Promise<{load(dir: string, manifest: Manifest): Promise<ModelFamily>}> {
-  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js'
-  const base = ext === '.ts' ? projectRoot : join(projectRoot, 'dist')
-  const path = join(base, 'models', family, `index${ext}`)
-  if (!existsSync(path)) throw new SplashError('unsupported_family', 'invalid_request', `no model family module for "${family}"`)
-  return import(pathToFileURL(path).href)
+async function familyLoader(family: string): Promise<{load(dir: string, manifest: Manifest): Promise<ModelFamily>}> {
+  const mod = await importFamily(family, 'index')
+  if (typeof mod?.load !== 'function') throw new SplashError('unsupported_family', 'invalid_request', `no model family module for "${family}"`)
+  return mod as {load(dir: string, manifest: Manifest): Promise<ModelFamily>}
 }
 
 /**
@@ -120,7 +118,7 @@ export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
     threads: o.threads,
     ...(device && o.maxMemory !== undefined ? {maxMemory: o.maxMemory} : {}),
   })
-  const family = await (await importFamily(manifest.family)).load(o.dir, manifest)
+  const family = await (await familyLoader(manifest.family)).load(o.dir, manifest)
   const disk = plan.cacheBytes > 0 ? openPrefixDisk(manifest, model, o.log) : undefined
   const engine = new Engine(model, {...schedulerOverrides(), tokenBudget, maxRunning: Math.min(plan.batchLimit, schedulerOverrides().maxRunning ?? Infinity)}, o.metrics, {
     cacheBytes: plan.cacheBytes,

@@ -1,11 +1,9 @@
 // What a model family tells the builder: which checkpoint architectures it takes, how their config.json reads as
 // Splash's normalised config, and how checkpoint tensors become Splash tensors (`sanitize`). Each family implements
-// this in models/<family>/sanitize.ts (the only place checkpoint names are handled); src/ loads those files by
-// folder, never by import.
-import {readdir, stat} from 'node:fs/promises'
-import {fileURLToPath, pathToFileURL} from 'node:url'
-import {join} from 'node:path'
+// this in models/<family>/sanitize.ts (the only place checkpoint names are handled), found by folder through
+// src/package/families.ts.
 import {SplashError} from '../../errors.js'
+import {MODELS_DIR, familyNames, importFamily} from '../families.js'
 import type {Checkpoint, RawConfig} from './checkpoint.js'
 import type {Family, ModelConfig, VisionManifest} from '../manifest.js'
 
@@ -40,25 +38,12 @@ export interface FamilyModule {
   vision?(ck: Checkpoint, config: ModelConfig): Promise<{vision: VisionManifest; plans: TensorPlan[]} | null>
 }
 
-const modelsDir = () => fileURLToPath(new URL('../../../models/', import.meta.url))
-
-/** Every family module found under models/<family>/sanitize.{js,ts}. */
-export async function loadFamilies(dir = modelsDir()): Promise<FamilyModule[]> {
+/** Every family's building half (models/<family>/sanitize.{ts,js}, found by src/package/families.ts). */
+export async function loadFamilies(dir = MODELS_DIR): Promise<FamilyModule[]> {
   const out: FamilyModule[] = []
-  let entries: string[] = []
-  try {
-    entries = (await readdir(dir)).sort()
-  } catch {
-    return out
-  }
-  for (const name of entries) {
-    for (const file of ['sanitize.js', 'sanitize.ts']) {
-      const path = join(dir, name, file)
-      if (!(await stat(path).catch(() => undefined))) continue
-      const mod = (await import(pathToFileURL(path).href)) as {default?: FamilyModule}
-      if (mod.default?.family) out.push(mod.default)
-      break
-    }
+  for (const name of await familyNames(dir)) {
+    const mod = (await importFamily(name, 'sanitize', dir)) as {default?: FamilyModule} | undefined
+    if (mod?.default?.family) out.push(mod.default)
   }
   return out
 }
