@@ -10,7 +10,7 @@ import {fileURLToPath} from 'node:url'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const out = path.resolve(process.argv[2] ?? '.gpu')
-const {buildPackage} = await import(path.join(root, 'dist/src/package/build/builder.js'))
+const {buildPackage} = await import(path.join(root, 'dist/src/package/builder/builder.js'))
 const {makeTokenizer, SYNTH_CHAT_TEMPLATE} = await import(path.join(root, 'dist/src/package/synth/synth-tokenizer.js'))
 const {synthPackage} = await import(path.join(root, 'dist/src/package/synth/synth.js'))
 

@@ -3,10 +3,10 @@
 // (Qwen2-VL image processor keys; defaults when the file is absent), prompt token ids from the top-level config.
 // MLX conversions (`vision_tower.*`, channels-last patch embedding) are not built yet: their packages are text only.
 import {SplashError} from '../../src/errors.js'
-import type {Checkpoint, RawConfig} from '../../src/package/build/checkpoint.js'
-import type {TensorPlan} from '../../src/package/build/family.js'
+import type {Checkpoint, RawConfig} from '../../src/package/builder/checkpoint.js'
+import type {TensorPlan} from '../../src/package/builder/family.js'
 import type {VisionManifest} from '../../src/package/manifest.js'
-import {f32, linear} from '../../src/package/build/recipes.js'
+import {f32, linear} from '../../src/package/builder/recipes.js'
 
 const P = 'model.visual'
 /** Qwen3-VL / Qwen3.5 preprocessor defaults (the checkpoints' preprocessor_config.json). */

@@ -30,7 +30,7 @@ t.test('benchMatmul reports numbers (no timing assertions)', async (t) => {
 
 // runMatmul against plain TypeScript: fp64 with the dequantised weights (fp32 paths), and the exact int8
 // formula Σ_g s_g·sx_g·Σ q·xq + b_g·Σ x_g with xq = round(x·127/amax) (int8 paths).
-import {quantize, dequantize, toBf16, fromBf16} from '../../src/package/build/quantize.js'
+import {quantize, dequantize, toBf16, fromBf16} from '../../src/package/builder/quantize.js'
 import {rng} from './helpers/tiny-package.js'
 
 // levels 2 (int8x2): the residual x − sc·q is quantised again with step sc/256.

@@ -2,7 +2,7 @@
 // (the builder's FamilyModule) and `index` (`load`, the serving side); the manifest's family list is those folders.
 import t from 'tap'
 import {familyFile, familyNames, importFamily} from '../../src/package/families.js'
-import {loadFamilies} from '../../src/package/build/family.js'
+import {loadFamilies} from '../../src/package/builder/family.js'
 import {FAMILIES} from '../../src/package/manifest.js'
 
 t.test('the manifest names exactly the family folders', async t => {

@@ -14,7 +14,7 @@ import {
   packageGemvShapes,
   specAbi,
   specSource,
-} from '../../src/package/build/kernels-cuda.js'
+} from '../../src/package/builder/kernels-cuda.js'
 import {readManifest} from '../../src/package/manifest.js'
 import {native} from '../../src/native/native.js'
 import {synthPackage} from '../../src/package/synth/synth.js'

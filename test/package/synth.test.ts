@@ -10,7 +10,7 @@ import {PRESETS, withLayers} from '../../src/package/presets.js'
 import {SafetensorsReader} from '../../src/package/safetensors.js'
 import {synthPackage} from '../../src/package/synth/synth.js'
 import {checkPackage} from '../../src/package/verify.js'
-import {specsFor, storageFor} from '../../src/package/build/weights.js'
+import {specsFor, storageFor} from '../../src/package/builder/weights.js'
 
 const root = mkdtempSync(join(tmpdir(), 'splash-synth-'))
 const params = (entries: {shape: number[]}[]) => entries.reduce((n, e) => n + e.shape.reduce((a, b) => a * b, 1), 0)

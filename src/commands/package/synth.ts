@@ -3,7 +3,7 @@ import {BaseCommand} from '../../cli/base-command.js'
 import {formatBytes} from '../../config/units.js'
 import {PRESETS} from '../../package/presets.js'
 import {synthPackage} from '../../package/synth/synth.js'
-import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/build/kernels-cuda.js'
+import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/builder/kernels-cuda.js'
 
 export default class PackageSynth extends BaseCommand {
   static override summary = 'Write a package with random weights in the exact shapes of a real model'

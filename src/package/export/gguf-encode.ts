@@ -1,7 +1,7 @@
 // The per-block arithmetic of a GGUF export (export-gguf.ts): Splash's affine q4/q8 blocks back to float32, ggml's
 // Q8_0 / Q4_0 encodings and IEEE halves, and one chunk of rows from the package's bytes to the GGUF's. Pure functions
 // with no I/O, so that worker threads (worker-pool.ts) can run the chunks of a large export on every core.
-import {dequantize, type Bits, type Quantized} from '../build/quantize.js'
+import {dequantize, type Bits, type Quantized} from '../builder/quantize.js'
 
 export enum GgmlType {F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8}
 

@@ -5,17 +5,17 @@
 import {mkdir, writeFile} from 'node:fs/promises'
 import {join, resolve} from 'node:path'
 import {SplashError} from '../../errors.js'
-import {DRAFT_FILE, WEIGHTS_FILE} from '../build/builder.js'
-import {finishPackage} from '../build/finish.js'
+import {DRAFT_FILE, WEIGHTS_FILE} from '../builder/builder.js'
+import {finishPackage} from '../builder/finish.js'
 import {draftLayout, modelLayout, visionLayout, type LayoutEntry} from '../layout.js'
 import {DEFAULT_REASONING, type FileEntry, type Manifest, type Quant} from '../manifest.js'
 import {dflash2, PRESETS, withLayers} from '../presets.js'
-import {bf16Bits} from '../build/quantize.js'
+import {bf16Bits} from '../builder/quantize.js'
 import {SafetensorsWriter} from '../safetensors.js'
 import {CHUNK, Keystream, SequentialFile} from './synth-io.js'
 import {makeTokenizer, SYNTH_CHAT_TEMPLATE} from './synth-tokenizer.js'
 import {builderId} from '../version.js'
-import {specsFor, storageFor, type Storage} from '../build/weights.js'
+import {specsFor, storageFor, type Storage} from '../builder/weights.js'
 
 export interface SynthOptions {
   preset: string

@@ -7,7 +7,7 @@ import {existsSync} from 'node:fs'
 import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {SafetensorsWriter, type TensorSpec} from '../../../src/package/safetensors.js'
-import {bf16Bits} from '../../../src/package/build/quantize.js'
+import {bf16Bits} from '../../../src/package/builder/quantize.js'
 import {native} from '../../../src/native/native.js'
 
 const dir = process.argv[2] ?? '/tmp/splash-bench-q4'
