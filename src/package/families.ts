@@ -1,5 +1,5 @@
 // The one way src/ finds a model family: by its folder, models/<family>/, never by import. A family folder holds one
-// module per phase: `sanitize` (default export: the builder's FamilyModule, src/package/build/family.ts) and `index`
+// module per phase: `sanitize` (default export: the builder's FamilyModule, src/package/builder/family.ts) and `index`
 // (`load(dir, manifest)`: the ModelFamily that serving uses, src/chat/family.ts). Sources run from src/ find the
 // sources' models/; the build (dist/src/) finds dist/models/.
 import {existsSync} from 'node:fs'
