@@ -6,7 +6,7 @@
 // resumes from the longest snapshot whose tokens are a prefix of its prompt. Snapshots are evicted least
 // recently used first so the cache stays inside its byte budget; a block goes when no snapshot needs it.
 // The bytes themselves live in the native core (StateStore); this file only decides.
-import type {StateStore} from '../engine/step-model.js'
+import type {StateStore} from './state-store.js'
 import type {PrefixDisk, PrefixDiskStats, SnapshotIn, SnapshotOut} from './prefix-disk.js'
 import {sameTokens} from './prefix-disk.js'
 

@@ -8,7 +8,7 @@
 import {closeSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkSync} from 'node:fs'
 import {access, open, rename, unlink, utimes, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
-import type {SavedPiece} from '../engine/step-model.js'
+import type {SavedPiece} from './state-store.js'
 
 const MAGIC = 'SPLASHP1'
 const QUEUE_BYTES = 256 * 1024 ** 2

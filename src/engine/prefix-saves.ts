@@ -5,7 +5,8 @@
 import {cacheKeyOf} from './prompt-media.js'
 import type {PrefixCache} from '../cache/prefix-cache.js'
 import type {Sequence} from './sequence.js'
-import type {StateStore, StepModel} from './step-model.js'
+import type {StepModel} from './step-model.js'
+import type {StateStore} from '../cache/state-store.js'
 
 /** Automatic anchors inside long prompts: a state snapshot every this many positions. */
 export const ANCHOR_EVERY = 4096

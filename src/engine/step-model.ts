@@ -1,6 +1,7 @@
 // What the scheduler needs from a loaded model: sequences and one batched step. The native engine
 // implements it (src/native/native-model.ts); nothing here knows about the addon.
 import type {SampleRequest, SampledToken} from './sampling.js'
+import type {StateStore} from '../cache/state-store.js'
 
 /** One sequence's work in a step: tokens appended at its length, and what to return or keep for them. */
 export interface StepItem {
@@ -58,32 +59,6 @@ export interface StepResult {
   logits: Float32Array | null
   sampled: SampledToken[] | null
 }
-
-/**
- * Saved sequence state for the prefix cache (the bytes stay in the model). Rows are KV positions
- * [start, start+n) of a sequence; a state is its recurrent (GDN + conv) state at its current length, or at a
- * length its last step kept (StepItem.snapshots).
- * restore() puts rows covering [0, len) and a state at len into a fresh sequence and says whether the
- * draft's context came back too (if not, the draft cannot run on that sequence).
- */
-export interface StateStore {
-  saveRows(seq: number, start: number, n: number): number
-  /** The state at `length`: the sequence's length, or a length its last step kept (StepItem.snapshots). */
-  saveState(seq: number, length: number): number
-  restore(seq: number, rows: number[], state: number): boolean
-  freeSaved(id: number): void
-  /** The disk tier (absent: memory only): a saved piece's floats on the host, and a piece made from them. */
-  exportSaved?(id: number): SavedPiece
-  importSaved?(piece: SavedPiece): number
-  /** Bytes of one KV position (target and draft) and of one saved state, for the cache's budget. */
-  readonly rowBytes: number
-  readonly stateBytes: number
-}
-
-/** Saved rows (n positions) or a saved state (at `length`) as floats on the host: the disk tier's unit. */
-export type SavedPiece =
-  | {kind: 'rows'; n: number; draft: boolean; data: Float32Array}
-  | {kind: 'state'; length: number; draft: boolean; windowLength: number; data: Float32Array; window: Float32Array}
 
 /** What the caller of a step or draft pass tells the model about it. */
 export interface CallHint {

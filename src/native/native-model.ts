@@ -3,7 +3,8 @@ import {readOptions} from '../config/options.js'
 import {native, type ModelHandle, type ModelInfo, type OpenModelOptions} from './native.js'
 import type {SampleRequest, SampledToken} from '../engine/sampling.js'
 import {InlinePolicy, inlineEnabled, loopTurn} from './inline-steps.js'
-import type {CallHint, DraftRequest, StateStore, StepItem, StepModel, StepResult} from '../engine/step-model.js'
+import type {CallHint, DraftRequest, StepItem, StepModel, StepResult} from '../engine/step-model.js'
+import type {StateStore} from '../cache/state-store.js'
 
 /** SPLASH_DRAFT=off (or 0/false/no) disables speculative decoding: diagnosis and tests only. */
 export function draftDisabled(env: NodeJS.ProcessEnv = process.env): boolean {

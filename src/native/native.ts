@@ -7,7 +7,8 @@ import {fileURLToPath} from 'node:url'
 import path from 'node:path'
 import {SplashError, type ErrorKind} from '../errors.js'
 import type {SampleRequest, SampledToken} from '../engine/sampling.js'
-import type {StepItem, SavedPiece} from '../engine/step-model.js'
+import type {StepItem} from '../engine/step-model.js'
+import type {SavedPiece} from '../cache/state-store.js'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const fromBuild = import.meta.url.endsWith('.js') && here.split(path.sep).includes('dist')

@@ -2,7 +2,8 @@
 // sequence is the list of tokens fed to it, the "logits" are a hash of that list, so the next token is a pure
 // function of the sequence's content (and, at T > 0, of the row's uniform). Its state store saves token lists
 // and checks what the scheduler restores, so a wrong restore or a double free fails loudly. It records every step.
-import type {SavedPiece, StateStore, StepItem, StepModel, StepResult} from '../../src/engine/step-model.js'
+import type {StepItem, StepModel, StepResult} from '../../src/engine/step-model.js'
+import type {SavedPiece, StateStore} from '../../src/cache/state-store.js'
 import type {SampleRequest, SampleRow, SampledToken} from '../../src/engine/sampling.js'
 
 /** The fake's greedy choice after `tokens`: an FNV hash of the whole list, modulo the vocabulary. */
