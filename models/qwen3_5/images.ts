@@ -5,7 +5,7 @@ import {availableParallelism} from 'node:os'
 import {Piscina} from 'piscina'
 import {errors} from '../../src/errors.js'
 import type {VisionManifest} from '../../src/package/manifest.js'
-import type {PreparedImage, VisionFamily} from '../../src/media/media.js'
+import type {PreparedImage, VisionFamily} from '../../src/chat/media/media.js'
 import type {ImageGeometry} from './image-preprocess.js'
 import type {ImageResult, ImageTask} from './image-worker.js'
 

@@ -2,7 +2,7 @@
 // tool_choice none, thinking off when a tool call is forced), for endpoints that count or show the
 // prompt without running it (Anthropic count_tokens).
 import type {ChatFamily, ChatRequest} from '../../src/chat/chat.js'
-import {MEDIA_DEFAULTS, resolveMedia} from '../../src/media/media.js'
+import {MEDIA_DEFAULTS, resolveMedia} from '../../src/chat/media/media.js'
 
 export async function renderPrompt(
   chat: ChatFamily,

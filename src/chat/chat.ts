@@ -8,7 +8,7 @@ import type {FinishReason as EngineFinish, GenerationEvent} from '../engine/requ
 import type {SamplingParams, TopLogprob} from '../engine/sampling.js'
 import {planConstraint} from './chat-constraint.js'
 import {errors} from '../errors.js'
-import {MEDIA_DEFAULTS, resolveMedia} from '../media/media.js'
+import {MEDIA_DEFAULTS, resolveMedia} from './media/media.js'
 import type {PromptMedia} from '../engine/prompt-media.js'
 import type {ChatEvent, ChatFinishReason, ChatMessage, ChatRequest, ChatUsage} from './types.js'
 

@@ -2,7 +2,7 @@
 // codec, stop tokens, chat rendering and output parsing. The API plugins use it through the ModelHost;
 // they never touch a tokenizer or template directly.
 import type {Grammars, StructuralTagFormat, ToolGrammarTool} from '../grammar/compiler.js'
-import type {VisionFamily} from '../media/media.js'
+import type {VisionFamily} from './media/media.js'
 import type {ChatMessage, ChatOutputEvent, ChatTool} from './types.js'
 
 export interface StreamDecoder {

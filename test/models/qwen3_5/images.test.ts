@@ -5,7 +5,7 @@ import {readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {QwenImages} from '../../../models/qwen3_5/images.js'
 import {SafetensorsReader} from '../../../src/package/safetensors.js'
-import type {PreparedImage} from '../../../src/media/media.js'
+import type {PreparedImage} from '../../../src/chat/media/media.js'
 import {mediaFields, type PromptMedia} from '../../../src/engine/prompt-media.js'
 
 const FIXTURE = new URL('../../fixtures/reference/qwen3_5-vl-image/', import.meta.url).pathname

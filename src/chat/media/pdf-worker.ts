@@ -1,6 +1,6 @@
 // Piscina task: one inline PDF → its pages (text, and PNGs of the text-less pages when asked), read with pdf.ts off
 // the event loop. Failures come back as values: a thrown error would lose its type crossing the thread boundary.
-import {SplashError} from '../errors.js'
+import {SplashError} from '../../errors.js'
 import {readPdf, type PdfOptions, type PdfPage} from './pdf.js'
 
 export interface PdfTask {

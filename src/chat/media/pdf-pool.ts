@@ -3,7 +3,7 @@
 // and never keep the process alive.
 import {availableParallelism} from 'node:os'
 import {Piscina} from 'piscina'
-import {errors} from '../errors.js'
+import {errors} from '../../errors.js'
 import type {PdfOptions, PdfPage} from './pdf.js'
 import type {PdfResult, PdfTask} from './pdf-worker.js'
 

@@ -5,11 +5,11 @@
 // its tokens arriving in the meantime.
 import t from 'tap'
 import OpenAI from 'openai'
-import {readPdfOffThread} from '../../src/media/pdf-pool.js'
-import {PDF_DEFAULTS} from '../../src/media/pdf.js'
-import {startServe} from '../helpers/cli.js'
-import {synthFixture} from '../helpers/packages.js'
-import {heavyPdf} from '../helpers/pdf.js'
+import {readPdfOffThread} from '../../../src/chat/media/pdf-pool.js'
+import {PDF_DEFAULTS} from '../../../src/chat/media/pdf.js'
+import {startServe} from '../../helpers/cli.js'
+import {synthFixture} from '../../helpers/packages.js'
+import {heavyPdf} from '../../helpers/pdf.js'
 
 t.test('readPdfOffThread: pages from a worker, refusals as 400s naming the part', async t => {
   const pages = await readPdfOffThread(new Uint8Array(heavyPdf(3, 20)), 'messages[0].content[0]', PDF_DEFAULTS)

@@ -3,7 +3,7 @@
 // malformed files are refused with a 400 naming the part. Runs on a worker thread (pdf-pool.ts, pdf-worker.ts).
 import {createRequire} from 'node:module'
 import {dirname, join} from 'node:path'
-import {errors, SplashError} from '../errors.js'
+import {errors, SplashError} from '../../errors.js'
 
 export interface PdfPage {
   /** 1-based page number. */

@@ -1,9 +1,9 @@
 // The core's media helpers: data URLs and base64, the prefix-cache key of an image prompt, and the resolution of a
 // conversation's media parts (documents on a text-only family, images refused without a vision encoder).
 import t from 'tap'
-import {decodeBase64, parseDataUrl, resolveMedia, MEDIA_DEFAULTS} from '../../src/media/media.js'
-import {cacheKeyOf, type PromptMedia} from '../../src/engine/prompt-media.js'
-import {makePdf} from '../helpers/pdf.js'
+import {decodeBase64, parseDataUrl, resolveMedia, MEDIA_DEFAULTS} from '../../../src/chat/media/media.js'
+import {cacheKeyOf, type PromptMedia} from '../../../src/engine/prompt-media.js'
+import {makePdf} from '../../helpers/pdf.js'
 
 t.test('data URLs and base64', async t => {
   t.same(parseDataUrl('data:image/png;base64,aGk=', 'p'), {mediaType: 'image/png', data: new Uint8Array([104, 105])})

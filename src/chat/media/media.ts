@@ -2,12 +2,12 @@
 // fetched (only when the server allows it), PDFs turned into page-marked text on worker threads (and page images for a model with a
 // vision encoder), images prepared by the family's vision side, and the prompt's multimodal fields — embeddings that
 // replace image-pad rows, M-RoPE positions, and a content hash per image span for the prefix cache.
-import {errors} from '../errors.js'
-import type {ChatContentPart, ChatMessage, MediaOptions, MediaSource} from '../chat/types.js'
+import {errors} from '../../errors.js'
+import type {ChatContentPart, ChatMessage, MediaOptions, MediaSource} from '../types.js'
 import {PDF_DEFAULTS} from './pdf.js'
 import {readPdfOffThread} from './pdf-pool.js'
 
-export type {MediaOptions, MediaSource} from '../chat/types.js'
+export type {MediaOptions, MediaSource} from '../types.js'
 
 /** An image prepared for the encoder (the family's processor ran on it). */
 export interface PreparedImage {
