@@ -1,5 +1,5 @@
 // The Qwen family's entry point: loads a package's tokenizer and template and hands the core its text
-// codec and chat behaviour (src/runtime/family.ts). Sibling families (qwen3_5_moe, qwen3_next, qwen3)
+// codec and chat behaviour (src/chat/family.ts). Sibling families (qwen3_5_moe, qwen3_next, qwen3)
 // re-export this module.
 import type {Manifest} from '../../src/package/manifest.js'
 import type {ModelFamily, TextCodec} from '../../src/chat/family.js'

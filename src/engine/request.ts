@@ -19,7 +19,7 @@ export interface GenerationRequest {
    * starts: the next request of the conversation shares the prompt up to there).
    */
   cacheAnchors?: readonly number[]
-  /** Images in the prompt: embeddings for their pad rows, M-RoPE positions, a content hash per span (media.ts). */
+  /** Images in the prompt: embeddings for their pad rows, M-RoPE positions, a content hash per span (prompt-media.ts). */
   media?: PromptMedia
   /** Cancels the request: its state is freed at once. */
   signal?: AbortSignal

@@ -65,7 +65,7 @@ export interface SampledToken {
 }
 
 /**
- * What a step item asks the native sampler for (src/runtime/native.ts, core-native/sampler/sampler.h has the
+ * What a step item asks the native sampler for (src/native/native.ts, core-native/sampler/sampler.h has the
  * order of operations): its trailing `rows.length` rows are sampled (or scored) inside the step and come back
  * as SampledTokens instead of logits rows.
  */

@@ -64,7 +64,7 @@ export interface StepResult {
 export interface CallHint {
   /**
    * The caller has work to do while the call runs (grammar masks): the model keeps the call off the calling
-   * thread. Without it a short call may run on the calling thread (src/runtime/inline-steps.ts).
+   * thread. Without it a short call may run on the calling thread (src/native/inline-steps.ts).
    */
   concurrent?: boolean
 }

@@ -1,6 +1,6 @@
 // The only module that loads the native core (core-native/build/Release/splash_core.node). It gives the
 // addon TypeScript types and turns every native failure into a NativeError (a SplashError carrying the
-// native `code`). Works from src/runtime/*.ts (tests) and from dist/src/runtime/*.js (the build).
+// native `code`). Works from src/native/*.ts (tests) and from dist/src/native/*.js (the build).
 import {createRequire} from 'node:module'
 import {existsSync} from 'node:fs'
 import {fileURLToPath} from 'node:url'
@@ -138,7 +138,7 @@ export interface DraftItem {
  * How a step or draft pass runs: by default on a thread of libuv's pool (the promise settles on a later turn of the
  * event loop); with `inline` on the calling thread, the promise settled when the call returns. Inline spares the two
  * thread hand-offs (to the pool thread and back to the event loop, ~0.1–0.2 ms each step on a 2-core VM) and blocks
- * the event loop for the step's length (src/runtime/inline-steps.ts decides).
+ * the event loop for the step's length (src/native/inline-steps.ts decides).
  */
 export interface CallOptions {
   inline?: boolean

@@ -1,4 +1,4 @@
-// Penalties through the engine: the counts a sequence keeps (src/runtime/penalties.ts) reach the native sampler
+// Penalties through the engine: the counts a sequence keeps (src/engine/penalties.ts) reach the native sampler
 // at every step, so a generation with repetition / presence / frequency penalties (greedy and seeded) is
 // token for token what the reference sampler picks from the same logits with the prompt and output so far.
 import t from 'tap'
@@ -30,7 +30,7 @@ t.test('generation with penalties equals the reference applied step by step', as
     samplingParams({temperature: 0.9, topP: 0.9, repetitionPenalty: 1.2, frequencyPenalty: 0.5, seed: 3}),
   ]
   // plain decodes, whose seeded draws follow the RNG stream one uniform per token (with the draft, greedy output
-  // with penalties equals this: test/runtime/spec.test.ts)
+  // with penalties equals this: test/engine/spec.test.ts)
   const m = await NativeModel.open(dir, 256, {threads: 2, draft: false})
   t.teardown(() => m.close())
   const e = new Engine(m)

@@ -1,4 +1,4 @@
-// The speculative block policy (src/runtime/spec-policy.ts): expected tokens per pass, the best block length for
+// The speculative block policy (src/engine/spec-policy.ts): expected tokens per pass, the best block length for
 // an acceptance and a cost, the acceptance estimate, the fit of the measured pass cost, the backends' priors, and the
 // model-wide history greedy sequences start from and probe by.
 import t from 'tap'

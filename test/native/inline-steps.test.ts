@@ -1,4 +1,4 @@
-// Which native calls run on the JS thread (src/runtime/inline-steps.ts), and what the engine does with them on the
+// Which native calls run on the JS thread (src/native/inline-steps.ts), and what the engine does with them on the
 // real engine: the same tokens as queued calls, the event loop served between inline steps, and the calls kept
 // queued while the grammar has masks to compute during them.
 import t from 'tap'
