@@ -28,8 +28,6 @@ export interface SplashOptions {
   tokenBudget: number | undefined
   /** SPLASH_INLINE_STEPS: short native calls on the JS thread forced on or off (undefined: the backend's default). */
   inlineSteps: 'on' | 'off' | undefined
-  /** SPLASH_GDN_ROLLBACK: how a verify pass rolls back (undefined: by the state size). */
-  gdnRollback: 'replay' | 'states' | undefined
   /** SPLASH_TRACE_STEPS: a file that gets one line per engine step. */
   traceSteps: string | undefined
   /** SPLASH_PORT / SPLASH_API_KEY: the server an agent launcher talks to (src/agents/server.ts checks the port). */
@@ -51,7 +49,6 @@ const text = (v: string | undefined): string | undefined => v?.trim() || undefin
 /** The options the environment gives (process.env unless told otherwise). */
 export function readOptions(env: NodeJS.ProcessEnv = process.env): SplashOptions {
   const budget = positive(env.SPLASH_TOKEN_BUDGET)
-  const rollback = env.SPLASH_GDN_ROLLBACK?.trim()
   return {
     dataDir: env.SPLASH_DATA_DIR || undefined,
     defaultPackage: env.SPLASH_DEFAULT_PACKAGE,
@@ -65,7 +62,6 @@ export function readOptions(env: NodeJS.ProcessEnv = process.env): SplashOptions
     maxOutputTokens: positive(env.SPLASH_MAX_OUTPUT_TOKENS),
     tokenBudget: budget === undefined ? undefined : Math.max(16, budget),
     inlineSteps: envSwitch(env.SPLASH_INLINE_STEPS),
-    gdnRollback: rollback === 'replay' || rollback === 'states' ? rollback : undefined,
     traceSteps: text(env.SPLASH_TRACE_STEPS),
     agentPort: text(env.SPLASH_PORT),
     agentApiKey: text(env.SPLASH_API_KEY),

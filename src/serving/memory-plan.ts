@@ -4,7 +4,6 @@
 import type {Manifest, ModelConfig, DraftConfig} from '../package/manifest.js'
 import {formatBytes} from '../config/units.js'
 import {SplashError} from '../errors.js'
-import {readOptions} from '../config/options.js'
 
 export interface StateSizes {
   /** Recurrent (GDN) state plus conv state of one sequence, all linear layers. */
@@ -85,8 +84,8 @@ export function fullLayers(c: ModelConfig): number {
  * (replay | states) overrides it.
  */
 export function gdnRollback(c: ModelConfig, env: NodeJS.ProcessEnv = process.env): 'replay' | 'states' {
-  const forced = readOptions(env).gdnRollback
-  if (forced) return forced
+  const forced = env.SPLASH_GDN_ROLLBACK
+  if (forced === 'replay' || forced === 'states') return forced
   const state = (c.linear_num_value_heads ?? 0) * (c.linear_key_head_dim ?? 0) * (c.linear_value_head_dim ?? 0) * 4
   return state >= 1024 ** 2 ? 'replay' : 'states'
 }

@@ -5,8 +5,8 @@ import {readOptions} from '../../src/config/options.js'
 t.test('unset: every knob at its default', async t => {
   const o = readOptions({})
   t.same(
-    [o.draftOff, o.prefixCacheOff, o.prefixDisk, o.fixedDraft, o.maxRunning, o.maxWaiting, o.maxOutputTokens, o.tokenBudget, o.inlineSteps, o.gdnRollback, o.traceSteps],
-    [false, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined],
+    [o.draftOff, o.prefixCacheOff, o.prefixDisk, o.fixedDraft, o.maxRunning, o.maxWaiting, o.maxOutputTokens, o.tokenBudget, o.inlineSteps, o.traceSteps],
+    [false, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined],
   )
   t.equal(o.defaultPackage, undefined)
   t.equal(o.dataDir, undefined)
@@ -22,7 +22,6 @@ t.test('switches, numbers and names parse; values that do not are ignored', asyn
     SPLASH_MAX_WAITING: '0',
     SPLASH_MAX_OUTPUT_TOKENS: '2.5',
     SPLASH_TOKEN_BUDGET: '8',
-    SPLASH_GDN_ROLLBACK: 'replay',
     SPLASH_TRACE_STEPS: '  ',
     SPLASH_DEFAULT_PACKAGE: '',
   })
@@ -34,10 +33,8 @@ t.test('switches, numbers and names parse; values that do not are ignored', asyn
   t.equal(o.maxWaiting, undefined, '0 is not a queue bound')
   t.equal(o.maxOutputTokens, undefined, 'not an integer')
   t.equal(o.tokenBudget, 16, 'at least 16 tokens a step')
-  t.equal(o.gdnRollback, 'replay')
   t.equal(o.traceSteps, undefined, 'blank: no trace')
   t.equal(o.defaultPackage, '', 'empty: serve starts without a model')
-  t.equal(readOptions({SPLASH_GDN_ROLLBACK: 'fast'}).gdnRollback, undefined)
   t.equal(readOptions({SPLASH_DRAFT: 'maybe'}).draftOff, false)
 })
 
