@@ -222,3 +222,19 @@ t.test('many requests with random cancellations leave no sequence behind', async
   await engine.idle()
   t.equal(m.live, 0, 'no sequence left')
 })
+
+t.test('speculation: verify items of anchor + drafts, rolled back where a draft was wrong; greedy output as without', async t => {
+  const m = new FakeStepModel({draftBlock: 4, draftWrongEvery: 5})
+  const engine = new Engine(m, {tokenBudget: 32, maxRunning: 4, maxWaiting: 8, fixedDraft: 0})
+  const prompts = [prompt(6, 1), prompt(9, 2), prompt(4, 3)]
+  const outs = await Promise.all(prompts.map(p => collect(engine, request(p, 20)).outcome))
+  outs.forEach((o, i) => t.same(o.tokens, expected(prompts[i]!, 20, 64), `prompt ${i}: the output without the draft`))
+  t.ok(outs.every(o => (o.usage?.draft?.passes ?? 0) > 0), 'every request verified drafts')
+  const verify = m.steps.flat().filter(it => it.verify)
+  t.ok(verify.length > 0 && verify.every(it => it.tokens.length >= 2 && it.tokens.length <= 4), 'verify items hold the anchor and up to B − 1 drafts')
+  t.ok(m.truncations > 0, 'wrong drafts were rolled back')
+  const committed = outs.reduce((n, o) => n + o.usage!.draft!.committed, 0)
+  const passes = outs.reduce((n, o) => n + o.usage!.draft!.passes, 0)
+  t.ok(committed / passes > 1, `more than one token per pass (${(committed / passes).toFixed(2)})`)
+  t.equal(m.live, 0)
+})

@@ -2,7 +2,7 @@
 // sequence is the list of tokens fed to it, the "logits" are a hash of that list, so the next token is a pure
 // function of the sequence's content (and, at T > 0, of the row's uniform). Its state store saves token lists
 // and checks what the scheduler restores, so a wrong restore or a double free fails loudly. It records every step.
-import type {StepItem, StepModel, StepResult} from '../../src/engine/step-model.js'
+import type {DraftRequest, StepItem, StepModel, StepResult} from '../../src/engine/step-model.js'
 import type {SavedPiece, StateStore} from '../../src/cache/state-store.js'
 import type {SampleRequest, SampleRow, SampledToken} from '../../src/engine/sampling.js'
 
@@ -104,6 +104,10 @@ export interface FakeOptions {
   contextLength?: number
   /** With a state store (the prefix cache can run). */
   store?: boolean
+  /** With a draft of this block length (anchor + B − 1 drafts); it proposes the model's own greedy tokens... */
+  draftBlock?: number
+  /** ...except every this-many-th proposal, which it gets wrong (0: never). */
+  draftWrongEvery?: number
 }
 
 export class FakeStepModel implements StepModel {
@@ -120,13 +124,49 @@ export class FakeStepModel implements StepModel {
   /** A step waits for this before it computes (a test acts while the step is in flight). */
   gate: Promise<void> | undefined
   created = 0
+  /** Draft passes and rollbacks so far. */
+  draftPasses = 0
+  truncations = 0
+  readonly draftBlockSize: number | undefined
+  readonly draft: StepModel['draft']
+  readonly truncate: StepModel['truncate']
   private readonly seqs = new Map<number, FakeSeq>()
   private nextSeq = 1
+  private proposals = 0
 
   constructor(o: FakeOptions = {}) {
     this.vocabSize = o.vocabSize ?? 64
     this.contextLength = o.contextLength ?? 512
     this.store = o.store ? new FakeStore(this.seqs) : undefined
+    this.draftBlockSize = o.draftBlock
+    const wrongEvery = o.draftWrongEvery ?? 0
+    this.draft = o.draftBlock
+      ? async (reqs: DraftRequest[]) => {
+          await new Promise(r => setImmediate(r))
+          this.draftPasses++
+          return reqs.map(req => {
+            const s = this.seqs.get(req.seq)
+            if (!s) throw new Error(`draft on sequence ${req.seq}, which does not exist`)
+            const ctx = [...s.tokens, req.token]
+            const out: SampledToken[] = []
+            for (let i = 0; i < req.n; i++) {
+              let tok = nextToken(ctx, this.vocabSize)
+              if (wrongEvery > 0 && ++this.proposals % wrongEvery === 0) tok = (tok + 1) % this.vocabSize
+              out.push({token: tok})
+              ctx.push(tok)
+            }
+            return {logits: null, sampled: req.sample ? out : null}
+          })
+        }
+      : undefined
+    this.truncate = o.draftBlock
+      ? (seq: number, length: number) => {
+          const s = this.seqs.get(seq)
+          if (!s || length > s.tokens.length) throw new Error(`cannot truncate sequence ${seq} to ${length}`)
+          s.tokens.length = length
+          this.truncations++
+        }
+      : undefined
   }
 
   /** Sequences alive now (a leak check). */
