@@ -5,10 +5,10 @@
 // tokens committed per verify pass and the wall time per token.
 //   npx tsx bench/grammar-draft.ts [package-dir] [requests] [max-tokens]
 import {join} from 'node:path'
-import {NativeModel} from '../src/runtime/native-model.ts'
-import {Engine} from '../src/runtime/engine.ts'
-import {Metrics} from '../src/runtime/metrics.ts'
-import {GREEDY, samplingParams, type SamplingParams} from '../src/runtime/sampling.ts'
+import {NativeModel} from '../src/native/native-model.ts'
+import {Engine} from '../src/engine/engine.ts'
+import {Metrics} from '../src/engine/metrics.ts'
+import {GREEDY, samplingParams, type SamplingParams} from '../src/engine/sampling.ts'
 import {readManifest} from '../src/package/manifest.ts'
 import {Grammars, type GrammarSpec} from '../src/grammar/compiler.ts'
 import {toolCallGrammar} from '../models/qwen3_5/tool-grammar.ts'

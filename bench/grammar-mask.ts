@@ -15,11 +15,11 @@
 // The last two grammars are Codex's tools under tool_choice auto and a forced call of Codex's apply_patch tool (its Lark grammar, in the XML call form).
 //   npx tsx bench/grammar-mask.ts [package-dir] [max-tokens] [rounds] [grammar-name-part]
 import {join} from 'node:path'
-import {NativeModel} from '../src/runtime/native-model.ts'
-import {Engine} from '../src/runtime/engine.ts'
-import {GREEDY, samplingParams, type SamplingParams} from '../src/runtime/sampling.ts'
-import {native} from '../src/runtime/native.ts'
-import type {TokenConstraint} from '../src/runtime/request.ts'
+import {NativeModel} from '../src/native/native-model.ts'
+import {Engine} from '../src/engine/engine.ts'
+import {GREEDY, samplingParams, type SamplingParams} from '../src/engine/sampling.ts'
+import {native} from '../src/native/native.ts'
+import type {TokenConstraint} from '../src/engine/request.ts'
 import {readManifest} from '../src/package/manifest.ts'
 import {Grammars, type GrammarSpec} from '../src/grammar/compiler.ts'
 import {toolCallGrammar} from '../models/qwen3_5/tool-grammar.ts'

@@ -2,8 +2,8 @@
 // distribution F is refused, the second comes from F restricted to the allowed tokens), against the plain draw,
 // on synthetic rows of the default package's vocabulary (a report, not a test).
 //   npx tsx bench/sample-retry.ts [vocab] [allowed fraction]
-import {native} from '../src/runtime/native.ts'
-import {samplingParams} from '../src/runtime/sampling.ts'
+import {native} from '../src/native/native.ts'
+import {samplingParams} from '../src/engine/sampling.ts'
 
 const V = Number(process.argv[2] ?? 16384)
 const fraction = Number(process.argv[3] ?? 0.5)

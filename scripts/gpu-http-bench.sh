@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `splash bench` over HTTP on a GPU machine that has no Node (the H200 of the device tool). Prepare the folder here:
+# `splash bench` over HTTP on a GPU machine that has no Node (the H200 GPU machine). Prepare the folder here:
 #   npm run build && npm run build:native && node scripts/gpu-bundle.mjs .gpu-http
 # then, in that folder on the GPU machine:   bash scripts/gpu-http-bench.sh <splash bench flags> | --serve-check | --disk-check
 # e.g. bash scripts/gpu-http-bench.sh --preset qwen3.8-27b --runs 2. It unpacks node and the app under /tmp, then runs

@@ -10,9 +10,9 @@ import {fileURLToPath} from 'node:url'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const out = path.resolve(process.argv[2] ?? '.gpu')
-const {buildPackage} = await import(path.join(root, 'dist/src/package/builder.js'))
-const {makeTokenizer, SYNTH_CHAT_TEMPLATE} = await import(path.join(root, 'dist/src/package/synth-tokenizer.js'))
-const {synthPackage} = await import(path.join(root, 'dist/src/package/synth.js'))
+const {buildPackage} = await import(path.join(root, 'dist/src/package/builder/builder.js'))
+const {makeTokenizer, SYNTH_CHAT_TEMPLATE} = await import(path.join(root, 'dist/src/package/synth/synth-tokenizer.js'))
+const {synthPackage} = await import(path.join(root, 'dist/src/package/synth/synth.js'))
 
 await rm(out, {recursive: true, force: true})
 await mkdir(out, {recursive: true})

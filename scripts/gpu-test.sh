@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU test suite and benchmarks in one command, on a machine with an NVIDIA GPU (sm_90), nvcc, CMake and
-# ninja (the H200 of the device tool). Prepare the folder on a machine with Node first:
+# ninja (the H200 GPU machine). Prepare the folder on a machine with Node first:
 #   npm run build && node scripts/gpu-prepare.mjs .gpu      # sources + fixture packages
 # then, in that folder on the GPU machine:   bash scripts/gpu-test.sh [--no-bench] [--no-fallback] [--spec] [layers]
 # (--no-fallback skips the benchmarks of the WMMA prefill path without cuBLAS; --spec runs only the build and the

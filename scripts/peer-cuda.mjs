@@ -3,7 +3,7 @@
 // with it for `scripts/gpu-http-bench.sh`, so that `splash bench --peer llama.cpp` runs side by side on the GPU.
 //
 // Why: node-llama-cpp's prebuilt CUDA backend (a 159 MB libggml-cuda.so for sm_86/89/120/121, no sm_90) does not fit
-// what the device tool carries, and nothing can be built from a download there. This machine has nvcc but no GPU, so
+// what the GPU machine carries, and nothing can be built from a download there. This machine has nvcc but no GPU, so
 // the backend is compiled here, for sm_90 only, from the llama.cpp release bundled in the node-llama-cpp package
 // (llama/gitRelease.bundle), and replaces the prebuilt one next to the prebuilt libggml-base.so it was built with.
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compiles a package's specialised CUDA kernels without Node: what `splash package kernels DIR --target
-cuda-sm90` does (src/package/kernels-cuda.ts), for GPU machines that have nvcc and Python but no Node, and for
+cuda-sm90` does (src/package/builder/kernels-cuda.ts), for GPU machines that have nvcc and Python but no Node, and for
 packages too large to move (tools/bench/make_shape_package.py writes them there).
 Usage: build_spec_kernels.py DIR [--nvcc PATH] [--core CORE_NATIVE_DIR]
 Reads DIR/splash.json and the safetensors headers of its weights (and draft) files, takes every distinct

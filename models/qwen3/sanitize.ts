@@ -1,9 +1,9 @@
 // Plain Qwen3 (Qwen3ForCausalLM, model.*): every layer full attention without output gate, plain RMSNorms (the
 // stored weight is the multiplier, in HF and MLX alike), full rotary, tied or untied head.
-import type {RawConfig} from '../../src/package/checkpoint.js'
-import type {FamilyModule, TensorPlan} from '../../src/package/family.js'
+import type {RawConfig} from '../../src/package/builder/checkpoint.js'
+import type {FamilyModule, TensorPlan} from '../../src/package/builder/family.js'
 import type {ModelConfig} from '../../src/package/manifest.js'
-import {linear, norm} from '../../src/package/recipes.js'
+import {linear, norm} from '../../src/package/builder/recipes.js'
 import {attentionPlans, densePlans, locate, reader, ropeOf} from '../qwen3_5/sanitize.js'
 
 function normalize(raw: RawConfig): ModelConfig {

@@ -1,4 +1,4 @@
-// The Qwen2-VL image processor's arithmetic (model-arch.md §6.1), as pure functions: the smart-resize rule and the
+// The Qwen2-VL image processor's arithmetic (transformers' Qwen2VLImageProcessor), as pure functions: the smart-resize rule and the
 // patch matrix the vision encoder takes (normalised, each frame duplicated to the temporal patch size, 2×2 merge
 // groups contiguous). Decoding and resampling happen in image-worker.ts.
 

@@ -1,11 +1,11 @@
 // The Qwen3.5 vision side of a package (manifest `vision`): images are decoded and preprocessed on worker threads
 // (image-worker.ts through piscina), and a rendered prompt's single `<|image_pad|>` per image is expanded to the
-// image's merged-patch count with the M-RoPE ids of model-arch.md §6.3.
+// image's merged-patch count with its M-RoPE ids (transformers' get_rope_index; docs/images-and-pdfs.md).
 import {availableParallelism} from 'node:os'
 import {Piscina} from 'piscina'
 import {errors} from '../../src/errors.js'
 import type {VisionManifest} from '../../src/package/manifest.js'
-import type {PreparedImage, VisionFamily} from '../../src/runtime/media.js'
+import type {PreparedImage, VisionFamily} from '../../src/chat/media/media.js'
 import type {ImageGeometry} from './image-preprocess.js'
 import type {ImageResult, ImageTask} from './image-worker.js'
 

@@ -1,9 +1,9 @@
 // The Qwen family's entry point: loads a package's tokenizer and template and hands the core its text
-// codec and chat behaviour (src/runtime/family.ts). Sibling families (qwen3_5_moe, qwen3_next, qwen3)
+// codec and chat behaviour (src/chat/family.ts). Sibling families (qwen3_5_moe, qwen3_next, qwen3)
 // re-export this module.
 import type {Manifest} from '../../src/package/manifest.js'
-import type {ModelFamily, TextCodec} from '../../src/runtime/family.js'
-import type {ChatFamily, ChatMessage, ChatTool} from '../../src/runtime/chat.js'
+import type {ModelFamily, TextCodec} from '../../src/chat/family.js'
+import type {ChatFamily, ChatMessage, ChatTool} from '../../src/chat/chat.js'
 import {join} from 'node:path'
 import {Grammars} from '../../src/grammar/compiler.js'
 import {loadTextModule} from './family.js'

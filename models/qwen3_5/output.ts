@@ -9,7 +9,7 @@
 // - Exactly one `finish` event, last, from finish() (or from push() when the output must stop early).
 // - No event carries empty text.
 
-import {StopStringMatcher} from '../../src/runtime/text/stop-strings.js'
+import {StopStringMatcher} from '../../src/chat/stop-strings.js'
 import {ReasoningParser} from './reasoning.js'
 import {JsonToolCallParser} from './tool-parser-json.js'
 import type {ToolCallParser, ToolParseEvent} from './tool-parser.js'

@@ -3,6 +3,8 @@
 // opens it itself, and that is recognised at the start of the output. Newlines that are only the
 // markup around the think block (after <think>, before </think>, after </think>) are dropped.
 
+import {heldBack} from './stream-markers.js'
+
 export type ReasoningEvent = {type: 'reasoning'; text: string} | {type: 'content'; text: string}
 
 const OPEN = '<think>'
@@ -91,7 +93,7 @@ export class ReasoningParser {
       this.buf = ''
       return false
     }
-    const hold = heldTail(this.buf, CLOSE)
+    const hold = heldBack(this.buf, [CLOSE], c => c === '\n')
     this.emit('reasoning', this.buf.slice(0, this.buf.length - hold))
     this.buf = this.buf.slice(this.buf.length - hold)
     return false
@@ -124,19 +126,4 @@ export class ReasoningParser {
     this.out = []
     return out
   }
-}
-
-/** How much of the end of `text` to hold: a partial `marker`, the newlines before it, half a surrogate pair. */
-function heldTail(text: string, marker: string): number {
-  let hold = 0
-  for (let n = Math.min(marker.length - 1, text.length); n > 0; n--) {
-    if (text.endsWith(marker.slice(0, n))) {
-      hold = n
-      break
-    }
-  }
-  while (hold < text.length && text[text.length - hold - 1] === '\n') hold++
-  const c = text.charCodeAt(text.length - hold - 1)
-  if (hold < text.length && c >= 0xd800 && c <= 0xdbff) hold++
-  return hold
 }

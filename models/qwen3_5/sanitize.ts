@@ -4,10 +4,10 @@
 // (language_model.model.*, norms stored pre-shifted, conv1d [C, K, 1], quantized linears). mtp.* is dropped.
 // The MoE sibling (../qwen3_5_moe) and Qwen3-Next (../qwen3_next) reuse these helpers by import.
 import {SplashError} from '../../src/errors.js'
-import type {Checkpoint, RawConfig} from '../../src/package/checkpoint.js'
-import type {FamilyModule, TensorPlan} from '../../src/package/family.js'
+import type {Checkpoint, RawConfig} from '../../src/package/builder/checkpoint.js'
+import type {FamilyModule, TensorPlan} from '../../src/package/builder/family.js'
 import type {ModelConfig} from '../../src/package/manifest.js'
-import {expertSlice, f32, linear, norm, stacked} from '../../src/package/recipes.js'
+import {expertSlice, f32, linear, norm, stacked} from '../../src/package/builder/recipes.js'
 import {sanitizeVision} from './vision.js'
 
 const bad = (msg: string) => new SplashError('invalid_checkpoint', 'invalid_request', `config.json: ${msg}`)

@@ -1,7 +1,7 @@
 // Generated token ids → output events: the streaming detokenizer feeding the output parser, with the
 // counts usage needs. A stop token (EOS / <|im_end|>) ends the output and produces no text.
 
-import type {IncrementalDetokenizer} from '../../src/runtime/text/incremental-detokenizer.js'
+import type {IncrementalDetokenizer} from '../../src/chat/incremental-detokenizer.js'
 import type {OutputEvent, OutputParser} from './output.js'
 
 export class TokenOutputStream {

@@ -4,7 +4,7 @@
 import {readFile} from 'node:fs/promises'
 import {dirname, join} from 'node:path'
 import {Tokenizer} from '@huggingface/tokenizers'
-import {IncrementalDetokenizer, TokenByteTable, type DetokenizerOptions, type TokenizerJsonLike} from '../../src/runtime/text/incremental-detokenizer.js'
+import {IncrementalDetokenizer, TokenByteTable, type DetokenizerOptions, type TokenizerJsonLike} from '../../src/chat/incremental-detokenizer.js'
 
 export interface AddedTokenInfo {
   id: number

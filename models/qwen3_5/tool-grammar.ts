@@ -14,8 +14,8 @@
 //   object in the JSON form.
 import {MARKUP_FREE, type StructuralTagFormat, type ToolGrammarTool} from '../../src/grammar/compiler.js'
 import {resolvePointer} from '../../src/grammar/schema-policy.js'
-import {jsonSafePattern} from '../../src/grammar/json-pattern.js'
-import {boundedRawEbnf} from '../../src/grammar/string-length.js'
+import {jsonSafePattern} from '../../src/grammar/json/json-pattern.js'
+import {boundedRawEbnf} from '../../src/grammar/json/string-length.js'
 import {errors} from '../../src/errors.js'
 import type {ToolCallFormat} from './output.js'
 import {isPlainString, schemaTypes} from './tool-arguments.js'

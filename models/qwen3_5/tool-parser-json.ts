@@ -4,7 +4,8 @@
 // is read and the arguments object streams through as it is generated. Any other arrangement of the
 // object is read whole at </tool_call>.
 
-import {ToolCallParserBase, highSurrogateTail} from './tool-parser.js'
+import {ToolCallParserBase} from './tool-parser.js'
+import {highSurrogateTail} from './stream-markers.js'
 
 const END_CALL = '</tool_call>'
 const HEAD = /^\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*\{/

@@ -4,7 +4,8 @@
 // fragments while it is generated, other values are converted by type when their </parameter> arrives.
 
 import {convertParameter, isPlainString, parameterTypes} from './tool-arguments.js'
-import {ToolCallParserBase, escapeFragment, highSurrogateTail, partialSuffix} from './tool-parser.js'
+import {ToolCallParserBase, escapeFragment} from './tool-parser.js'
+import {highSurrogateTail, partialSuffix} from './stream-markers.js'
 
 const FUNCTION = '<function='
 const PARAMETER = '<parameter='

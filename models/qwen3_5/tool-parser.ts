@@ -1,5 +1,6 @@
 // What the incremental tool-call parsers emit, and the part they share: finding `<tool_call>` in the
-// text stream, call numbering and ids, and turning calls that cannot be accepted back into text.
+// text stream (holding back a partial marker as reasoning.ts does, stream-markers.ts), call numbering and ids, and
+// turning calls that cannot be accepted back into text.
 // The formats (tool-parser-xml.ts, tool-parser-json.ts) only parse the inside of a call.
 //
 // Rules common to both formats:
@@ -14,6 +15,7 @@
 
 import {randomBytes} from 'node:crypto'
 import type {ToolDefinition} from './template.js'
+import {heldBack} from './stream-markers.js'
 
 export type ToolParseEvent =
   /** Ordinary text outside calls. */
@@ -186,34 +188,11 @@ export abstract class ToolCallParserBase implements ToolCallParser {
       this.buf = ''
       return false
     }
-    let hold = partialSuffix(this.buf, [OPEN])
-    const head = this.buf.slice(0, this.buf.length - hold)
-    hold += head.length - head.trimEnd().length
-    hold = Math.max(hold, highSurrogateTail(this.buf))
+    const hold = heldBack(this.buf, [OPEN], c => c.trim() === '')
     this.text(this.buf.slice(0, this.buf.length - hold))
     this.buf = this.buf.slice(this.buf.length - hold)
     return false
   }
-}
-
-/** Length of the longest suffix of `text` that is a proper prefix of one of `markers`. */
-export function partialSuffix(text: string, markers: string[]): number {
-  let best = 0
-  for (const marker of markers) {
-    for (let n = Math.min(marker.length - 1, text.length); n > best; n--) {
-      if (text.endsWith(marker.slice(0, n))) {
-        best = n
-        break
-      }
-    }
-  }
-  return best
-}
-
-/** 1 when `text` ends in half a surrogate pair (so it is not cut from its other half), else 0. */
-export function highSurrogateTail(text: string): number {
-  const c = text.charCodeAt(text.length - 1)
-  return c >= 0xd800 && c <= 0xdbff ? 1 : 0
 }
 
 /** JSON-escapes a fragment of a string value (without quotes). */

@@ -3,15 +3,15 @@
 // (Qwen2-VL image processor keys; defaults when the file is absent), prompt token ids from the top-level config.
 // MLX conversions (`vision_tower.*`, channels-last patch embedding) are not built yet: their packages are text only.
 import {SplashError} from '../../src/errors.js'
-import type {Checkpoint, RawConfig} from '../../src/package/checkpoint.js'
-import type {TensorPlan} from '../../src/package/family.js'
+import type {Checkpoint, RawConfig} from '../../src/package/builder/checkpoint.js'
+import type {TensorPlan} from '../../src/package/builder/family.js'
 import type {VisionManifest} from '../../src/package/manifest.js'
-import {f32, linear} from '../../src/package/recipes.js'
+import {f32, linear} from '../../src/package/builder/recipes.js'
 
 const P = 'model.visual'
-/** Qwen3-VL / Qwen3.5 preprocessor defaults (model-arch.md §6.1). */
+/** Qwen3-VL / Qwen3.5 preprocessor defaults (the checkpoints' preprocessor_config.json). */
 const DEFAULT_PRE = {min_pixels: 65536, max_pixels: 16777216, image_mean: [0.5, 0.5, 0.5], image_std: [0.5, 0.5, 0.5]}
-/** The family's special ids (model-arch.md §7) when config.json does not name them. */
+/** The family's special ids (its tokenizer's added tokens) when config.json does not name them. */
 const DEFAULT_TOKENS = {vision_start: 248053, vision_end: 248054, image_pad: 248056}
 
 const bad = (msg: string) => new SplashError('invalid_checkpoint', 'invalid_request', `config.json: ${msg}`)

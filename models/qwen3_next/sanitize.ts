@@ -4,10 +4,10 @@
 // (r = nv / nk). They are de-interleaved into Splash's in_proj_qkv = [q all | k all | v all], in_proj_z, in_proj_b
 // and in_proj_a, so the conv1d channel order is the Qwen3.5 one. MLX conversions keep the fused tensors (quantized):
 // they are dequantized, de-interleaved and quantized again.
-import type {Checkpoint} from '../../src/package/checkpoint.js'
-import type {FamilyModule, TensorPlan} from '../../src/package/family.js'
+import type {Checkpoint} from '../../src/package/builder/checkpoint.js'
+import type {FamilyModule, TensorPlan} from '../../src/package/builder/family.js'
 import type {ModelConfig} from '../../src/package/manifest.js'
-import {computed, gatherRows} from '../../src/package/recipes.js'
+import {computed, gatherRows} from '../../src/package/builder/recipes.js'
 import {gdnStatePlans, moePlans, normalizeHybrid, sanitizeHybrid} from '../qwen3_5/sanitize.js'
 
 /** Row ranges of the fused projections, per output tensor. Exported for tests. */

@@ -5,11 +5,10 @@ import {randomUUID} from 'node:crypto'
 import {CompletionBody} from './lib/schema.js'
 import {toJobs} from './lib/translate.js'
 import {ChoiceBuilder} from './lib/encode.js'
-import {generateText} from '../../src/runtime/text-generation.js'
+import {generateText} from '../../src/chat/text-generation.js'
 import {SseStream, clientGone} from '../shared/sse.js'
-import {openaiErrorBody} from '../shared/openai-error.js'
-import {toSplashError} from '../../src/server/error-shapes.js'
-import type {SampledToken} from '../../src/runtime/sampling.js'
+import {openAiStream} from '../shared/openai-stream.js'
+import type {SampledToken} from '../../src/engine/sampling.js'
 import {timingsBody} from '../shared/timings.js'
 
 export default async function completions(fastify: FastifyInstance): Promise<void> {
@@ -62,22 +61,17 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
     }
 
     const sse = SseStream.open(request, reply)
-    try {
-      await Promise.all(
+    await openAiStream(sse, () =>
+      Promise.all(
         jobs.map((job, k) =>
           drain(firsts[k], streams[k], job.prompt, builders[k], echo, (text, logprobs, finish, extra) =>
             sse.data({...base, choices: [{index: builders[k].index, text, logprobs, finish_reason: finish, ...extra}]}),
             returnIds,
           ),
         ),
-      )
-      if (body.stream_options?.include_usage) sse.data({...base, choices: [], usage: usage(), timings: timings()})
-      sse.data('[DONE]')
-    } catch (err) {
-      sse.data(openaiErrorBody(toSplashError(err)))
-    } finally {
-      sse.end()
-    }
+      ),
+      body.stream_options?.include_usage ? () => ({...base, choices: [], usage: usage(), timings: timings()}) : undefined,
+    )
     return reply
   })
 }
@@ -85,8 +79,8 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
 type Emit = (text: string, logprobs: unknown, finish: string | null, extra?: Record<string, unknown>) => void
 
 async function drain(
-  first: IteratorResult<import('../../src/runtime/text-generation.js').TextEvent>,
-  stream: AsyncIterator<import('../../src/runtime/text-generation.js').TextEvent>,
+  first: IteratorResult<import('../../src/chat/text-generation.js').TextEvent>,
+  stream: AsyncIterator<import('../../src/chat/text-generation.js').TextEvent>,
   prompt: Int32Array,
   b: ChoiceBuilder,
   echo: boolean,

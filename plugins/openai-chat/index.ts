@@ -6,10 +6,9 @@ import {ChatBody} from './lib/schema.js'
 import {toChatRequest} from './lib/translate.js'
 import {mediaOptionsOf} from '../shared/media-parts.js'
 import {ChatChoice, usageBody} from './lib/choice.js'
-import {generateChat, type ChatEvent} from '../../src/runtime/chat.js'
+import {generateChat, type ChatEvent} from '../../src/chat/chat.js'
 import {SseStream, clientGone} from '../shared/sse.js'
-import {openaiErrorBody} from '../shared/openai-error.js'
-import {toSplashError} from '../../src/server/error-shapes.js'
+import {openAiStream} from '../shared/openai-stream.js'
 import {timingsBody} from '../shared/timings.js'
 
 export default async function openaiChat(fastify: FastifyInstance): Promise<void> {
@@ -73,7 +72,8 @@ export default async function openaiChat(fastify: FastifyInstance): Promise<void
 
     const sse = SseStream.open(request, reply)
     const includeUsage = body.stream_options?.include_usage === true
-    try {
+    const usage = () => ({...base, choices: [], usage: usageBody(choices.map(c => c.usage!).filter(Boolean), promptEvent.tokens), timings: timings()})
+    await openAiStream(sse, async () => {
       for (const c of choices) sse.data({...base, choices: [{index: c.index, delta: {role: 'assistant', content: ''}, logprobs: null, finish_reason: null}]})
       await Promise.all(
         streams.map(async (s, k) => {
@@ -92,15 +92,7 @@ export default async function openaiChat(fastify: FastifyInstance): Promise<void
           }
         }),
       )
-      if (includeUsage) {
-        sse.data({...base, choices: [], usage: usageBody(choices.map(c => c.usage!).filter(Boolean), promptEvent.tokens), timings: timings()})
-      }
-      sse.data('[DONE]')
-    } catch (err) {
-      sse.data(openaiErrorBody(toSplashError(err)))
-    } finally {
-      sse.end()
-    }
+    }, includeUsage ? usage : undefined)
     return reply
   })
 }

@@ -2,7 +2,7 @@
 // read into the core's LogitBias. Whether each id is in the vocabulary is checked at admission (the scheduler
 // knows the model).
 import {errors} from '../../src/errors.js'
-import type {LogitBias} from '../../src/runtime/sampling.js'
+import type {LogitBias} from '../../src/engine/sampling.js'
 
 /** The most tokens one request's logit_bias may name. */
 export const MAX_LOGIT_BIAS = 4096

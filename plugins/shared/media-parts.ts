@@ -2,8 +2,8 @@
 // data: URLs and base64 are decoded, http(s) URLs are passed on (the core fetches them only when the server allows
 // it), and a file is a document when it is a PDF, an image when it is one. Every error names the part.
 import {errors} from '../../src/errors.js'
-import type {ChatContentPart} from '../../src/runtime/chat.js'
-import {decodeBase64, MEDIA_DEFAULTS, parseDataUrl, type MediaOptions} from '../../src/runtime/media.js'
+import type {ChatContentPart} from '../../src/chat/chat.js'
+import {decodeBase64, MEDIA_DEFAULTS, parseDataUrl, type MediaOptions} from '../../src/chat/media/media.js'
 
 const bad = (where: string, message: string) => errors.invalidRequest(`${where}: ${message}`, where)
 

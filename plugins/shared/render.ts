@@ -1,8 +1,8 @@
 // The prompt a ChatRequest renders to, decided exactly as generateChat() decides it (tools dropped for
 // tool_choice none, thinking off when a tool call is forced), for endpoints that count or show the
 // prompt without running it (Anthropic count_tokens).
-import type {ChatFamily, ChatRequest} from '../../src/runtime/chat.js'
-import {MEDIA_DEFAULTS, resolveMedia} from '../../src/runtime/media.js'
+import type {ChatFamily, ChatRequest} from '../../src/chat/chat.js'
+import {MEDIA_DEFAULTS, resolveMedia} from '../../src/chat/media/media.js'
 
 export async function renderPrompt(
   chat: ChatFamily,

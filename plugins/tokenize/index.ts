@@ -4,7 +4,7 @@ import type {TypeBoxTypeProvider} from '@fastify/type-provider-typebox'
 import {ApplyTemplateBody, DetokenizeBody, TokenizeBody} from './lib/schema.js'
 import {toMessages, toTools} from '../openai-chat/lib/translate.js'
 import {errors} from '../../src/errors.js'
-import {resolveMedia} from '../../src/runtime/media.js'
+import {resolveMedia} from '../../src/chat/media/media.js'
 import {mediaOptionsOf} from '../shared/media-parts.js'
 
 export default async function tokenize(fastify: FastifyInstance): Promise<void> {

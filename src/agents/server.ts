@@ -1,6 +1,7 @@
 // Finds the running Splash server (SPLASH_PORT, default 8000, on 127.0.0.1; SPLASH_API_KEY when it needs a key)
 // and asks it which model it serves and with what context window. Every failure is one actionable line.
 import {SplashError} from '../errors.js'
+import {readOptions} from '../config/options.js'
 
 export interface ServedModelInfo {
   baseUrl: string
@@ -22,7 +23,7 @@ function fail(code: string, message: string): SplashError {
 
 /** http://127.0.0.1:<SPLASH_PORT or 8000>, or a clear error when SPLASH_PORT is not a port. */
 export function serverOrigin(env: NodeJS.ProcessEnv = process.env): string {
-  const raw = env.SPLASH_PORT?.trim()
+  const raw = readOptions(env).agentPort
   if (!raw) return `http://127.0.0.1:${DEFAULT_PORT}`
   const port = /^\d+$/.test(raw) ? Number(raw) : NaN
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
@@ -98,7 +99,7 @@ function extras(entry: ModelEntry): Partial<ServedModelInfo> {
 /** Asks GET /v1/models on the local server for the served model and its context window. */
 export async function discoverServer(env: NodeJS.ProcessEnv = process.env): Promise<ServedModelInfo> {
   const origin = serverOrigin(env)
-  const apiKey = env.SPLASH_API_KEY?.trim() || undefined
+  const apiKey = readOptions(env).agentApiKey
   let res: Response
   try {
     res = await get(`${origin}/v1/models`, apiKey)

@@ -1,11 +1,12 @@
 // Shared pieces of the benchmarks: synthetic packages cached per preset, the machine description, statistics.
 import {existsSync, readFileSync} from 'node:fs'
+import {readOptions} from '../config/options.js'
 import {cpus, totalmem} from 'node:os'
 import {join} from 'node:path'
 import {execFileSync} from 'node:child_process'
 import {dataDir} from '../package/paths.js'
 import {builderId} from '../package/version.js'
-import {synthPackage} from '../package/synth.js'
+import {synthPackage} from '../package/synth/synth.js'
 
 export type Log = (line: string) => void
 
@@ -13,7 +14,7 @@ export type Log = (line: string) => void
 export const progress: Log = line => process.stderr.write(`${line}\n`)
 
 export function benchCacheDir(env: NodeJS.ProcessEnv = process.env): string {
-  return env.SPLASH_BENCH_CACHE || join(dataDir(env), 'bench')
+  return readOptions(env).benchCache ?? join(dataDir(env), 'bench')
 }
 
 /** A synthetic q4 package of a preset (optionally cut to `layers`), written once into the bench cache. */

@@ -5,9 +5,9 @@
 import {cpus} from 'node:os'
 import {modelLayout} from '../package/layout.js'
 import {readManifest, type ModelConfig, type Quant} from '../package/manifest.js'
-import {quantize} from '../package/quantize.js'
-import {storedBytes} from '../package/weights.js'
-import {native} from '../runtime/native.js'
+import {quantize} from '../package/builder/quantize.js'
+import {storedBytes} from '../package/builder/weights.js'
+import {native} from '../native/native.js'
 import {progress, stats, type Log, type Stats} from './common.js'
 
 export interface EngineBenchOptions {

@@ -3,11 +3,12 @@
 // by the GGUF's tokenizer, so both engines see the same text. Like llama-server's prompt cache, a sequence keeps the
 // tokens of its last request and only evaluates what follows the common prefix (when llama.cpp can erase the tail).
 import {existsSync, readFileSync} from 'node:fs'
+import {readOptions} from '../config/options.js'
 import {cpus} from 'node:os'
 import {join} from 'node:path'
 import {pathToFileURL} from 'node:url'
 import {SplashError} from '../errors.js'
-import {projectRoot} from '../runtime/native.js'
+import {projectRoot} from '../native/native.js'
 import type {ChatResult, Driver, Message} from './driver.js'
 
 export const PEER_VERSION = '3.21.1'
@@ -20,7 +21,8 @@ type Lib = any
 
 function candidates(env: NodeJS.ProcessEnv): string[] {
   const out: string[] = []
-  if (env.SPLASH_PEER_PATH) out.push(join(env.SPLASH_PEER_PATH, 'node_modules', 'node-llama-cpp'), env.SPLASH_PEER_PATH)
+  const peer = readOptions(env).peerPath
+  if (peer) out.push(join(peer, 'node_modules', 'node-llama-cpp'), peer)
   out.push(join(projectRoot, 'node_modules', 'node-llama-cpp'))
   return out
 }

@@ -4,7 +4,7 @@ import {existsSync, statSync} from 'node:fs'
 import {mkdir, writeFile} from 'node:fs/promises'
 import {basename, dirname, join, resolve} from 'node:path'
 import {SplashError} from '../errors.js'
-import {defaultPackageDir} from '../runtime/load-model.js'
+import {defaultPackageDir} from '../serving/load-model.js'
 import {readManifest} from '../package/manifest.js'
 import {benchCacheDir, machine, presetPackage, progress, splashVersion, type Log} from './common.js'
 import {runScenarios, type ScenarioResults, type ScenarioSettings} from './scenarios.js'
@@ -82,7 +82,7 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
       // An export in the bench cache is reused while it is newer than the package's manifest.
       const fresh = existsSync(gguf) && (o.gguf !== undefined || statSync(gguf).mtimeMs > statSync(join(dir, 'splash.json')).mtimeMs)
       if (!fresh) {
-        const {exportGguf} = await import('../package/export-gguf.js')
+        const {exportGguf} = await import('../package/export/export-gguf.js')
         await mkdir(dirname(gguf), {recursive: true})
         log(`exporting ${dir} → ${gguf}`)
         await exportGguf({dir, out: gguf, log})

@@ -1,7 +1,7 @@
 import {Flags} from '@oclif/core'
 import {BaseCommand} from '../cli/base-command.js'
 import {formatBytes} from '../config/units.js'
-import {clearPrefixFolders, listPrefixFolders, prefixCacheRoot} from '../runtime/prefix-folders.js'
+import {clearPrefixFolders, listPrefixFolders, prefixCacheRoot} from '../cache/prefix-folders.js'
 
 export default class Cache extends BaseCommand {
   static override summary = "Show (or clear) the prefix cache's disk folders: the conversations kept across restarts"

@@ -1,4 +1,5 @@
 import {Flags} from '@oclif/core'
+import {readOptions} from '../config/options.js'
 import {BaseCommand} from '../cli/base-command.js'
 import {countFlag, hostFlag, portFlag, sizeFlag} from '../cli/flags.js'
 import {startServer, stopOnSignals} from '../server/serve.js'
@@ -41,7 +42,7 @@ export default class Serve extends BaseCommand {
       allowedHosts: flags['allowed-host'] ?? [],
       apiKey: flags['api-key'] || undefined,
       webui: !flags['no-webui'],
-      logger: process.env.SPLASH_LOG_LEVEL !== undefined,
+      logger: readOptions().logLevel !== undefined,
       log,
     })
     await stopOnSignals(server, log)

@@ -5,11 +5,11 @@
 import {readFile} from 'node:fs/promises'
 import type {CompiledGrammar, GrammarCompiler, StructuralTagFormat} from '@mlc-ai/web-xgrammar'
 import {errors} from '../errors.js'
-import {Lru} from './lru.js'
+import {Lru} from '../cache/lru.js'
 import {GrammarMatcherState} from './matcher.js'
-import {jsonSchemaEbnf, SEPARATORS} from './json-ebnf.js'
+import {jsonSchemaEbnf, SEPARATORS} from './json/json-ebnf.js'
 import {enforceableSchema} from './schema-policy.js'
-import {FREE_STRING_CHAR} from './string-length.js'
+import {FREE_STRING_CHAR} from './json/string-length.js'
 import {toolInputEbnf, type ToolInputEbnf, type ToolInputSource} from './tool-input.js'
 import {Utf8Guard} from './utf8-guard.js'
 import {vocabStrings, type TokenizerJson} from './vocab.js'
@@ -99,7 +99,7 @@ export class Grammars {
             : await compactJson(spec.format)
       // every grammar goes through the structural-tag compiler, EBNF included: compileGrammar(ebnf) lowers a
       // bounded repetition above 128 twice (a repetition of lookahead rules), which made each mask inside a
-      // `maxLength: 300` string cost 150–390 ms instead of 0.2–0.3 ms (DEVELOPMENT.md, Structured output)
+      // `maxLength: 300` string cost 150–390 ms instead of 0.2–0.3 ms (docs/structured-output.md)
       const grammar = await compiler.compileStructuralTag({type: 'structural_tag', format})
       return {xg, grammar}
     } catch (e) {

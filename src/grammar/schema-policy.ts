@@ -1,14 +1,14 @@
 // Which JSON Schema keywords constrained decoding enforces, checked before anything is compiled. XGrammar
 // (0.1.27) accepts many keywords it does not enforce, or enforces wrongly; each rule below comes from
-// random walks over its token masks validated with ajv (DEVELOPMENT.md, "Structured output"). A schema
+// random walks over its token masks validated with ajv (docs/structured-output.md). A schema
 // using anything else is refused with a 400 naming the keyword and where it is: output is never
 // silently less constrained than asked. Some keywords are rewritten into forms XGrammar does enforce
 // (numeric bounds made two-sided, some formats into patterns); the grammar of a numeric range is then written by
 // integer-range.ts / number-range.ts and that of a string with length bounds by string-length.ts, not XGrammar
 // (json-ebnf.ts).
 import {errors} from '../errors.js'
-import {jsonSafePattern} from './json-pattern.js'
-import {patternSpan} from './pattern-span.js'
+import {jsonSafePattern} from './json/json-pattern.js'
+import {patternSpan} from './text/pattern-span.js'
 
 type Schema = Record<string, unknown>
 
@@ -67,7 +67,7 @@ const FORMAT_PATTERNS: Record<string, string> = {
   'date-time': `^${DATE}T${TIME}$`,
   ipv4: `^(${OCTET}\\.){3}${OCTET}$`,
   // the dot-atom as one loop (a character, or a dot and a character): the same strings as ATOM(\.ATOM)*, whose
-  // group repetition left XGrammar 0.1–0.2 ms a mask after the first dot against 0.005 ms (DEVELOPMENT.md)
+  // group repetition left XGrammar 0.1–0.2 ms a mask after the first dot against 0.005 ms (docs/structured-output.md)
   email: `^${ATEXT}(${ATEXT}|\\.${ATEXT})*@(${LABEL}\\.)+${LABEL}$`,
   uri: `^${URI_SCHEME}:(${URI_AUTHORITY}|${URI_PATH})${URI_TAIL}$`,
   'uri-reference': `^(${URI_SCHEME}:)?(${URI_AUTHORITY}|${URI_PATH})?${URI_TAIL}$`,

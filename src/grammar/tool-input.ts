@@ -2,9 +2,9 @@
 // "regex", definition}`) as XGrammar EBNF in the two spellings a tool call can carry it in: the text
 // itself, and the text inside a JSON string. What cannot be enforced is a 400 naming the construct.
 import {errors} from '../errors.js'
-import {larkGrammar} from './lark.js'
-import {regexNode} from './regex.js'
-import {GrammarRefusal, toEbnf, type TextGrammar} from './text-grammar.js'
+import {larkGrammar} from './text/lark.js'
+import {regexNode} from './text/regex.js'
+import {GrammarRefusal, toEbnf, type TextGrammar} from './text/text-grammar.js'
 
 export interface ToolInputSource {
   syntax: 'lark' | 'regex'

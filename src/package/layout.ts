@@ -1,5 +1,5 @@
 // The Splash tensors of a model and of its DFlash draft, from the normalised configs: names and logical shapes as
-// DEVELOPMENT.md "Weights" lists them. Synthetic packages are written from this; builder tests check against it.
+// docs/package-format.md ("Weights") lists them. Synthetic packages are written from this; builder tests check against it.
 import type {DraftConfig, ModelConfig, VisionManifest} from './manifest.js'
 
 export interface LayoutEntry {

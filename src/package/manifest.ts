@@ -1,4 +1,4 @@
-// splash.json, format 1: the TypeBox schema (the contract documented in DEVELOPMENT.md, "Package format"), reading
+// splash.json, format 1: the TypeBox schema (the contract documented in docs/package-format.md), reading
 // and validation with errors that name the field.
 import {readFile} from 'node:fs/promises'
 import {join} from 'node:path'
@@ -61,7 +61,7 @@ export const DraftConfigSchema = Type.Object({
   conv_group_size: Nullable(Int(1)),
   selector_rank: Nullable(Int(1)),
   selector_top_k: Nullable(Int(1)),
-  // DFlash 2 (DEVELOPMENT.md "The draft"): per-layer attention kind (absent: every layer full), block causality
+  // DFlash 2 (docs/package-format.md, "The draft"): per-layer attention kind (absent: every layer full), block causality
   // (null/absent: sliding layers causal, full ones bidirectional, as the reference code decides), and the
   // transform of the draft's logits (× output_multiplier, then c·tanh(x/c) with c = final_logit_softcapping)
   layer_types: Type.Optional(Type.Array(Type.Union([Type.Literal('full_attention'), Type.Literal('sliding_attention')]))),
@@ -71,7 +71,7 @@ export const DraftConfigSchema = Type.Object({
 })
 export type DraftConfig = Static<typeof DraftConfigSchema>
 
-/** The vision tower (DEVELOPMENT.md "The vision tower"): encoder shape, image preprocessing, prompt token ids. */
+/** The vision tower (docs/package-format.md): encoder shape, image preprocessing, prompt token ids. */
 export const VisionSchema = Type.Object({
   config: Type.Object({
     depth: Int(1),

@@ -1,6 +1,6 @@
 // Will this package fit? Weights + draft + the smallest useful state (one sequence of MIN_CONTEXT tokens: attention
 // KV, GDN recurrent and conv state, the draft's KV) + scratch, against the memory available or --max-memory. The
-// full planner (context and batch limits) lives in src/runtime/; this is the go / no-go check before loading.
+// full planner (context and batch limits) is src/serving/memory-plan.ts; this is the go / no-go check before loading.
 import {formatBytes} from '../config/units.js'
 import type {Manifest} from './manifest.js'
 

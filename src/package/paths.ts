@@ -1,6 +1,7 @@
 // Where things live on this machine: the Hugging Face hub cache (shared with Python's huggingface_hub) and Splash's
 // own data directory.
 import {homedir} from 'node:os'
+import {readOptions} from '../config/options.js'
 import {join} from 'node:path'
 
 /** HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. */
@@ -19,7 +20,8 @@ export function repoFolder(cacheDir: string, repo: string): string {
 
 /** SPLASH_DATA_DIR, else ~/Library/Application Support/Splash on macOS, else XDG_DATA_HOME/splash or ~/.local/share/splash. */
 export function dataDir(env: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform): string {
-  if (env.SPLASH_DATA_DIR) return env.SPLASH_DATA_DIR
+  const dir = readOptions(env).dataDir
+  if (dir) return dir
   if (platform === 'darwin') return join(homedir(), 'Library', 'Application Support', 'Splash')
   return join(env.XDG_DATA_HOME || join(homedir(), '.local', 'share'), 'splash')
 }

@@ -1,5 +1,5 @@
 // Shapes of real models (and tiny ones for tests) for `splash package synth`. Values for the big models come from
-// ../shared/reference/model-arch.md §1.2 and the issue; the small Qwen3.5 ones are from third-party copies of the
+// the models' published config.json files; the small Qwen3.5 ones are from third-party copies of the
 // config files (0.8B: 24 layers, hidden 1024, 8/2 heads of 256, 6 attention layers — confirmed by a model card;
 // intermediate 3584, GDN 16/16 heads of 128 and tied embeddings are from memory, UNVERIFIED against the HF file;
 // 4B: 32 layers, hidden 2560, 16/4 heads of 256 — confirmed by a model card; GDN 16/32 heads, intermediate 9216 and

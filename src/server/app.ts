@@ -1,13 +1,14 @@
 // Assembles the Fastify app: shared services first (error shapes, security, model host), then every
 // API surface found in plugins/. Listening and signals are serve.ts's business.
 import Fastify, {type FastifyInstance} from 'fastify'
+import {readOptions} from '../config/options.js'
 import fp from 'fastify-plugin'
 import errorShapes from './error-shapes.js'
 import security from './security.js'
 import probes from './probes.js'
 import {loadFolderPlugins} from './plugin-loader.js'
-import {ModelHost} from '../runtime/model-host.js'
-import {Metrics} from '../runtime/metrics.js'
+import {ModelHost} from '../serving/model-host.js'
+import {Metrics} from '../engine/metrics.js'
 
 export interface AppOptions {
   apiKey?: string
@@ -45,7 +46,7 @@ const hostPlugin = fp(
 
 export async function buildApp(options: AppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logger ? {level: process.env.SPLASH_LOG_LEVEL ?? 'info'} : false,
+    logger: options.logger ? {level: readOptions().logLevel ?? 'info'} : false,
     // Idle keep-alive sockets are closed at shutdown; requests in flight are allowed to finish.
     forceCloseConnections: 'idle',
     bodyLimit: 64 * 1024 * 1024,

@@ -1,5 +1,5 @@
-// Finds the API surfaces in plugins/ (and the model families in models/): every folder with an
-// index module is one Fastify plugin. Loading by folder keeps src/ from importing plugins/.
+// Finds the API surfaces in plugins/: every folder with an index module is one Fastify plugin. Loading by folder
+// keeps src/ from importing plugins/ (model families are found the same way, by src/package/families.ts).
 import {readdir, access} from 'node:fs/promises'
 import {fileURLToPath, pathToFileURL} from 'node:url'
 import path from 'node:path'
@@ -16,7 +16,7 @@ export interface FolderPlugin {
   plugin: FastifyPluginAsync<Record<string, unknown>>
 }
 
-export async function loadFolderPlugins(kind: 'plugins' | 'models'): Promise<FolderPlugin[]> {
+export async function loadFolderPlugins(kind: 'plugins'): Promise<FolderPlugin[]> {
   const dir = path.join(codeRoot, kind)
   const entries = await readdir(dir, {withFileTypes: true}).catch(() => [])
   const found: FolderPlugin[] = []

@@ -2,14 +2,14 @@
 // flight finish for a bounded time, then exit 0.
 import type {FastifyInstance} from 'fastify'
 import {buildApp, type AppOptions} from './app.js'
-import {ModelHost} from '../runtime/model-host.js'
-import {Metrics} from '../runtime/metrics.js'
-import {loadInto, defaultPackageDir} from '../runtime/load-model.js'
+import {ModelHost} from '../serving/model-host.js'
+import {Metrics} from '../engine/metrics.js'
+import {loadInto, defaultPackageDir} from '../serving/load-model.js'
 import {existsSync} from 'node:fs'
 import {resolvePackage, type Resolved} from '../package/resolve.js'
 import {ByteProgress} from '../package/progress.js'
-import type {Engine} from '../runtime/engine.js'
-import {plannedBytes, type MemoryPlan} from '../runtime/memory-plan.js'
+import type {Engine} from '../engine/engine.js'
+import {plannedBytes, type MemoryPlan} from '../serving/memory-plan.js'
 import {formatBytes} from '../config/units.js'
 
 /** What the Ready line says about the served model: its context and the memory the plan gives it. */

@@ -2,7 +2,7 @@
 // backendInfo().ops: the CPU backend has every op the model graph needs and the optional token-choice and chunked
 // GDN ops, and none of the decode-graph ops or the fused residual norm (device backends only).
 import t from 'tap'
-import {native} from '../../src/runtime/native.js'
+import {native} from '../../src/native/native.js'
 
 const REQUIRED = [
   'buffer_alloc', 'buffer_free', 'synchronize', 'copy_to_device', 'copy_to_host', 'copy2d', 'memset_zero', 'matmul',

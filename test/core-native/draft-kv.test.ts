@@ -7,9 +7,9 @@
 // bit for bit as the original; truncating below what the ring holds leaves a gap the draft refuses until a reset.
 // Sequence bytes grow per position by the target KV and the full draft layers only.
 import t, {type Test} from 'tap'
-import {native, type ModelHandle} from '../../src/runtime/native.js'
-import {GREEDY} from '../../src/runtime/sampling.js'
-import {stateSizes} from '../../src/runtime/memory-plan.js'
+import {native, type ModelHandle} from '../../src/native/native.js'
+import {GREEDY} from '../../src/engine/sampling.js'
+import {stateSizes} from '../../src/serving/memory-plan.js'
 import {readManifest, type ModelConfig} from '../../src/package/manifest.js'
 import {fixtureFiles, fixturePackage, readFixture, relError, type Fixture} from './helpers/dflash2-fixture.js'
 

@@ -7,8 +7,8 @@
 // positions of context) reach far past a sliding layer's ring; test/core-native/draft-kv.test.ts also runs them
 // through chunked context, truncations and a restore.
 import t from 'tap'
-import {native} from '../../src/runtime/native.js'
-import {GREEDY} from '../../src/runtime/sampling.js'
+import {native} from '../../src/native/native.js'
+import {GREEDY} from '../../src/engine/sampling.js'
 import {fixtureFiles, fixturePackage, readFixture} from './helpers/dflash2-fixture.js'
 
 for (const file of fixtureFiles())

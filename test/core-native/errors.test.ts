@@ -1,6 +1,6 @@
 // Bad input to the native core is an error with a code, never a crash.
 import t from 'tap'
-import {native, NativeError, addonPath} from '../../src/runtime/native.js'
+import {native, NativeError, addonPath} from '../../src/native/native.js'
 import {SplashError} from '../../src/errors.js'
 import {writeTinyPackage} from './helpers/tiny-package.js'
 import {writeFile, mkdir} from 'node:fs/promises'

@@ -3,8 +3,8 @@
 // logits rows. The tokens must be the host sampler's, with the slot on and off ($SPLASH_DEVICE_ARGMAX=0), for plain,
 // verify and batched steps that mix such items with others, and for greedy draft passes.
 import t from 'tap'
-import {native, type StepItem} from '../../src/runtime/native.js'
-import {samplingParams} from '../../src/runtime/sampling.js'
+import {native, type StepItem} from '../../src/native/native.js'
+import {samplingParams} from '../../src/engine/sampling.js'
 import {synthFixture} from '../helpers/packages.js'
 
 async function open(dir: string, onBackend: boolean) {

@@ -4,7 +4,7 @@
 import t from 'tap'
 import {spawnSync} from 'node:child_process'
 import path from 'node:path'
-import {addonPath} from '../../src/runtime/native.js'
+import {addonPath} from '../../src/native/native.js'
 
 const exe = path.join(path.dirname(addonPath), '..', 'splash_kernel_test')
 

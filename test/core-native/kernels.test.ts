@@ -4,7 +4,7 @@
 // Tolerances: fp32 paths 1e-5; int8 paths 5e-2 and int8x2 paths 2e-4 vs the reference (an outlier of 40σ
 // coarsens its group), 1e-5 vs the scalar path with the same arithmetic.
 import t from 'tap'
-import {native} from '../../src/runtime/native.js'
+import {native} from '../../src/native/native.js'
 
 t.test('kernel self-test', async (t) => {
   const isas = native.isaList()
@@ -30,7 +30,7 @@ t.test('benchMatmul reports numbers (no timing assertions)', async (t) => {
 
 // runMatmul against plain TypeScript: fp64 with the dequantised weights (fp32 paths), and the exact int8
 // formula Σ_g s_g·sx_g·Σ q·xq + b_g·Σ x_g with xq = round(x·127/amax) (int8 paths).
-import {quantize, dequantize, toBf16, fromBf16} from '../../src/package/quantize.js'
+import {quantize, dequantize, toBf16, fromBf16} from '../../src/package/builder/quantize.js'
 import {rng} from './helpers/tiny-package.js'
 
 // levels 2 (int8x2): the residual x − sc·q is quantised again with step sc/256.

@@ -2,7 +2,7 @@
 // bf16, q8, q4 weights) against the fp64 reference forward pass, plus chunked-vs-recurrent GDN and
 // batched-vs-separate steps.
 import t from 'tap'
-import {native, type ModelHandle} from '../../src/runtime/native.js'
+import {native, type ModelHandle} from '../../src/native/native.js'
 import {writeTinyPackage, type Quant, type Variant, type TinyPackage} from './helpers/tiny-package.js'
 import {Reference} from './helpers/reference.js'
 import {relErr, tokensFrom} from './helpers/compare.js'

@@ -8,10 +8,10 @@ import {cp, mkdtemp, writeFile, rm} from 'node:fs/promises'
 import {readFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {buildPackage} from '../../src/package/builder.js'
+import {buildPackage} from '../../src/package/builder/builder.js'
 import {SafetensorsReader} from '../../src/package/safetensors.js'
-import {makeTokenizer, SYNTH_CHAT_TEMPLATE} from '../../src/package/synth-tokenizer.js'
-import {native} from '../../src/runtime/native.js'
+import {makeTokenizer, SYNTH_CHAT_TEMPLATE} from '../../src/package/synth/synth-tokenizer.js'
+import {native} from '../../src/native/native.js'
 import type {Quant} from '../../src/package/manifest.js'
 
 const FIXTURES = new URL('../fixtures/reference/', import.meta.url).pathname

@@ -6,8 +6,8 @@
 // plain, penalised, verify and batched steps, draft passes, and a verify pass the host samples after a draft pass
 // the slot sampled (its distributions copied back).
 import t from 'tap'
-import {native, type StepItem} from '../../src/runtime/native.js'
-import {samplingParams} from '../../src/runtime/sampling.js'
+import {native, type StepItem} from '../../src/native/native.js'
+import {samplingParams} from '../../src/engine/sampling.js'
 import {synthFixture} from '../helpers/packages.js'
 
 async function open(dir: string, onBackend: boolean) {

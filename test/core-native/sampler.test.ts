@@ -4,12 +4,12 @@
 // of its three paths taken, frequencies following F | allowed); log-probabilities; the grammar mask contract;
 // malformed requests are errors, never crashes; and sampling inside a step or draft pass equals sampling its logits.
 import t from 'tap'
-import {native, type StepItem} from '../../src/runtime/native.js'
-import {samplingParams, type SampleRequest, type SampleRow} from '../../src/runtime/sampling.js'
-import {Rng} from '../../src/runtime/rng.js'
+import {native, type StepItem} from '../../src/native/native.js'
+import {samplingParams, type SampleRequest, type SampleRow} from '../../src/engine/sampling.js'
+import {Rng} from '../../src/engine/rng.js'
 import {distribution, drawThenMask, maskAllows, sampleRow} from '../helpers/sampling-reference.js'
 import {CHI_999, chiSquare} from '../helpers/chi-square.js'
-import {PenaltyCounts} from '../../src/runtime/penalties.js'
+import {PenaltyCounts} from '../../src/engine/penalties.js'
 import {writeTinyPackage} from './helpers/tiny-package.js'
 import {synthFixture} from '../helpers/packages.js'
 

@@ -4,8 +4,8 @@
 // continues as the original. Kept states last until the sequence's next step; bad lengths are refused before the
 // step runs.
 import t from 'tap'
-import {native, type ModelHandle} from '../../src/runtime/native.js'
-import {GREEDY} from '../../src/runtime/sampling.js'
+import {native, type ModelHandle} from '../../src/native/native.js'
+import {GREEDY} from '../../src/engine/sampling.js'
 import {writeTinyPackage} from './helpers/tiny-package.js'
 
 const root = t.testdir({})

@@ -3,10 +3,10 @@
 // state a fresh sequence fed the same prefix has, and the draft pass (DFlash) runs on the shipped default
 // package and on a synthetic one.
 import t from 'tap'
-import {native, type ModelHandle, type MatmulActivations} from '../../src/runtime/native.js'
+import {native, type ModelHandle, type MatmulActivations} from '../../src/native/native.js'
 import {synthFixture} from '../helpers/packages.js'
 import {readManifest} from '../../src/package/manifest.js'
-import {stateSizes} from '../../src/runtime/memory-plan.js'
+import {stateSizes} from '../../src/serving/memory-plan.js'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
 

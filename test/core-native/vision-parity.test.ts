@@ -8,11 +8,11 @@ import {cp, mkdtemp, rm, writeFile} from 'node:fs/promises'
 import {readFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {buildPackage} from '../../src/package/builder.js'
+import {buildPackage} from '../../src/package/builder/builder.js'
 import {readManifest} from '../../src/package/manifest.js'
 import {SafetensorsReader} from '../../src/package/safetensors.js'
-import {makeTokenizer, SYNTH_CHAT_TEMPLATE} from '../../src/package/synth-tokenizer.js'
-import {native} from '../../src/runtime/native.js'
+import {makeTokenizer, SYNTH_CHAT_TEMPLATE} from '../../src/package/synth/synth-tokenizer.js'
+import {native} from '../../src/native/native.js'
 
 const FIXTURE = new URL('../fixtures/reference/qwen3_5-vl-image/', import.meta.url).pathname
 /** Observed: embeddings 2.4e-6, prompt logits 1.1e-5, decode logits 7.8e-6 (HF's own CPU vs GPU difference is 1.4e-5). */

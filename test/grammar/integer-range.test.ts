@@ -3,8 +3,8 @@
 // JSON Schema's bounded integer, compiled for a real vocabulary, accepts its bounds and refuses their
 // neighbours, alone, nullable, nested and inside $defs, and as a forced tool call's argument in both call forms.
 import t from 'tap'
-import {integerRangeEbnf} from '../../src/grammar/integer-range.js'
-import {jsonSchemaEbnf} from '../../src/grammar/json-ebnf.js'
+import {integerRangeEbnf} from '../../src/grammar/json/integer-range.js'
+import {jsonSchemaEbnf} from '../../src/grammar/json/json-ebnf.js'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
 import {toolCallGrammar} from '../../models/qwen3_5/tool-grammar.js'
 import {synthFixture} from '../helpers/packages.js'

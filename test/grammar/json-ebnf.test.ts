@@ -3,7 +3,7 @@
 // validator takes). Compiled for a real vocabulary: the limits hold in typed fields, in untyped values and in
 // json_object; a node with other keywords keeps XGrammar's own rule.
 import t from 'tap'
-import {jsonSchemaEbnf, UNBOUNDED_INTEGER_EBNF, UNBOUNDED_NUMBER_EBNF} from '../../src/grammar/json-ebnf.js'
+import {jsonSchemaEbnf, UNBOUNDED_INTEGER_EBNF, UNBOUNDED_NUMBER_EBNF} from '../../src/grammar/json/json-ebnf.js'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
 import {decider} from '../helpers/grammar-accepts.js'
 import {invalidity} from '../helpers/ajv.js'

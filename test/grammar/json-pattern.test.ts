@@ -3,7 +3,7 @@
 // Decided through the real grammar: no text it accepts is invalid JSON or outside the pattern; the safe part of
 // each pattern is still accepted; atoms that match only escaped characters are a 400.
 import t from 'tap'
-import {jsonSafePattern} from '../../src/grammar/json-pattern.js'
+import {jsonSafePattern} from '../../src/grammar/json/json-pattern.js'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
 import {decider} from '../helpers/grammar-accepts.js'
 import {invalidity} from '../helpers/ajv.js'

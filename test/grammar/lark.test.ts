@@ -2,8 +2,8 @@
 // apply_patch grammar accepts patches and rejects near misses, in both spellings (raw, and inside a JSON
 // string); every supported construct means what Lark means; what cannot be enforced is refused by name.
 import t from 'tap'
-import {larkGrammar} from '../../src/grammar/lark.js'
-import {GrammarRefusal, toEbnf} from '../../src/grammar/text-grammar.js'
+import {larkGrammar} from '../../src/grammar/text/lark.js'
+import {GrammarRefusal, toEbnf} from '../../src/grammar/text/text-grammar.js'
 import {toolInputEbnf} from '../../src/grammar/tool-input.js'
 import {SplashError} from '../../src/errors.js'
 import {xgrammar} from '../../src/grammar/xgrammar.js'

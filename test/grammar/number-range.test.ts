@@ -5,7 +5,7 @@
 // vocabulary, a bounded number accepts its bounds (inclusive) and refuses its neighbours; a bounded number XGrammar
 // would be left to bound is a 400.
 import t from 'tap'
-import {fractionDigits, numberRangeEbnf, plainDecimal, type Bound} from '../../src/grammar/number-range.js'
+import {fractionDigits, numberRangeEbnf, plainDecimal, type Bound} from '../../src/grammar/json/number-range.js'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
 import {synthFixture} from '../helpers/packages.js'
 import {decider} from '../helpers/grammar-accepts.js'

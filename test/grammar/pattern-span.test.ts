@@ -2,7 +2,7 @@
 // string up to a length: no matching string is shorter or longer than the span says, and the bounds within reach
 // are met. Then the lengths beside a pattern or format that the policy keeps (implied) or refuses.
 import t from 'tap'
-import {patternSpan} from '../../src/grammar/pattern-span.js'
+import {patternSpan} from '../../src/grammar/text/pattern-span.js'
 import {enforceableSchema} from '../../src/grammar/schema-policy.js'
 import {strings} from '../helpers/strings.js'
 

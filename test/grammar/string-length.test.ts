@@ -7,7 +7,7 @@ import t from 'tap'
 import {decider} from '../helpers/grammar-accepts.js'
 import {invalidity} from '../helpers/ajv.js'
 import {toolCallGrammar} from '../../models/qwen3_5/tool-grammar.js'
-import {CHAIN_LIMIT} from '../../src/grammar/string-length.js'
+import {CHAIN_LIMIT} from '../../src/grammar/json/string-length.js'
 
 const DEFAULT = new URL('../../packages/default/', import.meta.url).pathname
 

@@ -1,7 +1,7 @@
 // A grammar constraint that counts what the engine asks of the real matcher it wraps: the masks computed
 // (nextMask calls that found none ready), the tokens accepted and the tokens refused (tests and
 // bench/grammar-mask.ts).
-import type {TokenConstraint} from '../../src/runtime/request.js'
+import type {TokenConstraint} from '../../src/engine/request.js'
 
 export class CountedConstraint implements TokenConstraint {
   masks = 0

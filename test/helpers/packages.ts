@@ -5,7 +5,7 @@ import {existsSync} from 'node:fs'
 import {cp, mkdir, readFile, rename, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {synthPackage} from '../../src/package/synth.js'
+import {synthPackage} from '../../src/package/synth/synth.js'
 import type {Quant} from '../../src/package/manifest.js'
 
 /** `draft`: a DFlash 2 draft with this sliding window instead of the preset's DFlash one. */

@@ -1,6 +1,6 @@
 // A straightforward reference for the native sampler (core-native/sampler/sampler.h states the rules): sort
 // the whole vocabulary, filter, draw. Slow on purpose; tests hold the native sampler to it.
-import type {SamplingParams, SampleRequest, SampleRow, SampledToken} from '../../src/runtime/sampling.js'
+import type {SamplingParams, SampleRequest, SampleRow, SampledToken} from '../../src/engine/sampling.js'
 
 /** Penalties (in float32, as the native core computes them) and the grammar mask. */
 export function adjusted(logits: Float32Array, req: SampleRequest, row: SampleRow): Float32Array {

@@ -3,13 +3,13 @@ import type {Test} from 'tap'
 import {mkdtempSync, readFileSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {buildPackage} from '../../src/package/builder.js'
+import {buildPackage} from '../../src/package/builder/builder.js'
 import {readManifest} from '../../src/package/manifest.js'
-import {fromBf16} from '../../src/package/quantize.js'
+import {fromBf16} from '../../src/package/builder/quantize.js'
 import {SafetensorsReader} from '../../src/package/safetensors.js'
 import {checkPackage} from '../../src/package/verify.js'
 import {modelLayout} from '../../src/package/layout.js'
-import {specsFor, storageFor} from '../../src/package/weights.js'
+import {specsFor, storageFor} from '../../src/package/builder/weights.js'
 import {flushFixtures, writeFixture, type Fixture, type FixtureOptions} from '../fixtures/package/checkpoints.js'
 import type {Quant} from '../../src/package/manifest.js'
 
@@ -156,7 +156,7 @@ t.test('chat template file and draft', async t => {
   writeFixture(src, {kind: 'qwen3', names: 'text'})
   // a DFlash draft: fc over 2 taps, one Qwen3 layer
   const {writeSafetensors} = await import('../../src/package/safetensors.js')
-  const {toBf16} = await import('../../src/package/quantize.js')
+  const {toBf16} = await import('../../src/package/builder/quantize.js')
   const H = 64
   const ones = (n: number) => toBf16(new Float32Array(n).fill(0.5))
   const d = join(root, 'draft')
@@ -212,7 +212,7 @@ t.test('DFlash 2 draft (z-lab DFlash2DraftModel layout)', async t => {
   await flushFixtures()
   const V = JSON.parse(readFileSync(join(src, 'config.json'), 'utf8')).vocab_size as number
   const {writeSafetensors} = await import('../../src/package/safetensors.js')
-  const {toBf16} = await import('../../src/package/quantize.js')
+  const {toBf16} = await import('../../src/package/builder/quantize.js')
   const {mkdirSync} = await import('node:fs')
   const H = 64
   const bf = (shape: number[]) => ({name: '', dtype: 'BF16' as const, shape, data: toBf16(new Float32Array(shape.reduce((a, b) => a * b, 1)).fill(0.25))})

@@ -7,8 +7,8 @@ import {join} from 'node:path'
 import {
   BLOCK, GGUF_ALIGNMENT, GGUF_MAGIC, GgmlType, GgufType, dequantizeQ4_0, dequantizeQ8_0, exportGguf, f16Bits, f16Value,
   ggufHeader, kv, quantizeQ4_0, quantizeQ8_0, tensorBytes, vHeadOrder,
-} from '../../src/package/export-gguf.js'
-import {synthPackage} from '../../src/package/synth.js'
+} from '../../src/package/export/export-gguf.js'
+import {synthPackage} from '../../src/package/synth/synth.js'
 import {root as cliRoot, runCli} from '../helpers/cli.js'
 
 interface Parsed {
@@ -190,7 +190,7 @@ t.test('the CLI encodes on worker threads, byte for byte as on one thread', asyn
   const root = mkdtempSync(join(tmpdir(), 'splash-gguf-'))
   const dir = join(root, 'tiny')
   // the compiled CLI has the module its workers load (else it would encode on one thread too)
-  t.ok(existsSync(join(cliRoot, 'dist/src/package/gguf-encode.js')), 'the workers\' module is built')
+  t.ok(existsSync(join(cliRoot, 'dist/src/package/export/gguf-encode.js')), 'the workers\' module is built')
   // the embedding's 512 rows are two chunks of 256, which may finish out of order on the pool
   await synthPackage({preset: 'tiny-hybrid', out: dir, quant: 'q4'})
   const here = join(root, 'here.gguf')

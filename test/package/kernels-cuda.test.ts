@@ -14,10 +14,10 @@ import {
   packageGemvShapes,
   specAbi,
   specSource,
-} from '../../src/package/kernels-cuda.js'
+} from '../../src/package/builder/kernels-cuda.js'
 import {readManifest} from '../../src/package/manifest.js'
-import {native} from '../../src/runtime/native.js'
-import {synthPackage} from '../../src/package/synth.js'
+import {native} from '../../src/native/native.js'
+import {synthPackage} from '../../src/package/synth/synth.js'
 import {checkPackage} from '../../src/package/verify.js'
 
 const root = mkdtempSync(join(tmpdir(), 'splash-kernels-'))

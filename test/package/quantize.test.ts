@@ -1,5 +1,5 @@
 import t from 'tap'
-import {bf16Bits, bf16Value, bitsOf, dequantize, fromBf16, quantize, toBf16} from '../../src/package/quantize.js'
+import {bf16Bits, bf16Value, bitsOf, dequantize, fromBf16, quantize, toBf16} from '../../src/package/builder/quantize.js'
 
 t.test('bf16 rounds to nearest even', async t => {
   t.equal(bf16Bits(1), 0x3f80)

@@ -5,7 +5,7 @@ import {join} from 'node:path'
 import {listLinks} from '../../src/package/links.js'
 import {checkMemory} from '../../src/package/memory-check.js'
 import {pullPackage, resolvePackage} from '../../src/package/resolve.js'
-import {synthPackage} from '../../src/package/synth.js'
+import {synthPackage} from '../../src/package/synth/synth.js'
 import {startFakeHub, type FakeHub} from '../fixtures/package/fake-hub.js'
 import {flushFixtures, writeFixture} from '../fixtures/package/checkpoints.js'
 

@@ -8,9 +8,9 @@ import {draftLayout, modelLayout} from '../../src/package/layout.js'
 import {readManifest} from '../../src/package/manifest.js'
 import {PRESETS, withLayers} from '../../src/package/presets.js'
 import {SafetensorsReader} from '../../src/package/safetensors.js'
-import {synthPackage} from '../../src/package/synth.js'
+import {synthPackage} from '../../src/package/synth/synth.js'
 import {checkPackage} from '../../src/package/verify.js'
-import {specsFor, storageFor} from '../../src/package/weights.js'
+import {specsFor, storageFor} from '../../src/package/builder/weights.js'
 
 const root = mkdtempSync(join(tmpdir(), 'splash-synth-'))
 const params = (entries: {shape: number[]}[]) => entries.reduce((n, e) => n + e.shape.reduce((a, b) => a * b, 1), 0)

@@ -5,7 +5,7 @@ import {MessageBuilder, streamMessage, toolUseId, type SseEvent} from '../../plu
 import {isJsonPrefix, parseArguments} from '../../plugins/anthropic-messages/lib/json-prefix.js'
 import {thinkingOf, toChatRequest, toMessages, toPromptRequest} from '../../plugins/anthropic-messages/lib/translate.js'
 import type {MessagesBody} from '../../plugins/anthropic-messages/lib/schema.js'
-import type {ChatEvent} from '../../src/runtime/chat.js'
+import type {ChatEvent} from '../../src/chat/chat.js'
 import {SplashError, errors} from '../../src/errors.js'
 import {anthropicError} from '../../plugins/shared/anthropic-error.js'
 

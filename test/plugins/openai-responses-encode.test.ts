@@ -5,7 +5,7 @@ import {ResponseBuilder, streamResponse, type StreamEvent} from '../../plugins/o
 import {Conversation, customInput, decodeReasoning, encodeReasoning, toChatRequest, toolChoiceOf, toTools} from '../../plugins/openai-responses/lib/translate.js'
 import {ResponseStore} from '../../plugins/openai-responses/lib/store.js'
 import type {Item, ResponsesBody} from '../../plugins/openai-responses/lib/schema.js'
-import type {ChatEvent} from '../../src/runtime/chat.js'
+import type {ChatEvent} from '../../src/chat/chat.js'
 import {SplashError, errors} from '../../src/errors.js'
 
 const usage = (promptTokens: number, completionTokens: number, cachedTokens = 0, reasoningTokens = 0): ChatEvent => ({

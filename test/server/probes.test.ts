@@ -1,6 +1,6 @@
 import t from 'tap'
 import {buildApp} from '../../src/server/app.js'
-import {ModelHost} from '../../src/runtime/model-host.js'
+import {ModelHost} from '../../src/serving/model-host.js'
 
 const host = {host: 'localhost'}
 

@@ -3,13 +3,13 @@
 for speed measurements (numpy only; run where the GPU is: scripts/gpu-test.sh, or for the native kernel test's
 decode timing).
 Usage: make_shape_package.py DIR {qwen3.8-27b|qwen3.6-35b-a3b|dense-1.4b} [layers] [vision]
-Shapes (model-arch.md §1.2): 27b = hidden 5120, attn 24/4 heads of 256, GDN 16/48 heads of 128, dense MLP 17408;
+Shapes (src/package/presets.ts): 27b = hidden 5120, attn 24/4 heads of 256, GDN 16/48 heads of 128, dense MLP 17408;
 35b-a3b = hidden 2048, attn 16/2 of 256, GDN 16/32 of 128, 256 experts (top 8) of 512 + a shared expert of 512.
 dense-1.4b = hidden 2048, attn 16/2 of 256, GDN 16/32 of 128, dense MLP 6144, vocab 65536, 16 layers by default
 (about 1.4 B parameters, 0.78 GB; the shape of test/core-native/helpers/bench-decode.ts).
 All: untied lm_head, every 4th layer full attention; vocab 248320 unless named. Default 8 layers (6 GDN + 2
 attention) unless named.
-`vision` adds the Qwen3.5 vision tower (model-arch.md §6.2: depth 27, hidden 1152, 16 heads of 72, MLP 4304,
+`vision` adds the Qwen3.5 vision tower (depth 27, hidden 1152, 16 heads of 72, MLP 4304,
 48×48 position table, merger to the text hidden size), bf16 weights with small random values."""
 import json, os, sys
 import numpy as np

@@ -1,4 +1,4 @@
-"""The DFlash 2 draft forward in numpy (float64), written from the math of speculative-and-cache.md §1.1 and §2 (and
+"""The DFlash 2 draft forward in numpy (float64), written from the DFlash 2 math (docs/speculative-decoding.md, docs/package-format.md; and
 checked against the z-lab reference code's definitions: DFlash2DraftModel, GroupedDynamicCausalConv,
 CandidateSelector), for a Splash package with bf16 weights and a plain Qwen3 target (`splash package synth --preset
 tiny-qwen3 --quant bf16 --draft dflash2`).

@@ -6,7 +6,7 @@ Writes one folder per variant under --out (default test/fixtures/reference):
   reference.json                      prompts, greedy ids, versions, seed, config, metrics, tensor index
   reference.safetensors               reference tensors (logits, hidden states) -- see test/fixtures/reference/README.md
 
-Run through the device tool (see tools/reference/README.md).  Needs torch + transformers 5.x + safetensors + numpy.
+Run on the GPU machine (see tools/reference/README.md).  Needs torch + transformers 5.x + safetensors + numpy.
 Deterministic: weights come from torch.Generator(seed), prompts from numpy default_rng(seed).
 """
 

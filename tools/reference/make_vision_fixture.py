@@ -7,7 +7,7 @@ Writes --out/qwen3_5-vl-image/ (see test/fixtures/reference/README.md, "qwen3_5-
   image-a.png (96x64, no resize), image-b.png (75x50, resized to 64x64)
   reference.json, reference.safetensors                       processor outputs, prompt ids, positions, logits
 
-Run through the device tool like make_fixtures.py (tools/reference/README.md).  Deterministic.
+Run on the GPU machine like make_fixtures.py (tools/reference/README.md).  Deterministic.
 """
 import argparse
 import json
@@ -90,7 +90,7 @@ def prompt_ids(grids, rng):
 
 
 def expected_positions(ids, grids):
-    """model-arch.md 6.3: text runs advance by one; an image's tokens get (cur, cur+r, cur+c), then cur += max(h, w)/2."""
+    """transformers' get_rope_index: text runs advance by one; an image's tokens get (cur, cur+r, cur+c), then cur += max(h, w)/2."""
     out = [[], [], []]
     cur, i, k = 0, 0, 0
     while i < len(ids):

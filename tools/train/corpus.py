@@ -6,7 +6,7 @@ Kinds: .py .md .rst .txt and C/C++ headers/sources (.h .hpp .c .cc .cpp .cu .cuh
 size- and line-length-filtered, per-distribution share capped, 1% of documents held out (by content hash).
 
 Writes WORK/corpus/{train,val}.jsonl ({"src", "text"} per line) and WORK/corpus/sources.json (per distribution: name,
-version, licence, files, chars) and WORK/corpus/LICENSES.md (the summary for DEVELOPMENT.md).
+version, licence, files, chars) and WORK/corpus/LICENSES.md (the summary for docs/default-package.md).
 Resumable: skips if WORK/corpus/done exists.
 """
 import argparse

@@ -1,6 +1,6 @@
 """Stage 7: the DFlash block draft — train on the target's own greedy generations, measure acceptance, export.
 
-Architecture (z-lab DFlash v1, /work/shared/reference/speculative-and-cache.md §1):
+Architecture (z-lab DFlash v1; docs/package-format.md, the draft):
   ctx  = hidden_norm(fc(concat(target hidden_states[l+1] for l in target_layer_ids)))     (HF convention: the output
          of decoder layer l; e.g. taps [1, 4, 6] are hidden_states[2], [5], [7])
   x    = target.embed_tokens([anchor, MASK × (B−1)])

@@ -2,7 +2,7 @@
 
 The state_dict uses exactly the tensor names of transformers' Qwen3_5ForCausalLM (model.layers.N.*, model.embed_tokens,
 model.norm; lm_head tied to the embedding and not stored), and `hf_config()` writes the config.json that
-transformers loads as model_type "qwen3_5_text". Math follows /work/shared/reference/model-arch.md §3:
+transformers loads as model_type "qwen3_5_text". Math follows transformers' Qwen3.5 text model:
 zero-centred RMSNorm (1+w), gated RMSNorm (plain w, then * silu(z)) on the GDN output, partial RoPE (first
 rotary_dim = head_dim*partial_rotary_factor dims, half-split pairs), q_proj interleaved per head [q | gate],
 sigmoid output gate, GDN with causal depthwise conv (K=4) + SiLU, l2-normalised q/k, q scaled by dk^-0.5,

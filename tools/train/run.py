@@ -8,7 +8,7 @@
 Stages (each a script in this folder, each resumable from the files in WORK): corpus → synth → tok → data → train
 (gets whatever time is left after reserving the later stages) → check (transformers load + logits comparison) →
 gen (the model's own greedy answers for the draft) → draft (train + acceptance) → collect.
-$OUT receives at most 8 files (the device tool's limit): the HF shards (≤ 15 MiB each), draft.safetensors and
+$OUT receives at most 8 files (the GPU machine's limit): the HF shards (≤ 15 MiB each), draft.safetensors and
 results.tar.gz (configs, tokenizer, logs, samples, licences, acceptance). Collected after train and again at the end,
 so a run cut short still returns the model.
 """

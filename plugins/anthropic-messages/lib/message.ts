@@ -2,7 +2,7 @@
 // dense and sequential (thinking, then text / tool_use), each opened, filled with deltas and closed
 // before the next opens; a thinking block gets a signature_delta just before its stop.
 import {createHash, randomUUID} from 'node:crypto'
-import type {ChatEvent, ChatUsage} from '../../../src/runtime/chat.js'
+import type {ChatEvent, ChatUsage} from '../../../src/chat/chat.js'
 import {isJsonPrefix, parseArguments} from './json-prefix.js'
 
 export interface SseEvent {

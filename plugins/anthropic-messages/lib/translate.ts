@@ -1,9 +1,9 @@
 // Messages body → the core's ChatRequest: system blocks, content blocks (text, tool_use, tool_result,
 // thinking), tools, tool_choice and the thinking setting (mapped onto the package's reasoning efforts).
 import type {BlockIn, CountTokensBody, MessageIn, MessagesBody, ToolIn} from './schema.js'
-import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ChatToolCall, ResponseFormat, ToolChoice} from '../../../src/runtime/chat.js'
+import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ChatToolCall, ResponseFormat, ToolChoice} from '../../../src/chat/chat.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
-import {samplingParams} from '../../../src/runtime/sampling.js'
+import {samplingParams} from '../../../src/engine/sampling.js'
 import {errors} from '../../../src/errors.js'
 
 /** Claude Code's per-request attribution block; it changes every request, so it would defeat prefix reuse. */

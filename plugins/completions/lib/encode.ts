@@ -1,7 +1,7 @@
 // Completion choices in the OpenAI legacy shape, built up from text events.
-import type {TextCodec} from '../../../src/runtime/family.js'
-import type {TextEvent} from '../../../src/runtime/text-generation.js'
-import type {SampledToken} from '../../../src/runtime/sampling.js'
+import type {TextCodec} from '../../../src/chat/family.js'
+import type {TextEvent} from '../../../src/chat/text-generation.js'
+import type {SampledToken} from '../../../src/engine/sampling.js'
 
 export interface LegacyLogprobs {
   tokens: string[]

@@ -1,8 +1,8 @@
 // CompletionBody → one TextRequest per (prompt, n).
 import type {CompletionBody} from './schema.js'
-import type {TextCodec} from '../../../src/runtime/family.js'
-import type {TextRequest} from '../../../src/runtime/text-generation.js'
-import {samplingParams} from '../../../src/runtime/sampling.js'
+import type {TextCodec} from '../../../src/chat/family.js'
+import type {TextRequest} from '../../../src/chat/text-generation.js'
+import {openAiSampling} from '../../shared/openai-sampling.js'
 import {logitBias} from '../../shared/logit-bias.js'
 import {errors} from '../../../src/errors.js'
 
@@ -29,16 +29,7 @@ export function toJobs(body: CompletionBody, codec: TextCodec, stopTokenIds: num
   for (const [i, p] of prompts.entries()) {
     if (p.length === 0) throw errors.invalidRequest(`prompt ${i} is empty`, 'prompt')
   }
-  const topK = body.top_k ?? 0
-  const sampling = samplingParams({
-    temperature: body.temperature ?? undefined,
-    topP: body.top_p ?? undefined,
-    topK: topK < 0 ? 0 : topK,
-    minP: body.min_p ?? undefined,
-    presencePenalty: body.presence_penalty ?? undefined,
-    frequencyPenalty: body.frequency_penalty ?? undefined,
-    repetitionPenalty: body.repetition_penalty ?? undefined,
-  })
+  const sampling = openAiSampling(body)
   const bias = logitBias(body.logit_bias)
   const stop = body.stop == null ? [] : typeof body.stop === 'string' ? [body.stop] : body.stop
   const jobs: PromptJob[] = []

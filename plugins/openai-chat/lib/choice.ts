@@ -1,7 +1,7 @@
 // Accumulates one choice of a chat completion from chat events, and produces the streamed deltas in
 // the exact shape strict clients require (first tool-call delta: index, id, type, name, arguments "";
 // later ones: index and arguments only).
-import type {ChatEvent, ChatUsage} from '../../../src/runtime/chat.js'
+import type {ChatEvent, ChatUsage} from '../../../src/chat/chat.js'
 
 export interface ToolCallOut {
   id: string

@@ -1,8 +1,8 @@
 // Chat Completions body → the core's ChatRequest.
 import type {ChatBody, ChatMessageIn, ToolIn} from './schema.js'
-import type {ChatContentPart, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/runtime/chat.js'
+import type {ChatContentPart, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/chat/chat.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
-import {samplingParams} from '../../../src/runtime/sampling.js'
+import {openAiSampling} from '../../shared/openai-sampling.js'
 import {logitBias} from '../../shared/logit-bias.js'
 import {errors} from '../../../src/errors.js'
 
@@ -82,7 +82,6 @@ function responseFormatOf(format: ChatBody['response_format']): ResponseFormat |
 
 export function toChatRequest(body: ChatBody, signal: AbortSignal, log: (msg: string) => void): ChatRequest {
   const responseFormat = responseFormatOf(body.response_format)
-  const topK = body.top_k ?? 0
   const kwargs = body.chat_template_kwargs ?? undefined
   return {
     messages: toMessages(body.messages),
@@ -92,15 +91,7 @@ export function toChatRequest(body: ChatBody, signal: AbortSignal, log: (msg: st
     effort: body.reasoning_effort ?? body.reasoning?.effort ?? undefined,
     enableThinking: typeof kwargs?.enable_thinking === 'boolean' ? kwargs.enable_thinking : undefined,
     sampling: {
-      ...samplingParams({
-        temperature: body.temperature ?? undefined,
-        topP: body.top_p ?? undefined,
-        topK: topK < 0 ? 0 : topK,
-        minP: body.min_p ?? undefined,
-        presencePenalty: body.presence_penalty ?? undefined,
-        frequencyPenalty: body.frequency_penalty ?? undefined,
-        repetitionPenalty: body.repetition_penalty ?? undefined,
-      }),
+      ...openAiSampling(body),
       seed: body.seed ?? undefined,
       logitBias: logitBias(body.logit_bias),
     },

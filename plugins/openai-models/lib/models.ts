@@ -1,4 +1,4 @@
-import type {ModelHost, ServedModel} from '../../../src/runtime/model-host.js'
+import type {ModelHost, ServedModel} from '../../../src/serving/model-host.js'
 import {errors} from '../../../src/errors.js'
 
 function entry(model: ServedModel) {

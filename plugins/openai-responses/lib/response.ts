@@ -2,7 +2,7 @@
 // response.created → response.in_progress → per output item: output_item.added, its parts and deltas,
 // output_item.done (tool calls complete there) → response.completed | response.incomplete | response.failed.
 import {randomUUID} from 'node:crypto'
-import type {ChatEvent, ChatUsage} from '../../../src/runtime/chat.js'
+import type {ChatEvent, ChatUsage} from '../../../src/chat/chat.js'
 import type {SplashError} from '../../../src/errors.js'
 import {customInput, encodeReasoning} from './translate.js'
 

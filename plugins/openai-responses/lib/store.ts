@@ -1,6 +1,7 @@
 // The responses kept for previous_response_id and item_reference: a bounded in-memory LRU. A stored entry
 // holds the whole conversation up to and including its output, as input items, so that a continuation
 // only prepends them. Responses made with store:false are never kept.
+import {Lru} from '../../../src/cache/lru.js'
 import type {Item} from './schema.js'
 
 export interface StoredResponse {
@@ -10,24 +11,18 @@ export interface StoredResponse {
 }
 
 export class ResponseStore {
-  private readonly entries = new Map<string, StoredResponse>()
+  private readonly entries: Lru<string, StoredResponse>
 
-  constructor(readonly capacity = 256) {}
+  constructor(readonly capacity = 256) {
+    this.entries = new Lru(capacity)
+  }
 
   get(id: string): StoredResponse | undefined {
-    const hit = this.entries.get(id)
-    if (hit) {
-      // Most recently used goes last.
-      this.entries.delete(id)
-      this.entries.set(id, hit)
-    }
-    return hit
+    return this.entries.get(id)
   }
 
   set(id: string, entry: StoredResponse): void {
-    this.entries.delete(id)
     this.entries.set(id, entry)
-    while (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value as string)
   }
 
   /** Forgets a response; false when it was not stored. */

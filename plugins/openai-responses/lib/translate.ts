@@ -3,10 +3,10 @@
 // tool turns. Custom (freeform) tools are shown to the model as function tools taking one string `input`;
 // a custom tool's grammar format (Lark or regex) holds that input to the grammar whenever the tool is called.
 import type {Item, ResponsesBody} from './schema.js'
-import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/runtime/chat.js'
+import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/chat/chat.js'
 import type {ToolInputSource} from '../../../src/grammar/compiler.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
-import {samplingParams} from '../../../src/runtime/sampling.js'
+import {samplingParams} from '../../../src/engine/sampling.js'
 import {errors} from '../../../src/errors.js'
 
 const bad = (where: string, message: string) => errors.invalidRequest(`${where}: ${message}`, where)

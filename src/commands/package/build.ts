@@ -2,8 +2,8 @@ import {Args, Flags} from '@oclif/core'
 import {BaseCommand} from '../../cli/base-command.js'
 import {sizeFlag} from '../../cli/flags.js'
 import {formatBytes} from '../../config/units.js'
-import {buildPackage} from '../../package/builder.js'
-import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/kernels-cuda.js'
+import {buildPackage} from '../../package/builder/builder.js'
+import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/builder/kernels-cuda.js'
 
 export default class PackageBuild extends BaseCommand {
   static override summary = 'Build a Splash package from a Hugging Face or MLX checkpoint folder'

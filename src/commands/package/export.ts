@@ -1,6 +1,6 @@
 import {Args, Flags} from '@oclif/core'
 import {BaseCommand} from '../../cli/base-command.js'
-import {exportGguf, type ExportType} from '../../package/export-gguf.js'
+import {exportGguf, type ExportType} from '../../package/export/export-gguf.js'
 
 export default class PackageExport extends BaseCommand {
   static override summary = 'Export a package for another engine: a GGUF file that llama.cpp loads (qwen35, qwen35moe, qwen3)'

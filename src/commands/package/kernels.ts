@@ -1,6 +1,6 @@
 import {Args, Flags} from '@oclif/core'
 import {BaseCommand} from '../../cli/base-command.js'
-import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/kernels-cuda.js'
+import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/builder/kernels-cuda.js'
 
 export default class PackageKernels extends BaseCommand {
   static override summary = "Compile kernels specialised to a package's weight shapes into it (needs nvcc)"

@@ -3,8 +3,8 @@ import {BaseCommand} from '../../cli/base-command.js'
 import {formatBytes} from '../../config/units.js'
 import {countFlag} from '../../cli/flags.js'
 import {PRESETS} from '../../package/presets.js'
-import {synthPackage} from '../../package/synth.js'
-import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/kernels-cuda.js'
+import {synthPackage} from '../../package/synth/synth.js'
+import {buildKernels, KERNEL_TARGETS, type KernelTarget} from '../../package/builder/kernels-cuda.js'
 
 export default class PackageSynth extends BaseCommand {
   static override summary = 'Write a package with random weights in the exact shapes of a real model'

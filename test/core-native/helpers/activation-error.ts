@@ -4,7 +4,7 @@
 // agrees with fp32, and max |Δlogit| / max |logit| per row (worst row).
 // npx tsx test/core-native/helpers/activation-error.ts <package-dir> [tokens per answer] [modes, e.g. int8x2,int8]
 import {readManifest} from '../../../src/package/manifest.ts'
-import {native, type MatmulActivations} from '../../../src/runtime/native.ts'
+import {native, type MatmulActivations} from '../../../src/native/native.ts'
 import {load} from '../../../models/qwen3_5/index.ts'
 
 if (!process.argv[2]) {

@@ -7,7 +7,7 @@
 import {existsSync} from 'node:fs'
 import {presetPackage} from '../../../src/bench/common.ts'
 import {PRESETS} from '../../../src/package/presets.ts'
-import {native} from '../../../src/runtime/native.ts'
+import {native} from '../../../src/native/native.ts'
 
 if (!process.argv[2]) {
   console.log('usage: npx tsx test/core-native/helpers/bench-batch.ts <package-dir | preset> [threads] [1,4,8] [steps]')

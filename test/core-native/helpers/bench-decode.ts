@@ -7,8 +7,8 @@ import {existsSync} from 'node:fs'
 import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {SafetensorsWriter, type TensorSpec} from '../../../src/package/safetensors.js'
-import {bf16Bits} from '../../../src/package/quantize.js'
-import {native} from '../../../src/runtime/native.js'
+import {bf16Bits} from '../../../src/package/builder/quantize.js'
+import {native} from '../../../src/native/native.js'
 
 const dir = process.argv[2] ?? '/tmp/splash-bench-q4'
 const threads = Number(process.argv[3] ?? 2)

@@ -2,9 +2,9 @@
 // default package (16384) and of Qwen3.5 (248320), on logits shaped like a trained model's (a few clear
 // favourites over a wide tail) and on flat random logits.
 // npx tsx test/core-native/helpers/bench-sampler.ts
-import {native} from '../../../src/runtime/native.ts'
-import {samplingParams, type SampleRequest} from '../../../src/runtime/sampling.ts'
-import {Rng} from '../../../src/runtime/rng.ts'
+import {native} from '../../../src/native/native.ts'
+import {samplingParams, type SampleRequest} from '../../../src/engine/sampling.ts'
+import {Rng} from '../../../src/engine/rng.ts'
 
 const rng = new Rng(1)
 const gauss = () => Math.sqrt(-2 * Math.log(1 - rng.next())) * Math.cos(2 * Math.PI * rng.next())

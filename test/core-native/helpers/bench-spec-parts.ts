@@ -2,8 +2,8 @@
 // npx tsx test/core-native/helpers/bench-spec-parts.ts <package-dir> [threads] [rollback [runs]]
 // With `rollback`, only a verify of 16 and the GDN rollback after it to k kept tokens, timed apart, with the
 // method the model chose at open ($SPLASH_GDN_ROLLBACK=replay|states to force one).
-import {native} from '../../../src/runtime/native.ts'
-import {GREEDY} from '../../../src/runtime/sampling.ts'
+import {native} from '../../../src/native/native.ts'
+import {GREEDY} from '../../../src/engine/sampling.ts'
 if (!process.argv[2]) {
   console.log('usage: npx tsx test/core-native/helpers/bench-spec-parts.ts <package-dir> [threads]')
   process.exit(0)

@@ -4,10 +4,10 @@
 // npx tsx test/core-native/helpers/bench-spec.ts <package-dir> <temperature[:top_p]> <maxTokens> [modes: off,on,fixed,fixed:N] [nostop] [seeds=N]
 // (seeds=N: every prompt N times with seeds 100+i, 200+i, ...: more verify passes for the acceptance figure;
 // think: prompts that leave the model's thinking on, whose answers run longer; wide: twelve more prompts)
-import {NativeModel} from '../../../src/runtime/native-model.ts'
-import {Engine} from '../../../src/runtime/engine.ts'
-import {Metrics} from '../../../src/runtime/metrics.ts'
-import {samplingParams, GREEDY} from '../../../src/runtime/sampling.ts'
+import {NativeModel} from '../../../src/native/native-model.ts'
+import {Engine} from '../../../src/engine/engine.ts'
+import {Metrics} from '../../../src/engine/metrics.ts'
+import {samplingParams, GREEDY} from '../../../src/engine/sampling.ts'
 import {readManifest} from '../../../src/package/manifest.ts'
 import {load} from '../../../models/qwen3_5/index.ts'
 if (!process.argv[2]) {

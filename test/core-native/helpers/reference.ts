@@ -1,5 +1,5 @@
-// A naive fp64 forward pass of the Qwen hybrid family, written straight from
-// /work/shared/reference/model-arch.md §3 (recurrent GDN, token by token), used to check the native
+// A naive fp64 forward pass of the Qwen hybrid family, written straight from the
+// transformers Qwen3.5 model's math (recurrent GDN, token by token), used to check the native
 // core's logits. Weights are the dequantised values the engine reads (TinyPackage.weights).
 import type {TinyPackage} from './tiny-package.js'
 

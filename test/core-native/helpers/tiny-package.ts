@@ -4,7 +4,7 @@
 import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {writeSafetensors, type TensorSpec} from '../../../src/package/safetensors.js'
-import {quantize, dequantize, toBf16, fromBf16} from '../../../src/package/quantize.js'
+import {quantize, dequantize, toBf16, fromBf16} from '../../../src/package/builder/quantize.js'
 
 export type Quant = 'f32' | 'bf16' | 'q4' | 'q8'
 export type Variant = 'hybrid' | 'moe' | 'qwen3'

@@ -5,7 +5,8 @@ import {readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {QwenImages} from '../../../models/qwen3_5/images.js'
 import {SafetensorsReader} from '../../../src/package/safetensors.js'
-import {mediaFields, type PreparedImage, type PromptMedia} from '../../../src/runtime/media.js'
+import type {PreparedImage} from '../../../src/chat/media/media.js'
+import {mediaFields, type PromptMedia} from '../../../src/engine/prompt-media.js'
 
 const FIXTURE = new URL('../../fixtures/reference/qwen3_5-vl-image/', import.meta.url).pathname
 const ref = JSON.parse(readFileSync(join(FIXTURE, 'reference.json'), 'utf8')) as {input_ids: number[]; metrics: {grid_thw: [number, number, number][]}}

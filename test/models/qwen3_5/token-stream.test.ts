@@ -1,7 +1,7 @@
 // Token ids → events: same events as parsing the decoded text, stop tokens end the output, counts for usage.
 import t from 'tap'
 import {Tokenizer} from '@huggingface/tokenizers'
-import {TokenByteTable, IncrementalDetokenizer} from '../../../src/runtime/text/incremental-detokenizer.js'
+import {TokenByteTable, IncrementalDetokenizer} from '../../../src/chat/incremental-detokenizer.js'
 import {OutputParser, type OutputEvent} from '../../../models/qwen3_5/output.js'
 import {TokenOutputStream} from '../../../models/qwen3_5/token-stream.js'
 import type {ToolDefinition} from '../../../models/qwen3_5/template.js'
