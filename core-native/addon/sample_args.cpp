@@ -1,5 +1,5 @@
 // Sampling requests from JavaScript, checked field by field: nothing a caller passes reaches the sampler
-// unvalidated (ranges as in src/runtime/sampling.ts, which checks API input first with API wording).
+// unvalidated (ranges as in src/engine/sampling.ts, which checks API input first with API wording).
 #include "addon/sample_args.h"
 
 #include <cmath>

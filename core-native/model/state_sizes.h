@@ -1,6 +1,6 @@
 // Per-sequence state sizes, the one place they are computed: the model lays out and allocates a sequence's state
 // by them (model/weights.cpp, model/sequences.cpp), and the memory plan asks for them before any model opens
-// (the addon's stateSizes, which src/runtime/memory-plan.ts calls).
+// (the addon's stateSizes, which src/serving/memory-plan.ts calls).
 #pragma once
 #include <cstddef>
 #include <cstdint>

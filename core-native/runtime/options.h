@@ -1,6 +1,6 @@
 // The native core's options, in one typed object: read from the environment here and nowhere else, when a model
 // or backend opens (options_from_env), and handed down from there. The CUDA backend reads its own kernel options
-// the same way when it is created (backend/cuda/cuda_options.h). docs/native-core.md lists every variable, its
+// the same way when it is created (backend/cuda/cuda_options.h). docs/configuration.md lists every variable, its
 // default and who needs it.
 #pragma once
 #include <string>
