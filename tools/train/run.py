@@ -7,7 +7,7 @@
 
 Agent-capable default (packages/default-raw/README.md): --agents FILE adds the coding-agent transcripts rendered by
 agent-render.mjs (agentdata.py tokenizes them, train.py mixes them in, agenteval.py decodes the held-out ones), and
---phase 1 / --phase 2 split the run over two device calls on the same machine (1: data + train + export;
+--phase 1 / --phase 2 split the run over two commands on the same GPU machine (1: data + train + export;
 2: check, agent eval, draft), each within one call's 10 minutes.
 
 Stages (each a script in this folder, each resumable from the files in WORK): corpus → synth → tok → data → train
@@ -125,7 +125,7 @@ def after_train(a, w, log, t0):
     if os.path.exists(os.path.join(w, "agents", "val.jsonl")):
         sh(["agenteval.py"] + a.agent_eval_args.split(), w, log)
         collect(w, a.out, log)
-    gargs = ["--n-train", 96, "--n-val", 16, "--max-new", 96] if sm else ["--n-train", 3000, "--n-val", 48, "--max-new", 200]
+    gargs = ["--n-train", 96, "--n-val", 16, "--max-new", 96] if sm else ["--n-train", 1500, "--n-val", 48, "--max-new", 160]
     sh(["gen.py"] + gargs, w, log)
     eval_time = 40 if sm else 75
     left = a.budget - (time.time() - t0) - eval_time - 15
