@@ -281,6 +281,8 @@ class GatedAttention(nn.Module):
         self.o_proj = nn.Linear(self.nh * self.hd, H, bias=False)
         self.q_norm = ZRMSNorm(self.hd, cfg["rms_norm_eps"])
         self.k_norm = ZRMSNorm(self.hd, cfg["rms_norm_eps"])
+        # SDPA for multi-token calls without earlier keys (torch >= 2.0); the explicit form stays the reference
+        self.use_sdpa = hasattr(F, "scaled_dot_product_attention")
 
     def forward(self, x, cos, sin, cache=None):
         B, T, _ = x.shape
@@ -292,12 +294,20 @@ class GatedAttention(nn.Module):
         v = self.v_proj(x).reshape(B, T, self.nkv, self.hd).transpose(1, 2)
         q = apply_partial_rope(q, cos, sin)
         k = apply_partial_rope(k, cos, sin)
+        fresh = cache is None or "k" not in cache
         if cache is not None:
             if "k" in cache:
                 k = torch.cat((cache["k"], k), dim=2)
                 v = torch.cat((cache["v"], v), dim=2)
             cache["k"], cache["v"] = k, v
         rep = self.nh // self.nkv
+        if fresh and T > 1 and self.use_sdpa:
+            # long prompts: the fused causal kernel never materialises the T x T score matrix
+            kr = k.repeat_interleave(rep, dim=1) if rep > 1 else k
+            vr = v.repeat_interleave(rep, dim=1) if rep > 1 else v
+            o = F.scaled_dot_product_attention(q, kr.to(q.dtype), vr.to(q.dtype), is_causal=True)
+            o = o.transpose(1, 2).reshape(B, T, self.nh * self.hd).to(x.dtype)
+            return self.o_proj(o * torch.sigmoid(gate))
         if rep > 1:
             k = k.repeat_interleave(rep, dim=1)
             v = v.repeat_interleave(rep, dim=1)

@@ -5,6 +5,11 @@
    --init-from packages/default-raw/model --train-args "--batch 64 --seq 512 --lr 1e-3 --warmup 50"
    --draft-args "--init-draft packages/default-raw/draft" — the tokenizer is then copied, not retrained)
 
+Agent-capable default (packages/default-raw/README.md): --agents FILE adds the coding-agent transcripts rendered by
+agent-render.mjs (agentdata.py tokenizes them, train.py mixes them in, agenteval.py decodes the held-out ones), and
+--phase 1 / --phase 2 split the run over two commands on the same GPU machine (1: data + train + export;
+2: check, agent eval, draft), each within one call's 10 minutes.
+
 Stages (each a script in this folder, each resumable from the files in WORK): corpus → synth → tok → data → train
 (gets whatever time is left after reserving the later stages) → check (transformers load + logits comparison) →
 gen (the model's own greedy answers for the draft) → draft (train + acceptance) → collect.
@@ -60,7 +65,7 @@ def collect(work, out, log):
                     "draft/config.json", "draft/accept.json", "draft/train_log.jsonl",
                     "train_log.jsonl", "train_result.json", "hf_check.json", "samples.md", "stages.json",
                     "corpus/LICENSES.md", "corpus/sources.json", "data/meta.json", "synth/done", "tok/special.json",
-                    "gen/val.jsonl"]:
+                    "gen/val.jsonl", "agent_eval.json", "agents/index.json"]:
             p = os.path.join(work, rel)
             if os.path.exists(p):
                 tar.add(p, arcname=rel)
@@ -77,18 +82,27 @@ def main():
     ap.add_argument("--draft-args", default="")
     ap.add_argument("--init-from", default=None)
     ap.add_argument("--reserve", type=float, default=None, help="seconds kept for the stages after train")
+    ap.add_argument("--agents", default=None, help="agents.jsonl.gz from tools/train/agent-render.mjs")
+    ap.add_argument("--tok-from", default=None, help="copy the tokenizer from this folder (no --init-from weights)")
+    ap.add_argument("--phase", type=int, default=0, help="1: data + train + export only; 2: the stages after train")
+    ap.add_argument("--agent-eval-args", default="")
     a = ap.parse_args()
     t0 = time.time()
     w = a.work
     os.makedirs(w, exist_ok=True)
     log = []
     sm = a.smoke
+    if a.phase == 2:
+        return after_train(a, w, log, t0)
     sh(["corpus.py", "--max-chars", 20e6 if sm else 120e6], w, log)
     sh(["synth.py"] + (["--docfn", 3000, "--explain", 1000, "--tool", 3000] if sm else []), w, log)
     # continuing a trained model must keep its tokenizer: copy it instead of training a new one
     sh(["tok.py"] + (["--max-chars", 10e6] if sm else ["--max-chars", 25e6]) +
-       (["--from-dir", a.init_from] if a.init_from else []), w, log)
+       (["--from-dir", a.init_from or a.tok_from] if (a.init_from or a.tok_from) else []), w, log)
     sh(["data.py"], w, log)
+    if a.agents and not sh(["agentdata.py", "--src", a.agents], w, log):
+        print("run: the agent transcripts did not tokenize; stopping before training", flush=True)
+        return
     reserve = a.reserve if a.reserve is not None else (100 if sm else 250)
     left = a.budget - (time.time() - t0) - reserve
     targs = ["--budget", max(20, left)] + a.train_args.split()
@@ -96,10 +110,22 @@ def main():
         targs += ["--init-from", a.init_from]
     ok = sh(["train.py"] + targs, w, log)
     collect(w, a.out, log)
-    if not ok:
+    if not ok or a.phase == 1:
+        json.dump(log, open(os.path.join(w, "stages_phase1.json"), "w"), indent=1)
         return
+    after_train(a, w, log, t0)
+
+
+def after_train(a, w, log, t0):
+    sm = a.smoke
+    if a.phase == 2:
+        p1 = os.path.join(w, "stages_phase1.json")
+        log[:0] = json.load(open(p1)) if os.path.exists(p1) else []
     sh(["check.py"], w, log)
-    gargs = ["--n-train", 96, "--n-val", 16, "--max-new", 96] if sm else ["--n-train", 5000, "--n-val", 64, "--max-new", 200]
+    if os.path.exists(os.path.join(w, "agents", "val.jsonl")):
+        sh(["agenteval.py"] + a.agent_eval_args.split(), w, log)
+        collect(w, a.out, log)
+    gargs = ["--n-train", 96, "--n-val", 16, "--max-new", 96] if sm else ["--n-train", 1500, "--n-val", 48, "--max-new", 160]
     sh(["gen.py"] + gargs, w, log)
     eval_time = 40 if sm else 75
     left = a.budget - (time.time() - t0) - eval_time - 15

@@ -90,7 +90,7 @@ def main():
                               "single_word": False, "special": s}
     tc = {"add_bos_token": False, "add_prefix_space": False, "added_tokens_decoder": added,
           "bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "unk_token": None,
-          "clean_up_tokenization_spaces": False, "errors": "replace", "model_max_length": 4096,
+          "clean_up_tokenization_spaces": False, "errors": "replace", "model_max_length": 131072,
           "split_special_tokens": False, "tokenizer_class": "PreTrainedTokenizerFast", "chat_template": template}
     json.dump(tc, open(os.path.join(out, "tokenizer_config.json"), "w"), indent=1, ensure_ascii=False)
     print(f"tok: vocab {V}, specials {ids}")

@@ -5,6 +5,9 @@ the *time* budget (so a run always ends annealed). Random windows of --seq token
 Checkpoints to WORK/ckpt/train.pt (model + optimizer + step + tokens) every --ckpt-every seconds and at the end;
 a rerun with the same WORK resumes from it. `--init-from DIR` starts from an exported HF checkpoint instead (a later
 session: bring packages/default-raw/model back, train more with a fresh optimizer and a short warmup).
+With WORK/agents/ (tools/train/agentdata.py), a share of the steps after --agent-start (fraction of the budget)
+trains on whole coding-agent transcripts (up to ~25K tokens each, padded per batch to --agent-tokens tokens) with the
+loss on the assistant's tokens only; the other steps stay on the chat + corpus mix.
 Exports WORK/hf/ (config.json, model-0000N-of-0000M.safetensors + index (shards ≤ 15 MiB), generation_config.json,
 tokenizer files) and logs JSON lines to WORK/train_log.jsonl.
 """
@@ -35,6 +38,46 @@ def batches(arr, B, T, rng):
     idx = rng.integers(0, arr.size - T - 1, size=B)
     x = np.stack([arr[i:i + T + 1] for i in idx]).astype(np.int64)
     return torch.from_numpy(x)
+
+
+class AgentBatches:
+    """Whole agent transcripts, one agent per batch (their lengths are alike), right-padded; mask = loss targets."""
+
+    def __init__(self, work, tokens_per_batch, pad):
+        d = os.path.join(work, "agents")
+        idx = json.load(open(os.path.join(d, "index.json")))
+        self.ids = np.memmap(os.path.join(d, "tokens.bin"), dtype=np.uint16, mode="r")
+        self.mask = np.memmap(os.path.join(d, "mask.bin"), dtype=np.uint8, mode="r")
+        self.by = {}
+        for e in idx["sequences"]:
+            self.by.setdefault(e["agent"], []).append(e)
+        self.agents = sorted(self.by)
+        self.tokens = tokens_per_batch
+        self.pad = pad
+
+    def next(self, rng, agent=None):
+        agent = agent or self.agents[rng.integers(len(self.agents))]
+        seqs = self.by[agent]
+        L = max(e["length"] for e in seqs)
+        B = max(1, self.tokens // L)
+        pick = [seqs[i] for i in rng.integers(0, len(seqs), size=B)]
+        T = max(e["length"] for e in pick)
+        x = np.full((B, T), self.pad, dtype=np.int64)
+        m = np.zeros((B, T), dtype=np.bool_)
+        for j, e in enumerate(pick):
+            o, n = e["offset"], e["length"]
+            x[j, :n] = self.ids[o:o + n]
+            m[j, :n] = self.mask[o:o + n] == 1
+        return agent, torch.from_numpy(x), torch.from_numpy(m)
+
+
+def masked_loss(model, x, m, amp):
+    """Cross-entropy on the positions m marks (targets x[:, 1:]); logits only where the loss is taken."""
+    with amp():
+        h, _ = model.hidden(x[:, :-1])
+        sel = m[:, 1:]
+        logits = model.lm_head(h[sel])
+    return F.cross_entropy(logits.float(), x[:, 1:][sel])
 
 
 @torch.no_grad()
@@ -121,6 +164,9 @@ def main():
     ap.add_argument("--config", default=None, help="JSON overrides of the model config")
     ap.add_argument("--init-from", default=None)
     ap.add_argument("--max-steps", type=int, default=10 ** 9)
+    ap.add_argument("--agent-frac", type=float, default=0.5, help="share of steps on agent transcripts")
+    ap.add_argument("--agent-start", type=float, default=0.25, help="fraction of the budget before agent steps")
+    ap.add_argument("--agent-tokens", type=int, default=65536, help="padded tokens per agent batch")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -158,6 +204,18 @@ def main():
     vc = np.fromfile(os.path.join(a.work, "data", "val_corpus.bin"), dtype=np.uint16)
     vh = np.fromfile(os.path.join(a.work, "data", "val_chat.bin"), dtype=np.uint16)
     rng = np.random.default_rng(1234 + state["step"])
+    agents = None
+    if os.path.exists(os.path.join(a.work, "agents", "index.json")):
+        agents = AgentBatches(a.work, a.agent_tokens, special["pad_token_id"])
+        print("train: agent transcripts of", agents.agents, flush=True)
+    agent_loss = {}
+    if agents is not None and state["step"] == 0:
+        # fail fast: one forward/backward on the longest transcripts before the budget starts counting
+        t = time.time()
+        agent, x, m = agents.next(np.random.default_rng(0), agent=max(agents.agents, key=lambda k: max(e["length"] for e in agents.by[k])))
+        masked_loss(model, x.to(dev), m.to(dev), amp).backward()
+        opt.zero_grad(set_to_none=True)
+        print(f"train: {agent} batch {tuple(x.shape)} forward+backward in {time.time() - t:.2f}s", flush=True)
     log(a.work, {"event": "start", "params": param_count(model), "config": cfg, "train_tokens": int(arr.size),
                  "device": dev, **state})
     budget = state["budget"]
@@ -172,18 +230,28 @@ def main():
         lr = a.lr * min(1.0, (state["step"] + 1) / a.warmup) * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
-        x = batches(arr, a.batch, a.seq, rng).to(dev, non_blocking=True)
-        with amp():
-            logits, _ = model(x[:, :-1])
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+        if agents is not None and frac >= a.agent_start and rng.random() < a.agent_frac:
+            agent, x, m = agents.next(rng)
+            x, m = x.to(dev, non_blocking=True), m.to(dev, non_blocking=True)
+            loss = masked_loss(model, x, m, amp)
+            state["agent_steps"] = state.get("agent_steps", 0) + 1
+            state["agent_tokens"] = state.get("agent_tokens", 0) + int(x.numel())
+            agent_loss[agent] = round(loss.item(), 4) if agent not in agent_loss else round(0.9 * agent_loss[agent] + 0.1 * loss.item(), 4)
+            step_tokens = 0
+        else:
+            x = batches(arr, a.batch, a.seq, rng).to(dev, non_blocking=True)
+            with amp():
+                logits, _ = model(x[:, :-1])
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+            step_tokens = a.batch * a.seq
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         state["step"] += 1
-        state["tokens"] += a.batch * a.seq
+        state["tokens"] += step_tokens
         if state["step"] % 50 == 0 or state["step"] == 1:
-            log(a.work, {"step": state["step"], "loss": round(loss.item(), 4), "lr": round(lr, 6),
+            log(a.work, {"step": state["step"], "loss": round(loss.item(), 4), "agent_loss": agent_loss, "lr": round(lr, 6),
                          "gnorm": round(float(gn), 3), "tokens": state["tokens"], "elapsed": round(el, 1),
                          "tok_per_s": round(state["tokens"] / max(el, 1e-6))})
         if state["step"] % a.eval_every == 0:

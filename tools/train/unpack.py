@@ -3,7 +3,8 @@
   model/   HF checkpoint (config.json, model-0000N-of-0000M.safetensors + index, generation_config.json,
            tokenizer.json, tokenizer_config.json, chat_template.jinja) — input of `splash package build`
   draft/   DFlash draft (config.json, draft.safetensors) — `--draft` of `splash package build`
-  logs/    train_log.jsonl, draft_train_log.jsonl, accept.json, hf_check.json, train_result.json, data_meta.json, stages.json
+  logs/    train_log.jsonl, draft_train_log.jsonl, accept.json, hf_check.json, train_result.json, data_meta.json, stages.json,
+           agent_eval.json and agent_data.json (the coding-agent transcripts: counts per agent, held-out greedy eval)
   samples.md, DATA_SOURCES.md (licences), sources.json
 
   python3 tools/train/unpack.py --src <files_at dir> --dest packages/default-raw
@@ -43,12 +44,17 @@ def main():
         "draft/train_log.jsonl": "logs/draft_train_log.jsonl", "train_log.jsonl": "logs/train_log.jsonl",
         "train_result.json": "logs/train_result.json", "hf_check.json": "logs/hf_check.json",
         "stages.json": "logs/stages.json", "data/meta.json": "logs/data_meta.json", "tok/special.json": "logs/special_tokens.json",
-        "samples.md": "samples.md", "corpus/LICENSES.md": "DATA_SOURCES.md", "corpus/sources.json": "sources.json",
+        "agent_eval.json": "logs/agent_eval.json", "samples.md": "samples.md", "corpus/LICENSES.md": "DATA_SOURCES.md", "corpus/sources.json": "sources.json",
     }
     for s, t in moves.items():
         p = os.path.join(tmp, s)
         if os.path.exists(p):
             shutil.copy(p, os.path.join(d, t))
+    idx = os.path.join(tmp, "agents", "index.json")
+    if os.path.exists(idx):
+        import json
+        meta = json.load(open(idx))
+        json.dump({"by_agent": meta["by_agent"], "val": meta["val"]}, open(os.path.join(d, "logs", "agent_data.json"), "w"), indent=1)
     shutil.rmtree(tmp)
     print("unpacked into", d, sorted(os.listdir(d)))
 
