@@ -24,6 +24,8 @@ export interface BuildOptions {
   name?: string
   /** Largest weights file in bytes (default 20 GiB; the hub takes files up to 50 GB). */
   shardSize?: number
+  /** Where the checkpoint came from, for provenance (default: the folder's name); a hub build gives repo@commit. */
+  source?: string
   log?: (line: string) => void
 }
 
@@ -77,7 +79,7 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
       draft: null,
       vision: vis?.vision ?? null,
       kernels: [],
-      provenance: {source: basename(resolve(o.checkpoint)), builder: builderId(), kind: 'converted'},
+      provenance: {source: o.source ?? basename(resolve(o.checkpoint)), builder: builderId(), kind: 'converted'},
     }
   } finally {
     await ck.close()

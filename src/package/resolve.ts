@@ -39,7 +39,7 @@ export interface Resolved {
   sha?: string
 }
 
-function hubOptions(o: ResolveOptions): HubOptions {
+export function hubOptions(o: ResolveOptions): HubOptions {
   const env = o.env ?? process.env
   return {
     endpoint: hubEndpoint(env),
