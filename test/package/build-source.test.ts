@@ -13,7 +13,7 @@ import {resolvePackage} from '../../src/package/resolve.js'
 import {toBf16} from '../../src/package/quantize.js'
 import {writeSafetensors} from '../../src/package/safetensors.js'
 import {checkPackage} from '../../src/package/verify.js'
-import {flushFixtures, writeFixture} from '../fixtures/package/checkpoints.js'
+import {flushFixtures, writeFixture, type FixtureOptions} from '../fixtures/package/checkpoints.js'
 import {bin, runCli} from '../helpers/cli.js'
 import {startLocalHub, type LocalHub} from '../helpers/local-hub.js'
 
@@ -71,8 +71,17 @@ t.before(async () => {
     writeFileSync(join(d, 'config.json'), JSON.stringify({...cfg, intermediate_size: 256}))
   })()
   await repo('Qwen/Qwen3.5-27B', ckpt)()
+  for (const [id, o] of LAYOUTS) await repo(id, d => void writeFixture(d, o))()
 })
 t.teardown(() => hub.close())
+
+const LAYOUTS: Array<[string, FixtureOptions]> = [
+  ['layouts/qwen3_5-vl-sharded', {kind: 'dense', names: 'vl', shards: 3}],
+  ['layouts/qwen3_5-mlx', {kind: 'dense', names: 'mlx'}],
+  ['layouts/qwen3_5_moe-packed', {kind: 'moe', names: 'text', experts: 'packed'}],
+  ['layouts/qwen3_5_moe-mlx', {kind: 'moe', names: 'mlx', experts: 'switch'}],
+  ['layouts/qwen3_next', {kind: 'next', names: 'text'}],
+]
 
 let n = 0
 function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -105,6 +114,15 @@ t.test('owner/repo with a hub draft: checked, downloaded into the cache, verifie
   const from = hub.requests.length
   await buildFromSource({source: 'org/ckpt', out: join(root, 'pkg2'), quant: 'q8', env: e})
   t.same(weightTransfers(from), [], 'nothing downloaded again')
+})
+
+t.test('every checkpoint layout the builder takes builds from the hub (sharded, MLX, MoE, Qwen3-Next)', async t => {
+  for (const [id, o] of LAYOUTS) {
+    const out = join(root, 'layout', id)
+    const r = await buildFromSource({source: id, out, quant: 'q4', env: env()})
+    t.equal(r.manifest.family, o.kind === 'dense' ? 'qwen3_5' : o.kind === 'moe' ? 'qwen3_5_moe' : 'qwen3_next', id)
+    t.same(await checkPackage(out, r.manifest), [], `${id} verifies`)
+  }
 })
 
 t.test('bad input: one line naming the repo, before the weights move', async t => {
