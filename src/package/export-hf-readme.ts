@@ -30,8 +30,9 @@ export function exportReadme(m: Manifest, where: string, draft: boolean): string
     '```',
     '',
     'Set the tensor-parallel size to the GPUs of one host (it must divide the attention and KV head counts); use',
-    'pipeline parallelism to span hosts. Both servers expose the OpenAI-compatible `/v1/chat/completions` and',
-    '`/v1/completions`, so clients written against Splash keep working with only the base URL changed.',
+    'pipeline parallelism to span hosts. Both servers expose OpenAI-compatible `/v1/chat/completions` and',
+    '`/v1/completions` and an Anthropic-compatible `/v1/messages`, so clients written against Splash keep working',
+    'with only the base URL changed.',
     '',
   ]
   return lines.join('\n')
