@@ -53,9 +53,11 @@ def check_target(model, splash: dict, prompts, greedy, device: str) -> dict:
         clear = margins(ref) > MARGIN
         out["top1_mismatch"].append(int(((got.argmax(-1) != ref.argmax(-1)) & clear).sum()))
         n = len(greedy[p])
+        # no EOS, so exactly n tokens come out and no logits processor touches them (Splash's run had none either)
+        model.generation_config.eos_token_id = None
+        model.generation_config.pad_token_id = 0
         with torch.no_grad():
-            gen = model.generate(ids, do_sample=False, use_cache=True, max_new_tokens=n, min_new_tokens=n,
-                                 eos_token_id=None, pad_token_id=0)
+            gen = model.generate(ids, do_sample=False, use_cache=True, max_new_tokens=n)
         out["greedy_equal"].append(gen[0, len(prompt):].tolist() == greedy[p])
     return out
 
@@ -89,6 +91,19 @@ def check_draft(hf: Path, taps) -> dict:
     if have != expected:
         problems.append(f"tensors differ: missing {sorted(set(expected) - set(have))}, extra {sorted(set(have) - set(expected))}, "
                         f"shapes {[k for k in expected if k in have and have[k] != expected[k]]}")
+    # each draft layer is a plain Qwen3 decoder layer: transformers' own class takes its tensors strictly
+    from transformers import Qwen3Config
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
+    keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim", "rms_norm_eps")
+    qcfg = Qwen3Config(**{k: cfg[k] for k in keys}, num_hidden_layers=cfg["num_hidden_layers"], vocab_size=cfg["vocab_size"])
+    with safe_open(hf / "draft" / "model.safetensors", "pt") as f:
+        for i in range(cfg["num_hidden_layers"]):
+            p = f"layers.{i}."
+            state = {k[len(p):]: f.get_tensor(k) for k in f.keys() if k.startswith(p)}
+            try:
+                Qwen3DecoderLayer(qcfg, i).load_state_dict(state, strict=True)
+            except RuntimeError as e:
+                problems.append(f"layer {i} does not load into Qwen3DecoderLayer: {e}")
     return {"target_layer_ids": named, "num_target_layers": cfg.get("num_target_layers"), "problems": problems}
 
 
