@@ -10,6 +10,7 @@ import {mkdir, mkdtemp, open, readFile, rm, stat, writeFile} from 'node:fs/promi
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
 import {downloadFile, listFiles, modelInfo} from '@huggingface/hub'
+import {formatBytes} from '../config/units.js'
 import {SplashError} from '../errors.js'
 import {Checkpoint} from './checkpoint.js'
 import {creds, evict, fetchFile, gitOid, hubError, silenced, type Ctx, type HubOptions} from './hub.js'
@@ -159,7 +160,9 @@ export async function fetchCheckpoint(p: Prepared): Promise<CheckpointSnapshot> 
   const {repo, sha, o} = c
   return hubCall(repo, o, async () => {
     const snapshot = join(c.root, 'snapshots', sha)
-    o.progress?.start(files.reduce((n, f) => n + f.size, 0), repo)
+    const total = files.reduce((n, f) => n + f.size, 0)
+    o.log?.(`${repo}@${sha.slice(0, 12)}: ${files.length} files, ${formatBytes(total)} → ${snapshot}`)
+    o.progress?.start(total, repo)
     const bad: RepoFile[] = []
     try {
       for (const f of files) {
