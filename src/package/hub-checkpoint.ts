@@ -118,6 +118,8 @@ export interface Prepared {
   c: Ctx
   files: RepoFile[]
   revision: string
+  /** The options the download runs with (the checks ran without the progress bar). */
+  o: HubOptions
 }
 
 /** Resolves the revision, lists the files and runs `check` on the headers: everything short of the download. */
@@ -130,7 +132,7 @@ export async function prepareCheckpoint(repo: string, o: CheckpointOptions): Pro
     }
     const sha = String(info.sha ?? '')
     if (!/^[0-9a-f]{40}$/.test(sha)) throw new SplashError('hub_bad_answer', 'unavailable', `${o.endpoint}: no commit sha for ${repo}@${revision}`)
-    const c: Ctx = {repo, sha, root: repoFolder(o.cacheDir, repo), o}
+    const c: Ctx = {repo, sha, root: repoFolder(o.cacheDir, repo), o: {...o, progress: undefined}}
     const files = await listCheckpoint(repo, sha, o)
     const {ck, dir: stubs} = await headerCheckpoint(c, files)
     try {
@@ -142,7 +144,7 @@ export async function prepareCheckpoint(repo: string, o: CheckpointOptions): Pro
       await ck.close()
       await rm(stubs, {recursive: true, force: true})
     }
-    return {c, files, revision}
+    return {c, files, revision, o}
   })
 }
 
@@ -150,14 +152,18 @@ async function hubCall<T>(repo: string, o: HubOptions, fn: () => Promise<T>): Pr
   try {
     return await silenced(fn)
   } catch (err) {
-    throw hubError(err, repo, o.endpoint) ?? err
+    const known = hubError(err, repo, o.endpoint)
+    if (known) throw known
+    if (err instanceof SplashError) throw err
+    throw new SplashError('hub_unreachable', 'unavailable', `cannot reach ${o.endpoint} for ${repo} (${(err as Error).message}); run again to resume`, {cause: err})
   }
 }
 
 /** Downloads (or resumes) and verifies every file of a prepared checkpoint; returns its snapshot folder. */
 export async function fetchCheckpoint(p: Prepared): Promise<CheckpointSnapshot> {
-  const {c, files} = p
-  const {repo, sha, o} = c
+  const {files, o} = p
+  const c: Ctx = {...p.c, o}
+  const {repo, sha} = c
   return hubCall(repo, o, async () => {
     const snapshot = join(c.root, 'snapshots', sha)
     const total = files.reduce((n, f) => n + f.size, 0)
