@@ -136,6 +136,7 @@ export async function startLocalHub(): Promise<LocalHub> {
     res.end(part)
   }
 
+  /** The routes of modelInfo, listFiles, pathsInfo and downloadFile; anything else goes to handleWrite. */
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url!, hub.url)
     const p = decodeURIComponent(url.pathname)
@@ -193,7 +194,12 @@ export async function startLocalHub(): Promise<LocalHub> {
       if (!data) return json(res, 404, {error: 'no such object'})
       return sendFile(req, res, url.searchParams.get('path') ?? '', data, m[1])
     }
-    // ---- writes ----
+    return handleWrite(req, res, p)
+  }
+
+  /** The routes of createRepo and uploadFiles (commit). */
+  async function handleWrite(req: IncomingMessage, res: ServerResponse, p: string): Promise<void> {
+    let m: RegExpExecArray | null
     if (req.method !== 'GET' && !authed(req) && !p.startsWith('/lfs-upload/')) return json(res, 401, {error: 'Invalid credentials in Authorization header'})
     if (p === '/api/repos/create' && req.method === 'POST') {
       const {name, organization} = JSON.parse((await body(req)).toString()) as {name: string; organization: string}
