@@ -12,7 +12,7 @@
 import {stat} from 'node:fs/promises'
 import {resolve as resolvePath} from 'node:path'
 import {SplashError} from '../errors.js'
-import {cachedSnapshot, downloadSnapshot, evict, hubError, notAPackage, refetch, type HubOptions} from './hub.js'
+import {cachedSnapshot, downloadSnapshot, evict, hubError, notAPackage, refetch, type HubOptions} from './hub/hub.js'
 import {isStamped, recordLink, stamp} from './links.js'
 import {MANIFEST_FILE, readManifest, type Manifest} from './manifest.js'
 import {dataDir, hubCacheDir, hubEndpoint, isRepoId} from './paths.js'
@@ -39,7 +39,7 @@ export interface Resolved {
   sha?: string
 }
 
-function hubOptions(o: ResolveOptions): HubOptions {
+export function hubOptions(o: ResolveOptions): HubOptions {
   const env = o.env ?? process.env
   return {
     endpoint: hubEndpoint(env),

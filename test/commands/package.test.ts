@@ -92,3 +92,18 @@ t.test('pull, list, verify owner/repo', async t => {
   t.equal(missing.code, 1)
   t.match(missing.err, /^Error: acme\/none was not found on .* \(404\)\n$/)
 })
+
+t.test('package export --hf', async t => {
+  const pkg = join(root, 'export-src')
+  t.equal((await splash(['package', 'synth', '--preset', 'tiny-hybrid', '--out', pkg])).code, 0)
+  const out = join(root, 'export-hf')
+  const r = await splash(['package', 'export', '--hf', out, pkg])
+  t.equal(r.code, 0, r.err)
+  t.match(r.out, /^wrote .*export-hf \(\d+ tensors, [\d.]+ MB, with the DFlash draft in draft\/\); serve commands in .*README\.md/)
+  const both = await splash(['package', 'export', '--hf', out, '--gguf', join(root, 'x.gguf'), pkg])
+  t.equal(both.code, 2)
+  t.match(both.err, /^Error: .*(--gguf|--hf)/)
+  const type = await splash(['package', 'export', '--hf', out, '--type', 'q8_0', pkg])
+  t.equal(type.code, 1)
+  t.match(type.err, /^Error: --type applies to --gguf only/)
+})

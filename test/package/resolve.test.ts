@@ -130,7 +130,7 @@ t.test('local folders are verified the same way, without download', async t => {
   const r = await resolvePackage(dir, {env: e})
   t.equal(r.source, 'local')
   t.equal(r.manifest.name, m.name)
-  await t.rejects(resolvePackage(join(repos, 'org/ckpt'), {env: e}), /is not a Splash package.*build one with `splash package build`/)
+  await t.rejects(resolvePackage(join(repos, 'org/ckpt'), {env: e}), /is not a Splash package.*build one with `splash package build \S*org\/ckpt --out \.\/ckpt-splash`/)
   writeFileSync(join(dir, 'tokenizer.json'), '{}')
   await t.rejects(resolvePackage(dir, {env: e}), /verification failed: tokenizer\.json has \d+ bytes/)
 })

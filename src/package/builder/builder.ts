@@ -7,7 +7,8 @@ import {basename, resolve} from 'node:path'
 import {SplashError} from '../../errors.js'
 import {Checkpoint} from './checkpoint.js'
 import {draftConfigOf, draftPlans} from './draft.js'
-import {architectureOf, loadFamilies, pickFamily} from './family.js'
+import {architectureOf, loadFamilies, pickFamily, type FamilyModule, type TensorPlan} from './family.js'
+import {draftLayout, modelLayout, type LayoutEntry} from '../layout.js'
 import {finishPackage} from './finish.js'
 import {DEFAULT_REASONING, draftConfigProblem, type Manifest, type ModelConfig, type Quant} from '../manifest.js'
 import {copyTokenizer} from './tokenizer-files.js'
@@ -23,6 +24,8 @@ export interface BuildOptions {
   name?: string
   /** Largest weights file in bytes (default 20 GiB; the hub takes files up to 50 GB). */
   shardSize?: number
+  /** Where the checkpoint came from, for provenance (default: the folder's name); a hub build gives repo@commit. */
+  source?: string
   log?: (line: string) => void
 }
 
@@ -37,15 +40,9 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
   const ck = await Checkpoint.open(o.checkpoint)
   let manifest: Omit<Manifest, 'files'>
   try {
-    const family = pickFamily(families, ck.config)
-    const {architecture, modelType} = architectureOf(ck.config)
-    const config = family.normalizeConfig(ck.config)
-    const plans = family.sanitize(ck, config)
+    const {family, config, plans, architecture, modelType} = targetPlans(families, ck)
     const vis = family.vision ? await family.vision(ck, config) : null
     if (vis) plans.push(...vis.plans)
-    config.tie_word_embeddings = !plans.some(p => p.name === 'lm_head')
-    const embed = plans.find(p => p.name === 'embed_tokens')!
-    config.vocab_size = embed.shape[0]
     await mkdir(out, {recursive: true})
     const shards = shardPlans(plans, o.quant, o.shardSize ?? DEFAULT_SHARD)
     const files = shardNames(shards.length)
@@ -82,7 +79,7 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
       draft: null,
       vision: vis?.vision ?? null,
       kernels: [],
-      provenance: {source: basename(resolve(o.checkpoint)), builder: builderId(), kind: 'converted'},
+      provenance: {source: o.source ?? basename(resolve(o.checkpoint)), builder: builderId(), kind: 'converted'},
     }
   } finally {
     await ck.close()
@@ -92,22 +89,53 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
   return finishPackage(out, manifest)
 }
 
+/** The family, normalised config and tensor plans of a target checkpoint, its shapes checked against its config
+ *  (run on the real checkpoint by the build, and on the safetensors headers alone before a hub download). */
+export function targetPlans(families: FamilyModule[], ck: Checkpoint) {
+  const family = pickFamily(families, ck.config)
+  const {architecture, modelType} = architectureOf(ck.config)
+  const config = family.normalizeConfig(ck.config)
+  const plans = family.sanitize(ck, config)
+  config.tie_word_embeddings = !plans.some(p => p.name === 'lm_head')
+  const embed = plans.find(p => p.name === 'embed_tokens')!
+  config.vocab_size = embed.shape[0]
+  const why = shapeProblem(plans, modelLayout(config))
+  if (why) throw new SplashError('invalid_checkpoint', 'invalid_request', `${why} (config.json: hidden_size ${config.hidden_size}, ${config.num_hidden_layers} layers)`)
+  return {family, config, plans, architecture, modelType}
+}
+
+/** The draft config and tensor plans of a DFlash checkpoint, checked against the target it is built with. */
+export function draftCheck(ck: Checkpoint, target: ModelConfig) {
+  const config = draftConfigOf(ck.config)
+  const targetLayers = target.num_hidden_layers
+  const bad = config.target_layer_ids.find(l => l >= targetLayers)
+  if (bad !== undefined) {
+    throw new SplashError('invalid_checkpoint', 'invalid_request', `draft taps layer ${bad} but the target has ${targetLayers} layers (a draft for another target?)`)
+  }
+  const why = draftConfigProblem(config, target.vocab_size)
+  if (why) throw new SplashError('invalid_checkpoint', 'invalid_request', `draft config.json: ${why}`)
+  const plans = draftPlans(ck, config)
+  const codebook = plans.find(p => p.name === 'candidate_selector.successor_codebook')
+  if (codebook && codebook.shape[0] !== target.vocab_size) {
+    throw new SplashError('invalid_checkpoint', 'invalid_request', `draft selector codebooks have ${codebook.shape[0]} rows for a vocabulary of ${target.vocab_size}`)
+  }
+  const fc = plans.find(p => p.name === 'fc')!
+  const want = config.target_layer_ids.length * target.hidden_size
+  if (fc.shape[1] !== want) {
+    throw new SplashError(
+      'invalid_checkpoint', 'invalid_request',
+      `draft fc takes ${fc.shape[1]} features but ${config.target_layer_ids.length} taps of this target (hidden ${target.hidden_size}) give ${want}: a draft for another target`,
+    )
+  }
+  const shapes = shapeProblem(plans, draftLayout(config, target.hidden_size, target.vocab_size))
+  if (shapes) throw new SplashError('invalid_checkpoint', 'invalid_request', `draft: ${shapes}`)
+  return {config, plans}
+}
+
 async function buildDraft(dir: string, out: string, quant: Quant, target: ModelConfig, log: (l: string) => void) {
   const ck = await Checkpoint.open(dir)
   try {
-    const config = draftConfigOf(ck.config)
-    const targetLayers = target.num_hidden_layers
-    const bad = config.target_layer_ids.find(l => l >= targetLayers)
-    if (bad !== undefined) {
-      throw new SplashError('invalid_checkpoint', 'invalid_request', `draft taps layer ${bad} but the target has ${targetLayers} layers`)
-    }
-    const why = draftConfigProblem(config, target.vocab_size)
-    if (why) throw new SplashError('invalid_checkpoint', 'invalid_request', `draft config.json: ${why}`)
-    const plans = draftPlans(ck, config)
-    const codebook = plans.find(p => p.name === 'candidate_selector.successor_codebook')
-    if (codebook && codebook.shape[0] !== target.vocab_size) {
-      throw new SplashError('invalid_checkpoint', 'invalid_request', `draft selector codebooks have ${codebook.shape[0]} rows for a vocabulary of ${target.vocab_size}`)
-    }
+    const {config, plans} = draftCheck(ck, target)
     const kind = config.conv_kernel_size !== null || config.selector_rank !== null ? 'DFlash 2' : 'DFlash'
     log(`draft (${kind}): ${config.num_hidden_layers} layers, taps [${config.target_layer_ids}] → ${out}/${DRAFT_FILE}`)
     await writePlans(`${out}/${DRAFT_FILE}`, plans, quant, {checkpoint: ck})
@@ -115,4 +143,15 @@ async function buildDraft(dir: string, out: string, quant: Quant, target: ModelC
   } finally {
     await ck.close()
   }
+}
+
+/** The first tensor whose shape is not what the config implies, as a sentence; undefined when all match. */
+export function shapeProblem(plans: TensorPlan[], expected: LayoutEntry[]): string | undefined {
+  const byName = new Map(plans.map(p => [p.name, p]))
+  for (const e of expected) {
+    const p = byName.get(e.name)
+    if (!p) return `no tensor for ${e.name}`
+    if (p.shape.join(',') !== e.shape.join(',')) return `${p.source ?? e.name} is [${p.shape}] where the config implies [${e.shape}]`
+  }
+  return undefined
 }

@@ -143,7 +143,7 @@ export function ggufHeader(kvs: [string, KvValue][], tensors: GgufTensorInfo[], 
 
 // ---- Reading Splash tensors as float32 rows ------------------------------------------------------------------------
 
-class PackageTensors {
+export class PackageTensors {
   private constructor(private readonly readers: SafetensorsReader[]) {}
 
   static async open(dir: string, files: string[]): Promise<PackageTensors> {

@@ -10,10 +10,11 @@ import {dirname, join, relative} from 'node:path'
 import {Readable, Transform} from 'node:stream'
 import {pipeline} from 'node:stream/promises'
 import {downloadFile, HubApiError, modelInfo, pathsInfo} from '@huggingface/hub'
-import {SplashError} from '../errors.js'
-import {MANIFEST_FILE, validateManifest, type Manifest} from './manifest.js'
-import {repoFolder} from './paths.js'
-import {silentProgress, type Progress} from './progress.js'
+import {SplashError} from '../../errors.js'
+import {buildCommand, draftHint} from './known-drafts.js'
+import {MANIFEST_FILE, validateManifest, type Manifest} from '../manifest.js'
+import {repoFolder} from '../paths.js'
+import {silentProgress, type Progress} from '../progress.js'
 
 export interface HubOptions {
   endpoint: string
@@ -27,7 +28,7 @@ export interface HubOptions {
 
 // The library announces each download on stdout with console.debug; Splash's output stays clean.
 let quiet = 0
-async function silenced<T>(fn: () => Promise<T>): Promise<T> {
+export async function silenced<T>(fn: () => Promise<T>): Promise<T> {
   const debug = console.debug
   if (quiet++ === 0) console.debug = () => undefined
   try {
@@ -59,7 +60,7 @@ export function hubError(err: unknown, repo: string, endpoint: string): SplashEr
 export function notAPackage(where: string): SplashError {
   return new SplashError(
     'not_a_package', 'invalid_request',
-    `${where} is not a Splash package (no splash.json; a plain MLX or Transformers checkpoint?); build one with \`splash package build\``,
+    `${where} is not a Splash package (no splash.json; a plain MLX or Transformers checkpoint?); build one with \`${buildCommand(where)}\`${draftHint(where)}`,
   )
 }
 
@@ -76,19 +77,19 @@ export async function cachedSnapshot(cacheDir: string, repo: string, revision = 
   return {dir, sha}
 }
 
-interface Ctx {
+export interface Ctx {
   repo: string
   sha: string
   root: string
   o: HubOptions
 }
 
-function creds(o: HubOptions) {
+export function creds(o: HubOptions) {
   return {hubUrl: o.endpoint, accessToken: o.token, fetch: o.fetch}
 }
 
 /** The git blob id of a file (what the hub reports as `oid`): the manifest itself is checked against it. */
-async function gitOid(path: string): Promise<string> {
+export async function gitOid(path: string): Promise<string> {
   const b = await readFile(path)
   return createHash('sha1').update(`blob ${b.length}\0`).update(b).digest('hex')
 }
@@ -105,7 +106,7 @@ export async function evict(snapshotDir: string, path: string): Promise<void> {
 }
 
 /** Fetches one file of the snapshot into the cache (resuming a partial blob); returns its path in the snapshot. */
-async function fetchFile(c: Ctx, path: string, expectedSize?: number): Promise<string> {
+export async function fetchFile(c: Ctx, path: string, expectedSize?: number): Promise<string> {
   const pointer = join(c.root, 'snapshots', c.sha, path)
   const have = await stat(pointer).catch(() => undefined)
   if (have && expectedSize !== undefined && have.size === expectedSize) return pointer
