@@ -8,7 +8,7 @@ import {ChoiceBuilder} from './lib/encode.js'
 import {generateText} from '../../src/runtime/text-generation.js'
 import {SseStream, clientGone} from '../shared/sse.js'
 import {openaiErrorBody} from '../shared/openai-error.js'
-import {toSplashError} from '../../src/server/error-shapes.js'
+import {streamFailure} from '../../src/server/error-shapes.js'
 import type {SampledToken} from '../../src/runtime/sampling.js'
 import {timingsBody} from '../shared/timings.js'
 
@@ -74,7 +74,7 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
       if (body.stream_options?.include_usage) sse.data({...base, choices: [], usage: usage(), timings: timings()})
       sse.data('[DONE]')
     } catch (err) {
-      sse.data(openaiErrorBody(toSplashError(err)))
+      sse.data(openaiErrorBody(streamFailure(request, err)))
     } finally {
       sse.end()
     }

@@ -9,7 +9,7 @@ import {ChatChoice, usageBody} from './lib/choice.js'
 import {generateChat, type ChatEvent} from '../../src/runtime/chat.js'
 import {SseStream, clientGone} from '../shared/sse.js'
 import {openaiErrorBody} from '../shared/openai-error.js'
-import {toSplashError} from '../../src/server/error-shapes.js'
+import {streamFailure} from '../../src/server/error-shapes.js'
 import {timingsBody} from '../shared/timings.js'
 
 export default async function openaiChat(fastify: FastifyInstance): Promise<void> {
@@ -97,7 +97,7 @@ export default async function openaiChat(fastify: FastifyInstance): Promise<void
       }
       sse.data('[DONE]')
     } catch (err) {
-      sse.data(openaiErrorBody(toSplashError(err)))
+      sse.data(openaiErrorBody(streamFailure(request, err)))
     } finally {
       sse.end()
     }

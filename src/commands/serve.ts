@@ -41,7 +41,6 @@ export default class Serve extends BaseCommand {
       allowedHosts: flags['allowed-host'] ?? [],
       apiKey: flags['api-key'] || undefined,
       webui: !flags['no-webui'],
-      logger: process.env.SPLASH_LOG_LEVEL !== undefined,
       log,
     })
     await stopOnSignals(server, log)

@@ -19,6 +19,7 @@ export interface AppOptions {
   /** Already-created model host (the loader fills it in). */
   modelHost?: ModelHost
   metrics?: Metrics
+  /** false: no log at all (tests of the app alone); otherwise errors go to stdout, more with SPLASH_LOG_LEVEL. */
   logger?: boolean
 }
 
@@ -45,7 +46,8 @@ const hostPlugin = fp(
 
 export async function buildApp(options: AppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logger ? {level: process.env.SPLASH_LOG_LEVEL ?? 'info'} : false,
+    // Error level by default: every 5xx is logged (error-shapes.ts) while ordinary requests stay out of the log.
+    logger: options.logger === false ? false : {level: process.env.SPLASH_LOG_LEVEL ?? 'error'},
     // Idle keep-alive sockets are closed at shutdown; requests in flight are allowed to finish.
     forceCloseConnections: 'idle',
     bodyLimit: 64 * 1024 * 1024,

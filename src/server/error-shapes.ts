@@ -49,9 +49,28 @@ function validationParam(validation: unknown): string | undefined {
   return path || undefined
 }
 
+/**
+ * Logs a 5xx (at error level, so the default log level shows it) with the request id and its cause, and counts it
+ * by route in splash_server_errors_total; 4xx answers are the client's business and stay out of the log.
+ */
+export function reportServerError(request: FastifyRequest, se: SplashError, err: unknown): void {
+  if (se.status < 500) return
+  const route = request.routeOptions?.url ?? 'unmatched'
+  const cause = se.kind === 'internal' ? (se.cause ?? err) : undefined
+  request.log.error({reqId: request.id, route, status: se.status, code: se.code, ...(cause ? {err: cause} : {})}, `${se.status} ${se.code}: ${se.message}`)
+  request.server.metrics?.serverErrors.inc(1, {route, code: se.code})
+}
+
+/** The SplashError a stream that already answered 200 reports in its last event, logged and counted like a 5xx. */
+export function streamFailure(request: FastifyRequest, err: unknown): SplashError {
+  const se = toSplashError(err)
+  reportServerError(request, se, err)
+  return se
+}
+
 export function sendError(reply: FastifyReply, request: FastifyRequest, shapes: ErrorShapes, err: unknown): FastifyReply {
   const se = toSplashError(err)
-  if (se.kind === 'internal') request.log.error({err: se.cause ?? err}, 'internal error')
+  reportServerError(request, se, err)
   const {body, headers, status} = shapes.formatterFor(request.url)(se, request)
   if (se.retryAfter !== undefined) reply.header('retry-after', String(se.retryAfter))
   if (headers) reply.headers(headers)
