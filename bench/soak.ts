@@ -364,8 +364,8 @@ const diskFolderBytes = folderBytes(data)
 const first = samples[0]!
 const result = {
   command: `npx tsx bench/soak.ts --model ${MODEL} --minutes ${MINUTES} --clients ${CLIENTS} --seed ${SEED} --max-memory ${MAX_MEMORY}`,
-  commit: execSync('git rev-parse --short HEAD').toString().trim(),
-  dirty: execSync('git status --porcelain --untracked-files=no').toString().trim() !== '',
+  // --commit when the run goes from a copy of the build outside the repository
+  commit: args.get('commit') ?? execSync('git rev-parse --short HEAD').toString().trim(),
   machine: {host: hostname(), cpu: cpus()[0]?.model, cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30)},
   date: started.toISOString(),
   model,
