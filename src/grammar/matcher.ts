@@ -5,6 +5,7 @@
 // invalid UTF-8 are refused and masked out as well (utf8-guard.ts).
 import type {GrammarMatcher} from '@mlc-ai/web-xgrammar'
 import type {Utf8Guard} from './utf8-guard.js'
+import {closingPath, type ClosingPath, type ClosingVocab} from './closing.js'
 
 export class GrammarMatcherState {
   private mask: Int32Array | undefined
@@ -19,7 +20,19 @@ export class GrammarMatcherState {
     private readonly matcher: GrammarMatcher,
     readonly stopTokenIds: readonly number[],
     private readonly guard: Utf8Guard,
+    private readonly closer?: ClosingVocab,
   ) {}
+
+  /**
+   * The tokens of the shortest way to a complete output from here (closing.ts: 'long' when none is found within
+   * about `limit` tokens); the state is left where it was. `encode` packs the characters into fewer tokens; `before` is
+   * the text taken so far.
+   */
+  async closingPath(limit: number, encode?: (text: string) => number[], before = ''): Promise<ClosingPath> {
+    if (!this.closer || this.disposed || this.ended) return 'stuck'
+    if (this.pending) await this.pending.catch(() => undefined)
+    return closingPath(this, this.closer, limit, encode, before)
+  }
 
   /** The mask for the next token if it was computed since the last accept / rollback. */
   get ready(): Int32Array | undefined {

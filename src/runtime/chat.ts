@@ -187,6 +187,17 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   // with a grammar the forced call's opener comes from the grammar itself
   const opener = forcedTool && !constrained ? family.toolCallOpener(typeof choice === 'object' ? choice.name : undefined) : ''
   const constraint = constrained ? await family.grammars!.matcher(constrained.spec) : undefined
+  // a response format closes within max_tokens (Scheduler.closeForBudget); its shortest instance must fit first
+  const closeWithinBudget = constraint && req.responseFormat ? {encode: (text: string) => codec.encode(text), decode: (ids: readonly number[]) => codec.decode(ids)} : undefined
+  if (constraint && closeWithinBudget) {
+    const shortest = await constraint.closingPath(maxTokens + 16, closeWithinBudget.encode).catch(() => 'stuck' as const)
+    const need = shortest === 'long' ? `more than ${maxTokens + 16}` : shortest === 'stuck' ? 0 : shortest.length
+    if (need !== 0 && (typeof need === 'string' || need > maxTokens)) {
+      constraint.dispose()
+      const what = req.responseFormat!.type === 'json_object' ? 'a JSON object' : "the JSON Schema's shortest instance"
+      throw errors.invalidRequest(`max_tokens is ${maxTokens}, but ${what} takes ${need} tokens; raise max_tokens so the answer can be complete`, 'max_tokens', 'max_tokens_too_small')
+    }
+  }
   const parser = family.outputParser(prompt, {
     tools,
     stop: req.stop,
@@ -266,7 +277,7 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   const promptIds = Int32Array.from(tokens)
   try {
     handle = engine.submit(
-      {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, media, signal: req.signal, cacheAnchors, constraint},
+      {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, media, signal: req.signal, cacheAnchors, constraint, closeWithinBudget},
       onEvent,
     )
   } catch (e) {

@@ -190,6 +190,7 @@ export class Engine {
     const trace = StepTrace.fromEnv()
     while (this.scheduler.hasWork()) {
       trace?.begin()
+      await this.scheduler.closeForBudget()
       const batch = this.scheduler.schedule()
       trace?.mark('schedule')
       if (batch.items.length === 0) {

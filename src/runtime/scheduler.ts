@@ -36,6 +36,14 @@ export interface Batch {
   failed: Map<Sequence, Error>
 }
 
+/**
+ * Budget-aware structured output: the closing path is looked up at every step once the tokens left come within
+ * CLOSE_WINDOW of its last length (every 8th step within twice that plus 4 windows), and forced once it takes all but
+ * CLOSE_MARGIN of them (one free token may lengthen it by a few: a new key, an opened container).
+ */
+const CLOSE_WINDOW = 16
+const CLOSE_MARGIN = 4
+
 /** Acceptance-length observer (tokens committed per target verify pass). */
 export type AcceptanceObserver = (committed: number, drafted: number) => void
 
@@ -153,7 +161,9 @@ export class Scheduler {
       if (seq.inPrefill || budget <= 0) continue
       seq.drafts = []
       const remaining = seq.request.maxTokens - seq.output.length
-      const drafts = seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 ? this.draftLength(seq) : 0
+      // no draft near the budget's end of a structured answer: one token a step, so its closing path is forced in time
+      const closeNear = seq.request.closeWithinBudget !== undefined && remaining <= seq.closeEstimate + 2 * CLOSE_WINDOW
+      const drafts = seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 && !closeNear ? this.draftLength(seq) : 0
       const k = Math.min(drafts, remaining - 1, budget - 1)
       if (k >= 1) {
         drafting.push(seqs.length)
@@ -364,6 +374,41 @@ export class Scheduler {
     return rows
   }
 
+  /**
+   * Before each step, for the structured answers that close within their budget (GenerationRequest.closeWithinBudget):
+   * the shortest way to a complete output from where each stands (src/grammar/closing.ts) is forced once the tokens
+   * left in max_tokens come down to it, so the answer always parses; the request then finishes with 'length'.
+   */
+  async closeForBudget(): Promise<void> {
+    // waiting ones too: a short budget is spent from the first token, sampled at the end of the prefill
+    for (const seq of [...this.running, ...this.waiting]) {
+      const close = seq.request.closeWithinBudget
+      const c = seq.request.constraint
+      if (!close || !c?.closingPath || seq.closing || seq.status === 'finished' || seq.cancelled || seq.forced.length > 0) continue
+      const remaining = seq.request.maxTokens - seq.output.length
+      if (remaining <= 0) continue
+      const near = remaining <= seq.closeEstimate + CLOSE_WINDOW
+      if (!near && (remaining > 2 * seq.closeEstimate + 4 * CLOSE_WINDOW || --seq.closeCountdown > 0)) continue
+      seq.closeCountdown = 8
+      let path: Awaited<ReturnType<NonNullable<typeof c.closingPath>>>
+      try {
+        path = await c.closingPath(remaining + CLOSE_WINDOW, close.encode, close.decode(seq.output))
+      } catch (err) {
+        this.fail(seq, err as Error)
+        continue
+      }
+      // past the budget already (one token opened more than the margin): force what closes it anyway, the shortest
+      // there is, and let max_tokens cut it if it must
+      if (path === 'long') path = await c.closingPath(4 * (remaining + CLOSE_WINDOW), close.encode, close.decode(seq.output))
+      if (path === 'stuck' || path === 'long') continue
+      seq.closeEstimate = path.length
+      if (path.length + CLOSE_MARGIN >= remaining) {
+        seq.closing = true
+        seq.forced.push(...path)
+      }
+    }
+  }
+
   postprocess(batch: Batch, results: StepResult[]): void {
     batch.seqs.forEach((seq, i) => {
       seq.inFlight = false
@@ -503,7 +548,7 @@ export class Scheduler {
     seq.output.push(picked.token)
     seq.penalties?.add(picked.token)
     // the grammar's stop tokens end it too (a request may stop on fewer, e.g. none)
-    if (r.stopTokenIds.includes(picked.token) || r.constraint?.terminated) return this.finish(seq, 'stop')
+    if (r.stopTokenIds.includes(picked.token) || r.constraint?.terminated) return this.finish(seq, seq.closing ? 'length' : 'stop')
     seq.emit({type: 'token', ...picked})
     if (seq.output.length >= r.maxTokens) this.finish(seq, 'length')
   }

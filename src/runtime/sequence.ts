@@ -59,6 +59,13 @@ export class Sequence {
   grammarAccepted: number | undefined
   /** With a grammar: the last in-step token was allowed, so the next mask is left out until the grammar refuses one. */
   grammarLazy = true
+  /**
+   * Budget-aware structured output (Scheduler.closeForBudget): the length of the last closing path looked up, steps
+   * until the next look, and whether the closing path was forced (the request then finishes with 'length').
+   */
+  closeEstimate = 0
+  closeCountdown = 0
+  closing = false
 
   constructor(request: GenerationRequest, emit: (event: GenerationEvent) => void) {
     this.request = request
