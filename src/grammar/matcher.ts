@@ -6,6 +6,7 @@
 import type {GrammarMatcher} from '@mlc-ai/web-xgrammar'
 import type {Utf8Guard} from './utf8-guard.js'
 import {closingPath, type ClosingPath, type ClosingVocab} from './closing.js'
+import {SplashError, errors} from '../errors.js'
 
 export class GrammarMatcherState {
   private mask: Int32Array | undefined
@@ -50,6 +51,7 @@ export class GrammarMatcherState {
     const state = this.utf8.at(-1)!
     const p = this.matcher.getNextTokenBitmask().then(raw => {
       const m = this.guard.restrict(raw, state)
+      if (!m.some(w => w !== 0)) throw noValue()
       if (this.pending === p) {
         this.mask = m
         this.pending = undefined
@@ -97,6 +99,18 @@ export class GrammarMatcherState {
     this.mask = undefined
     this.pending = undefined
   }
+}
+
+/**
+ * A grammar that allows no token where its output is not complete: its schema admits no finite value (a $ref cycle
+ * with no way out, say `{"$ref": "#"}`), which only shows once the grammar is walked.
+ */
+function noValue(): SplashError {
+  return errors.invalidRequest(
+    'The JSON Schema the output must follow admits no finite value (a $ref that only leads back to itself, or constraints no value meets); give every recursive $ref a way out',
+    undefined,
+    'unsupported_schema',
+  )
 }
 
 /** True when `token` is allowed by `mask`. */

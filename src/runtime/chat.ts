@@ -190,7 +190,10 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   // a response format closes within max_tokens (Scheduler.closeForBudget); its shortest instance must fit first
   const closeWithinBudget = constraint && req.responseFormat ? {encode: (text: string) => codec.encode(text), decode: (ids: readonly number[]) => codec.decode(ids)} : undefined
   if (constraint && closeWithinBudget) {
-    const shortest = await constraint.closingPath(maxTokens + 16, closeWithinBudget.encode).catch(() => 'stuck' as const)
+    const shortest = await constraint.closingPath(maxTokens + 16, closeWithinBudget.encode).catch((err: unknown) => {
+      constraint.dispose()
+      throw err
+    })
     const need = shortest === 'long' ? `more than ${maxTokens + 16}` : shortest === 'stuck' ? 0 : shortest.length
     if (need !== 0 && (typeof need === 'string' || need > maxTokens)) {
       constraint.dispose()

@@ -3,6 +3,7 @@
 import Fastify, {type FastifyInstance} from 'fastify'
 import fp from 'fastify-plugin'
 import errorShapes from './error-shapes.js'
+import body, {BODY_LIMIT_BYTES} from './body.js'
 import security from './security.js'
 import probes from './probes.js'
 import {loadFolderPlugins} from './plugin-loader.js'
@@ -50,12 +51,13 @@ export async function buildApp(options: AppOptions = {}): Promise<FastifyInstanc
     logger: options.logger === false ? false : {level: process.env.SPLASH_LOG_LEVEL ?? 'error'},
     // Idle keep-alive sockets are closed at shutdown; requests in flight are allowed to finish.
     forceCloseConnections: 'idle',
-    bodyLimit: 64 * 1024 * 1024,
+    bodyLimit: BODY_LIMIT_BYTES,
     // No type coercion: a union such as "string or token ids" must see the value as sent.
     ajv: {customOptions: {coerceTypes: false, removeAdditional: false}},
     return503OnClosing: true,
   })
   await app.register(errorShapes)
+  await app.register(body)
   await app.register(security, {apiKey: options.apiKey, allowedHosts: options.allowedHosts})
   await app.register(hostPlugin, {host: options.modelHost ?? new ModelHost(), options})
   await app.register(probes)

@@ -3,6 +3,7 @@
 import fp from 'fastify-plugin'
 import type {FastifyError, FastifyInstance, FastifyReply, FastifyRequest} from 'fastify'
 import {SplashError, errors} from '../errors.js'
+import {BODY_LIMIT_BYTES} from './body.js'
 
 export interface ErrorEnvelope {
   body: unknown
@@ -34,7 +35,8 @@ export function toSplashError(err: unknown): SplashError {
   if (err instanceof SplashError) return err
   const fe = err as Partial<FastifyError> & {validation?: unknown}
   if (fe && typeof fe === 'object' && typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
-    if (fe.statusCode === 413) return new SplashError('request_too_large', 'request_too_large', 'Request body is too large')
+    if (fe.statusCode === 413) return new SplashError('request_too_large', 'request_too_large', `Request body is too large (at most ${BODY_LIMIT_BYTES / 2 ** 20} MiB)`)
+    if (fe.statusCode === 415) return new SplashError('unsupported_media_type', 'unsupported_media_type', 'Unsupported Content-Type: send the body as JSON with the header Content-Type: application/json')
     if (fe.statusCode === 404) return new SplashError('not_found', 'not_found', fe.message ?? 'Not found')
     const message = fe.validation ? `Invalid request: ${fe.message}` : (fe.message ?? 'Invalid request')
     const param = fe.validation ? validationParam(fe.validation) : undefined
