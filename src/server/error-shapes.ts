@@ -59,7 +59,7 @@ export function reportServerError(request: FastifyRequest, se: SplashError, err:
   if (se.status < 500) return
   const route = request.routeOptions?.url ?? 'unmatched'
   const cause = se.kind === 'internal' ? (se.cause ?? err) : undefined
-  request.log.error({reqId: request.id, route, status: se.status, code: se.code, ...(cause ? {err: cause} : {})}, `${se.status} ${se.code}: ${se.message}`)
+  request.log.error({route, status: se.status, code: se.code, ...(cause ? {err: cause} : {})}, `${se.status} ${se.code}: ${se.message}`)
   request.server.metrics?.serverErrors.inc(1, {route, code: se.code})
 }
 
