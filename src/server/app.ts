@@ -22,6 +22,8 @@ export interface AppOptions {
   metrics?: Metrics
   /** false: no log at all (tests of the app alone); otherwise errors go to stdout, more with SPLASH_LOG_LEVEL. */
   logger?: boolean
+  /** Where the log goes (default stdout). */
+  logStream?: {write(line: string): void}
 }
 
 declare module 'fastify' {
@@ -48,7 +50,7 @@ const hostPlugin = fp(
 export async function buildApp(options: AppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
     // Error level by default: every 5xx is logged (error-shapes.ts) while ordinary requests stay out of the log.
-    logger: options.logger === false ? false : {level: process.env.SPLASH_LOG_LEVEL ?? 'error'},
+    logger: options.logger === false ? false : {level: process.env.SPLASH_LOG_LEVEL ?? 'error', ...(options.logStream ? {stream: options.logStream} : {})},
     // Idle keep-alive sockets are closed at shutdown; requests in flight are allowed to finish.
     forceCloseConnections: 'idle',
     bodyLimit: BODY_LIMIT_BYTES,
