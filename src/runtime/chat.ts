@@ -4,7 +4,7 @@
 // Chat Completions, Responses and Messages all use.
 import type {Engine, GenerationHandle} from './engine.js'
 import type {TextCodec} from './family.js'
-import type {FinishReason as EngineFinish, GenerationEvent} from './request.js'
+import type {FinishReason as EngineFinish, GenerationEvent, GenerationRequest} from './request.js'
 import type {SamplingParams, TopLogprob} from './sampling.js'
 import type {Grammars, StructuralTagFormat, ToolGrammarTool, ToolInputSource} from '../grammar/compiler.js'
 import {planConstraint, type ResponseFormat} from './chat-constraint.js'
@@ -187,19 +187,21 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   // with a grammar the forced call's opener comes from the grammar itself
   const opener = forcedTool && !constrained ? family.toolCallOpener(typeof choice === 'object' ? choice.name : undefined) : ''
   const constraint = constrained ? await family.grammars!.matcher(constrained.spec) : undefined
-  // a response format closes within max_tokens (Scheduler.closeForBudget); its shortest instance must fit first
-  const closeWithinBudget = constraint && req.responseFormat ? {encode: (text: string) => codec.encode(text), decode: (ids: readonly number[]) => codec.decode(ids)} : undefined
-  if (constraint && closeWithinBudget) {
-    const shortest = await constraint.closingPath(maxTokens + 16, closeWithinBudget.encode).catch((err: unknown) => {
+  // a response format closes within max_tokens (budget-close.ts); its shortest instance must fit first
+  let closeWithinBudget: GenerationRequest['closeWithinBudget']
+  if (constraint && req.responseFormat) {
+    const encode = (text: string) => codec.encode(text)
+    const shortest = await constraint.closingPath(maxTokens + 16, encode).catch((err: unknown) => {
       constraint.dispose()
       throw err
     })
-    const need = shortest === 'long' ? `more than ${maxTokens + 16}` : shortest === 'stuck' ? 0 : shortest.length
-    if (need !== 0 && (typeof need === 'string' || need > maxTokens)) {
+    if (shortest === 'long' || (shortest !== 'stuck' && shortest.length > maxTokens)) {
       constraint.dispose()
-      const what = req.responseFormat!.type === 'json_object' ? 'a JSON object' : "the JSON Schema's shortest instance"
+      const what = req.responseFormat.type === 'json_object' ? 'a JSON object' : "the JSON Schema's shortest instance"
+      const need = shortest === 'long' ? `more than ${maxTokens + 16}` : String(shortest.length)
       throw errors.invalidRequest(`max_tokens is ${maxTokens}, but ${what} takes ${need} tokens; raise max_tokens so the answer can be complete`, 'max_tokens', 'max_tokens_too_small')
     }
+    if (shortest !== 'stuck') closeWithinBudget = {encode, decode: ids => codec.decode(ids), shortest: shortest.length}
   }
   const parser = family.outputParser(prompt, {
     tools,

@@ -214,6 +214,7 @@ export class Engine {
         results = await stepped
         trace?.mark('step')
         await this.scheduler.grammar.settle(batch, results)
+        await this.scheduler.guardBudget(batch, results)
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
         await this.scheduler.afterStep({...batch, anchored: []})

@@ -31,9 +31,10 @@ export interface GenerationRequest {
   /**
    * Budget-aware structured output: once the tokens left in maxTokens come down to the constraint's shortest
    * way to a complete output, that way is forced (Scheduler.closeForBudget) and the request finishes with
-   * 'length'. `encode` packs the closing characters into tokens; `decode` reads the output so far.
+   * 'length'. `encode` packs the closing characters into tokens; `decode` reads the output so far; `shortest` is the
+   * length of the shortest complete output.
    */
-  closeWithinBudget?: {encode: (text: string) => number[]; decode: (tokens: readonly number[]) => string}
+  closeWithinBudget?: {encode: (text: string) => number[]; decode: (tokens: readonly number[]) => string; shortest: number}
 }
 
 /** The engine's view of a grammar matcher for one sequence. */

@@ -10,6 +10,7 @@ import {PrefixSaves} from './prefix-saves.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from './prefix-cache.js'
 import {DraftHistory, MeasuredCost, bestBlock, fixedCost, type PassCost} from './spec-policy.js'
+import {closeBeforeStep, guardAfterStep, nearBudget} from './budget-close.js'
 
 export interface SchedulerLimits {
   /** Tokens per step across all sequences (decodes count one each; prefill chunks fill the rest). */
@@ -35,14 +36,6 @@ export interface Batch {
    */
   failed: Map<Sequence, Error>
 }
-
-/**
- * Budget-aware structured output: the closing path is looked up at every step once the tokens left come within
- * CLOSE_WINDOW of its last length (every 8th step within twice that plus 4 windows), and forced once it takes all but
- * CLOSE_MARGIN of them (one free token may lengthen it by a few: a new key, an opened container).
- */
-const CLOSE_WINDOW = 16
-const CLOSE_MARGIN = 4
 
 /** Acceptance-length observer (tokens committed per target verify pass). */
 export type AcceptanceObserver = (committed: number, drafted: number) => void
@@ -161,9 +154,8 @@ export class Scheduler {
       if (seq.inPrefill || budget <= 0) continue
       seq.drafts = []
       const remaining = seq.request.maxTokens - seq.output.length
-      // no draft near the budget's end of a structured answer: one token a step, so its closing path is forced in time
-      const closeNear = seq.request.closeWithinBudget !== undefined && remaining <= seq.closeEstimate + 2 * CLOSE_WINDOW
-      const drafts = seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 && !closeNear ? this.draftLength(seq) : 0
+      // no draft near the budget's end of a structured answer: one token a step, each checked (budget-close.ts)
+      const drafts = seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 && !nearBudget(seq) ? this.draftLength(seq) : 0
       const k = Math.min(drafts, remaining - 1, budget - 1)
       if (k >= 1) {
         drafting.push(seqs.length)
@@ -374,39 +366,14 @@ export class Scheduler {
     return rows
   }
 
-  /**
-   * Before each step, for the structured answers that close within their budget (GenerationRequest.closeWithinBudget):
-   * the shortest way to a complete output from where each stands (src/grammar/closing.ts) is forced once the tokens
-   * left in max_tokens come down to it, so the answer always parses; the request then finishes with 'length'.
-   */
+  /** Budget-aware structured output before a step (budget-close.ts): closing paths forced where the budget is spent. */
   async closeForBudget(): Promise<void> {
-    // waiting ones too: a short budget is spent from the first token, sampled at the end of the prefill
-    for (const seq of [...this.running, ...this.waiting]) {
-      const close = seq.request.closeWithinBudget
-      const c = seq.request.constraint
-      if (!close || !c?.closingPath || seq.closing || seq.status === 'finished' || seq.cancelled || seq.forced.length > 0) continue
-      const remaining = seq.request.maxTokens - seq.output.length
-      if (remaining <= 0) continue
-      const near = remaining <= seq.closeEstimate + CLOSE_WINDOW
-      if (!near && (remaining > 2 * seq.closeEstimate + 4 * CLOSE_WINDOW || --seq.closeCountdown > 0)) continue
-      seq.closeCountdown = 8
-      let path: Awaited<ReturnType<NonNullable<typeof c.closingPath>>>
-      try {
-        path = await c.closingPath(remaining + CLOSE_WINDOW, close.encode, close.decode(seq.output))
-      } catch (err) {
-        this.fail(seq, err as Error)
-        continue
-      }
-      // past the budget already (one token opened more than the margin): force what closes it anyway, the shortest
-      // there is, and let max_tokens cut it if it must
-      if (path === 'long') path = await c.closingPath(4 * (remaining + CLOSE_WINDOW), close.encode, close.decode(seq.output))
-      if (path === 'stuck' || path === 'long') continue
-      seq.closeEstimate = path.length
-      if (path.length + CLOSE_MARGIN >= remaining) {
-        seq.closing = true
-        seq.forced.push(...path)
-      }
-    }
+    await closeBeforeStep([...this.running, ...this.waiting], (seq, err) => this.fail(seq, err))
+  }
+
+  /** After a step, before postprocess: no sampled token may leave a structured answer unable to close (budget-close.ts). */
+  async guardBudget(batch: Batch, results: StepResult[]): Promise<void> {
+    await guardAfterStep(batch, results, this.grammar)
   }
 
   postprocess(batch: Batch, results: StepResult[]): void {

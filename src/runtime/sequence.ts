@@ -60,10 +60,11 @@ export class Sequence {
   /** With a grammar: the last in-step token was allowed, so the next mask is left out until the grammar refuses one. */
   grammarLazy = true
   /**
-   * Budget-aware structured output (Scheduler.closeForBudget): the length of the last closing path looked up, steps
-   * until the next look, and whether the closing path was forced (the request then finishes with 'length').
+   * Budget-aware structured output (budget-close.ts): the length of the last closing path looked up (at first the
+   * shortest instance's), steps until the next look, and whether the closing path was forced (the request then
+   * finishes with 'length').
    */
-  closeEstimate = 0
+  closeEstimate: number
   closeCountdown = 0
   closing = false
 
@@ -72,6 +73,7 @@ export class Sequence {
     this.emit = emit
     this.rng = new Rng(request.sampling.seed ?? randomSeed())
     this.penalties = penalized(request.sampling) ? new PenaltyCounts(request.prompt) : undefined
+    this.closeEstimate = request.closeWithinBudget?.shortest ?? 0
   }
 
   /**
