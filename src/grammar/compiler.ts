@@ -109,7 +109,10 @@ export class Grammars {
       // (grammars already compiled and live matchers stay with the old instance, as far as it still works)
       if (isEngineFault(e)) this.reload()
       const param = spec.type === 'json_schema' ? spec.param : undefined
-      throw errors.invalidRequest(`The grammar engine could not compile this ${spec.type === 'structural' ? 'tool schema' : 'JSON Schema'} (${String((e as Error).message ?? e).slice(0, 200)})`, param, 'unsupported_schema')
+      // an abort inside the wasm says only "Aborted(). Build with -sASSERTIONS...": nothing a client can act on
+      const said = String((e as Error).message ?? e)
+      const why = /Aborted\(|ASSERTIONS|RuntimeError/.test(said) || isEngineFault(e) ? 'it refused it without saying why; check the schema against the JSON Schema specification' : said.slice(0, 200)
+      throw errors.invalidRequest(`The grammar engine could not compile this ${spec.type === 'structural' ? 'tool schema' : 'JSON Schema'} (${why})`, param, 'unsupported_schema')
     }
   }
 

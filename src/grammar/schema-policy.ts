@@ -179,6 +179,9 @@ function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
     if (s[key] !== undefined && !finiteData(s[key])) refuse(key, path, 'it holds a number too large for a double (JSON would write it as null)')
   }
   if (s.enum !== undefined && (!Array.isArray(s.enum) || s.enum.length === 0)) refuse('enum', path, 'it must be a non-empty array')
+  if (s.required !== undefined && (!Array.isArray(s.required) || s.required.some(r => typeof r !== 'string'))) {
+    refuse('required', path, 'it must be an array of property names (strings)')
+  }
   if (s.type !== undefined) {
     const listed = Array.isArray(s.type) ? s.type : [s.type]
     const bad = listed.find(t => typeof t !== 'string' || !JSON_TYPES.has(t))

@@ -243,7 +243,7 @@ export async function fuzz(url: string, model: string, rounds: number, seed: num
     }
     // a streamed answer that started must end with its terminator (the server did not give up half-way)
     if (res.status === 200 && res.headers.get('content-type')?.includes('text/event-stream')) {
-      const ended = s.route.anthropic ? /event: message_stop|event: error/.test(answer) : /data: \[DONE\]|response\.(completed|incomplete|failed)|"type":"error"/.test(answer)
+      const ended = s.route.anthropic ? /event: message_stop|event: error/.test(answer) : /data: \[DONE\]|response\.(completed|incomplete|failed)|"type":"error"|^data: \{"error":/m.test(answer)
       if (!ended) failures.push(`${where}: the stream ended without its terminator: ${answer.slice(-300)}`)
     }
   }
