@@ -68,6 +68,8 @@ export async function closingPath(m: ClosableMatcher, vocab: ClosingVocab, limit
   let stuck = false
   // `before`: the output so far, whose end may be inside a string
   let {inString, escaped} = jsonStringState(before)
+  // the characters this string took from the closer, and when (a pattern or format may need new ones to end)
+  const used = new Map<string, number>()
   try {
     // a few characters more than the limit: the tokenizer usually packs them into fewer tokens
     for (let steps = 0; steps <= limit * 4 + 8; steps++) {
@@ -76,7 +78,7 @@ export async function closingPath(m: ClosableMatcher, vocab: ClosingVocab, limit
         done = true
         break
       }
-      const next = (inString && !escaped ? vocab.inString : vocab.chars).find(([, id]) => allows(mask, id))
+      const next = inString && !escaped ? await stringChar(m, vocab, mask, used) : vocab.chars.find(([, id]) => allows(mask, id))
       if (!next || !m.accept(next[1])) {
         stuck = true
         break
@@ -86,6 +88,8 @@ export async function closingPath(m: ClosableMatcher, vocab: ClosingVocab, limit
       if (escaped) escaped = false
       else if (inString && next[0] === '\\') escaped = true
       else if (next[0] === '"') inString = !inString
+      if (inString) used.set(next[0], steps)
+      else used.clear()
     }
   } finally {
     m.rollBack(ids.length)
@@ -96,6 +100,32 @@ export async function closingPath(m: ClosableMatcher, vocab: ClosingVocab, limit
     if (packed.length < ids.length && (await takes(m, packed))) return packed
   }
   return ids
+}
+
+/** Characters a string's grammar is tried with, one step ahead, when it does not take the closing quote yet. */
+const LOOKAHEAD = 12
+
+/**
+ * The next character inside a string: its closing quote where the grammar takes it; else one after which it does
+ * (a format or pattern one character short of its end), among the first LOOKAHEAD the closer would try; else the
+ * first the string has not taken yet, else the one it took longest ago (a pattern such as `[A-Z]{3}-[0-9]+` or an
+ * email address needs several kinds, in turn).
+ */
+async function stringChar(m: ClosableMatcher, vocab: ClosingVocab, mask: Int32Array, used: Map<string, number>): Promise<[string, number] | undefined> {
+  const allowed = vocab.inString.filter(([, id]) => allows(mask, id))
+  if (allowed.length === 0) return undefined
+  if (allowed[0]![0] === '"') return allowed[0]
+  const quote = vocab.inString[0]![0] === '"' ? vocab.inString[0]![1] : -1
+  const fresh = [...allowed].sort((a, b) => (used.get(a[0]) ?? -1) - (used.get(b[0]) ?? -1))
+  if (quote >= 0) {
+    for (const cand of fresh.slice(0, LOOKAHEAD)) {
+      if (!m.accept(cand[1])) continue
+      const after = await m.nextMask()
+      m.rollBack(1)
+      if (allows(after, quote)) return cand
+    }
+  }
+  return fresh[0]
 }
 
 /** Whether the grammar takes `tokens` from here and ends there (the matcher is left where it was). */
