@@ -7,6 +7,7 @@ export type ErrorKind =
   | 'permission' // 403: host not allowed
   | 'not_found' // 404: unknown route, model or object
   | 'request_too_large' // 413: body over the limit
+  | 'unsupported_media_type' // 415: a body that is not JSON, or in a charset that cannot be read
   | 'overloaded' // 503 with Retry-After: the queue is full
   | 'unavailable' // 503: not ready (model loading)
   | 'internal' // 500: a bug; the message is generic
@@ -17,6 +18,7 @@ const STATUS: Record<ErrorKind, number> = {
   permission: 403,
   not_found: 404,
   request_too_large: 413,
+  unsupported_media_type: 415,
   overloaded: 503,
   unavailable: 503,
   internal: 500,

@@ -4,6 +4,7 @@
 import {readFile} from 'node:fs/promises'
 import {dirname, join} from 'node:path'
 import {Tokenizer} from '@huggingface/tokenizers'
+import {SplashError} from '../../src/errors.js'
 import {IncrementalDetokenizer, TokenByteTable, type DetokenizerOptions, type TokenizerJsonLike} from '../../src/chat/incremental-detokenizer.js'
 
 export interface AddedTokenInfo {
@@ -39,6 +40,18 @@ export const SPECIAL = {
 
 export type SpecialName = keyof typeof SPECIAL
 
+function badTokenizer(path: string, why: string): SplashError {
+  return new SplashError('invalid_tokenizer', 'invalid_request', `${path}: ${why}`)
+}
+
+function parseJson(text: string, path: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch (e) {
+    throw badTokenizer(path, `not valid JSON (${(e as Error).message}); expected a Hugging Face tokenizer file`)
+  }
+}
+
 export class QwenTokenizer {
   readonly source: TokenizerSource | undefined
   private readonly tokenizer: Tokenizer
@@ -57,16 +70,25 @@ export class QwenTokenizer {
 
   /** Loads `tokenizerPath` and, when present, tokenizer_config.json beside it (or `configPath`). */
   static async load(tokenizerPath: string, configPath = join(dirname(tokenizerPath), 'tokenizer_config.json')): Promise<QwenTokenizer> {
-    const json = JSON.parse(await readFile(tokenizerPath, 'utf8'))
+    const json = parseJson(await readFile(tokenizerPath, 'utf8'), tokenizerPath) as QwenTokenizer['json']
+    const model = (json as {model?: {type?: unknown; vocab?: unknown; merges?: unknown}}).model
+    if (model?.type !== 'BPE' || typeof model.vocab !== 'object' || model.vocab === null || Array.isArray(model.vocab) || !Array.isArray(model.merges)) {
+      const found = model === undefined ? 'no "model"' : `model.type ${JSON.stringify(model.type)}, ${Array.isArray(model.merges) ? 'merges' : 'no merges list'}`
+      throw badTokenizer(tokenizerPath, `expected a byte-level BPE tokenizer (model.type "BPE" with a model.vocab object and a model.merges list), found ${found}`)
+    }
     let config: Record<string, unknown> = {}
     let foundConfig: string | undefined
     try {
-      config = JSON.parse(await readFile(configPath, 'utf8'))
+      config = parseJson(await readFile(configPath, 'utf8'), configPath) as Record<string, unknown>
       foundConfig = configPath
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e
     }
-    return new QwenTokenizer(json, config, {tokenizerPath, configPath: foundConfig})
+    try {
+      return new QwenTokenizer(json, config, {tokenizerPath, configPath: foundConfig})
+    } catch (e) {
+      throw badTokenizer(tokenizerPath, `the tokenizer library could not build it (${(e as Error).message}); expected a Hugging Face tokenizer.json with a byte-level BPE model`)
+    }
   }
 
   encode(text: string): number[] {

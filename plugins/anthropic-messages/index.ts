@@ -8,7 +8,7 @@ import {toChatRequest, toPromptRequest} from './lib/translate.js'
 import {mediaOptionsOf} from '../shared/media-parts.js'
 import {MessageBuilder, streamMessage, type SseEvent} from './lib/message.js'
 import {generateChat, type ChatEvent} from '../../src/chat/chat.js'
-import {toSplashError} from '../../src/server/error-shapes.js'
+import {streamFailure} from '../../src/server/error-shapes.js'
 import {anthropicError} from '../shared/anthropic-error.js'
 import {SseStream, clientGone} from '../shared/sse.js'
 import {renderPrompt} from '../shared/render.js'
@@ -55,7 +55,7 @@ export default async function anthropicMessages(fastify: FastifyInstance): Promi
       if (Date.now() - lastWrite >= PING_MS - 50) ping()
     }, PING_MS)
     try {
-      await streamMessage(events, builder, send, err => anthropicError(toSplashError(err)).body as {error: unknown})
+      await streamMessage(events, builder, send, err => anthropicError(streamFailure(request, err)).body as {error: unknown})
     } finally {
       clearInterval(timer)
       sse.end()

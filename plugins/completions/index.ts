@@ -45,7 +45,14 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
     }
     // Every generation is admitted before anything is sent, so a refusal is a plain error response.
     const streams = jobs.map(j => generateText(engine, family.codec, j.request)[Symbol.asyncIterator]())
-    const firsts = await Promise.all(streams.map(s => s.next()))
+    // One refused (the queue full): the ones already admitted are cancelled with it, not left running for nobody.
+    const admitted = await Promise.allSettled(streams.map(s => s.next()))
+    const refused = admitted.find(a => a.status === 'rejected')
+    if (refused) {
+      await Promise.all(streams.map(s => s.return(undefined).catch(() => undefined)))
+      throw refused.reason
+    }
+    const firsts = admitted.map(a => (a as PromiseFulfilledResult<IteratorResult<import('../../src/chat/text-generation.js').TextEvent>>).value)
     const base = {id, object: 'text_completion', created, model: model.id}
 
     if (!body.stream) {
@@ -61,7 +68,7 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
     }
 
     const sse = SseStream.open(request, reply)
-    await openAiStream(sse, () =>
+    await openAiStream(sse, request, () =>
       Promise.all(
         jobs.map((job, k) =>
           drain(firsts[k], streams[k], job.prompt, builders[k], echo, (text, logprobs, finish, extra) =>

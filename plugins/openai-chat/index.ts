@@ -73,7 +73,7 @@ export default async function openaiChat(fastify: FastifyInstance): Promise<void
     const sse = SseStream.open(request, reply)
     const includeUsage = body.stream_options?.include_usage === true
     const usage = () => ({...base, choices: [], usage: usageBody(choices.map(c => c.usage!).filter(Boolean), promptEvent.tokens), timings: timings()})
-    await openAiStream(sse, async () => {
+    await openAiStream(sse, request, async () => {
       for (const c of choices) sse.data({...base, choices: [{index: c.index, delta: {role: 'assistant', content: ''}, logprobs: null, finish_reason: null}]})
       await Promise.all(
         streams.map(async (s, k) => {

@@ -11,7 +11,7 @@ import {ResponseBuilder, streamResponse, type StreamEvent} from './lib/response.
 import {ResponseStore} from './lib/store.js'
 import {generateChat} from '../../src/chat/chat.js'
 import {SplashError} from '../../src/errors.js'
-import {toSplashError} from '../../src/server/error-shapes.js'
+import {streamFailure, toSplashError} from '../../src/server/error-shapes.js'
 import {openaiError} from '../shared/openai-error.js'
 import {SseStream, clientGone} from '../shared/sse.js'
 import {renderPrompt} from '../shared/render.js'
@@ -129,7 +129,7 @@ export default async function openaiResponses(fastify: FastifyInstance): Promise
     try {
       send(builder.start())
       if (admission) send(builder.fail(admission))
-      else if (await streamResponse(events, builder, send, toSplashError)) keep()
+      else if (await streamResponse(events, builder, send, err => streamFailure(request, err))) keep()
     } finally {
       clearInterval(timer)
       sse.end()

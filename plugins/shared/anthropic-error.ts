@@ -9,6 +9,7 @@ const TYPES: Record<SplashError['kind'], string> = {
   permission: 'permission_error',
   not_found: 'not_found_error',
   request_too_large: 'request_too_large',
+  unsupported_media_type: 'invalid_request_error',
   overloaded: 'overloaded_error',
   unavailable: 'api_error',
   internal: 'api_error',

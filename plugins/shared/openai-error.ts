@@ -8,6 +8,7 @@ const TYPES: Record<SplashError['kind'], string> = {
   permission: 'permission_error',
   not_found: 'invalid_request_error',
   request_too_large: 'invalid_request_error',
+  unsupported_media_type: 'invalid_request_error',
   overloaded: 'server_error',
   unavailable: 'server_error',
   internal: 'server_error',

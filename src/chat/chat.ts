@@ -4,13 +4,14 @@
 // Chat Completions, Responses and Messages all use.
 import type {Engine, GenerationHandle} from '../engine/engine.js'
 import type {ChatFamily, TextCodec} from './family.js'
-import type {FinishReason as EngineFinish, GenerationEvent} from '../engine/request.js'
+import type {FinishReason as EngineFinish, GenerationEvent, GenerationRequest} from '../engine/request.js'
 import type {SamplingParams, TopLogprob} from '../engine/sampling.js'
+import type {Grammars, StructuralTagFormat, ToolGrammarTool, ToolInputSource} from '../grammar/compiler.js'
 import {planConstraint} from './chat-constraint.js'
 import {errors} from '../errors.js'
 import {MEDIA_DEFAULTS, resolveMedia} from './media/media.js'
 import type {PromptMedia} from '../engine/prompt-media.js'
-import type {ChatEvent, ChatFinishReason, ChatMessage, ChatRequest, ChatUsage} from './types.js'
+import type {ChatEvent, ChatFinishReason, ChatMessage, ChatRequest, ChatUsage, ResponseFormat} from './types.js'
 
 export type * from './types.js'
 export type {ChatFamily, ChatOutputParser, ThinkingPlan} from './family.js'
@@ -63,6 +64,22 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   // with a grammar the forced call's opener comes from the grammar itself
   const opener = forcedTool && !constrained ? family.toolCallOpener(typeof choice === 'object' ? choice.name : undefined) : ''
   const constraint = constrained ? await family.grammars!.matcher(constrained.spec) : undefined
+  // a response format closes within max_tokens (budget-close.ts); its shortest instance must fit first
+  let closeWithinBudget: GenerationRequest['closeWithinBudget']
+  if (constraint && req.responseFormat) {
+    const encode = (text: string) => codec.encode(text)
+    const shortest = await constraint.closingPath(maxTokens + 16, encode).catch((err: unknown) => {
+      constraint.dispose()
+      throw err
+    })
+    if (shortest === 'long' || (shortest !== 'stuck' && shortest.length > maxTokens)) {
+      constraint.dispose()
+      const what = req.responseFormat.type === 'json_object' ? 'a JSON object' : "the JSON Schema's shortest instance"
+      const need = shortest === 'long' ? `more than ${maxTokens + 16}` : String(shortest.length)
+      throw errors.invalidRequest(`max_tokens is ${maxTokens}, but ${what} takes ${need} tokens; raise max_tokens so the answer can be complete`, 'max_tokens', 'max_tokens_too_small')
+    }
+    if (shortest !== 'stuck') closeWithinBudget = {encode, decode: ids => codec.decode(ids), shortest: shortest.length}
+  }
   const parser = family.outputParser(prompt, {
     tools,
     stop: req.stop,
@@ -142,7 +159,7 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   const promptIds = Int32Array.from(tokens)
   try {
     handle = engine.submit(
-      {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, media, signal: req.signal, cacheAnchors, constraint},
+      {prompt: promptIds, maxTokens, sampling: req.sampling, stopTokenIds, logprobs: req.logprobs, media, signal: req.signal, cacheAnchors, constraint, closeWithinBudget},
       onEvent,
     )
   } catch (e) {

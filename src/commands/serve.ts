@@ -42,7 +42,6 @@ export default class Serve extends BaseCommand {
       allowedHosts: flags['allowed-host'] ?? [],
       apiKey: flags['api-key'] || undefined,
       webui: !flags['no-webui'],
-      logger: readOptions().logLevel !== undefined,
       log,
     })
     await stopOnSignals(server, log)

@@ -193,6 +193,7 @@ export class Engine {
     const trace = this.trace
     while (this.scheduler.hasWork()) {
       trace?.begin()
+      await this.scheduler.closeForBudget()
       const batch = this.scheduler.schedule()
       trace?.mark('schedule')
       if (batch.items.length === 0) {
@@ -216,6 +217,7 @@ export class Engine {
         results = await stepped
         trace?.mark('step')
         await this.scheduler.grammar.settle(batch, results)
+        await this.scheduler.guardBudget(batch, results)
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
         await this.scheduler.afterStep({...batch, anchored: []})

@@ -94,6 +94,7 @@ const LATENCY = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60
 export class Metrics {
   private readonly all: Metric[] = []
   readonly requests = this.add(new Counter('splash_requests_total', 'HTTP requests answered, by route and status'))
+  readonly serverErrors = this.add(new Counter('splash_server_errors_total', 'Server-side failures (5xx answers and errors ending a started stream), by route and code'))
   readonly promptTokens = this.add(new Counter('splash_prompt_tokens_total', 'Prompt tokens received'))
   readonly generatedTokens = this.add(new Counter('splash_generation_tokens_total', 'Tokens generated'))
   readonly cacheHits = this.add(new Counter('splash_prefix_cache_hits_total', 'Requests that reused a cached prefix'))

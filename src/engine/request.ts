@@ -28,6 +28,13 @@ export interface GenerationRequest {
    * accepted by it; tokens it disallows are never sampled; it is disposed when the sequence ends.
    */
   constraint?: TokenConstraint
+  /**
+   * Budget-aware structured output: once the tokens left in maxTokens come down to the constraint's shortest
+   * way to a complete output, that way is forced (Scheduler.closeForBudget) and the request finishes with
+   * 'length'. `encode` packs the closing characters into tokens; `decode` reads the output so far; `shortest` is the
+   * length of the shortest complete output.
+   */
+  closeWithinBudget?: {encode: (text: string) => number[]; decode: (tokens: readonly number[]) => string; shortest: number}
 }
 
 /** The engine's view of a grammar matcher for one sequence. */
@@ -42,6 +49,11 @@ export interface TokenConstraint {
   /** True once the constraint took one of its stop tokens: nothing may follow. */
   readonly terminated: boolean
   dispose(): void
+  /**
+   * The tokens of the shortest way from here to a complete output, 'long' when there is none within about `limit`
+   * tokens, 'stuck' when it cannot be found (src/grammar/closing.ts); the state is left where it was.
+   */
+  closingPath?(limit: number, encode?: (text: string) => number[], before?: string): Promise<number[] | 'long' | 'stuck'>
 }
 
 export type FinishReason = 'stop' | 'length' | 'cancelled'

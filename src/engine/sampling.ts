@@ -41,6 +41,8 @@ export function samplingParams(p: Partial<SamplingParams>): SamplingParams {
   check(s.presencePenalty >= -2 && s.presencePenalty <= 2, 'presence_penalty must be between -2 and 2', 'presence_penalty')
   check(s.frequencyPenalty >= -2 && s.frequencyPenalty <= 2, 'frequency_penalty must be between -2 and 2', 'frequency_penalty')
   check(s.repetitionPenalty > 0 && s.repetitionPenalty <= 10, 'repetition_penalty must be in (0, 10]', 'repetition_penalty')
+  // a top_k past any vocabulary keeps every token, as 0 does (the native core counts in 32 bits)
+  if (s.topK > 2 ** 31 - 1) s.topK = 0
   return s
 }
 

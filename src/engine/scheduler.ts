@@ -5,12 +5,13 @@ import type {DraftRequest, StepItem, StepModel, StepResult} from './step-model.j
 import type {GenerationEvent, GenerationRequest, FinishReason} from './request.js'
 import {Sequence} from './sequence.js'
 import type {SampledToken, SampleRequest, SampleRow} from './sampling.js'
-import {GrammarRows} from './grammar-rows.js'
+import {GrammarRows} from './constraint/grammar-rows.js'
 import {PrefixSaves} from './prefix-saves.js'
 import type {Batch} from './batch.js'
 import {errors} from '../errors.js'
 import type {PrefixCache} from '../cache/prefix-cache.js'
 import {DraftHistory, MeasuredCost, bestBlock, fixedCost, type PassCost} from './spec-policy.js'
+import {closeBeforeStep, guardAfterStep, nearBudget} from './constraint/budget-close.js'
 
 export type {Batch}
 
@@ -142,7 +143,8 @@ export class Scheduler {
       if (seq.inPrefill || budget <= 0) continue
       seq.drafts = []
       const remaining = seq.request.maxTokens - seq.output.length
-      const drafts = seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 ? this.draftLength(seq) : 0
+      // no draft near the budget's end of a structured answer: one token a step, each checked (budget-close.ts)
+      const drafts = seq.useDraft && seq.forced.length === 0 && seq.specSkip === 0 && !nearBudget(seq) ? this.draftLength(seq) : 0
       const k = Math.min(drafts, remaining - 1, budget - 1)
       if (k >= 1) {
         drafting.push(seqs.length)
@@ -354,6 +356,16 @@ export class Scheduler {
     return rows
   }
 
+  /** Budget-aware structured output before a step (budget-close.ts): closing paths forced where the budget is spent. */
+  async closeForBudget(): Promise<void> {
+    await closeBeforeStep([...this.running, ...this.waiting], (seq, err) => this.fail(seq, err))
+  }
+
+  /** After a step, before postprocess: no sampled token may leave a structured answer unable to close (budget-close.ts). */
+  async guardBudget(batch: Batch, results: StepResult[]): Promise<void> {
+    await guardAfterStep(batch, results, this.grammar)
+  }
+
   postprocess(batch: Batch, results: StepResult[]): void {
     batch.seqs.forEach((seq, i) => {
       seq.inFlight = false
@@ -493,7 +505,7 @@ export class Scheduler {
     seq.output.push(picked.token)
     seq.penalties?.add(picked.token)
     // the grammar's stop tokens end it too (a request may stop on fewer, e.g. none)
-    if (r.stopTokenIds.includes(picked.token) || r.constraint?.terminated) return this.finish(seq, 'stop')
+    if (r.stopTokenIds.includes(picked.token) || r.constraint?.terminated) return this.finish(seq, seq.closing ? 'length' : 'stop')
     seq.emit({type: 'token', ...picked})
     if (seq.output.length >= r.maxTokens) this.finish(seq, 'length')
   }

@@ -59,12 +59,21 @@ export class Sequence {
   grammarAccepted: number | undefined
   /** With a grammar: the last in-step token was allowed, so the next mask is left out until the grammar refuses one. */
   grammarLazy = true
+  /**
+   * Budget-aware structured output (budget-close.ts): the length of the last closing path looked up (at first the
+   * shortest instance's), steps until the next look, and whether the closing path was forced (the request then
+   * finishes with 'length').
+   */
+  closeEstimate: number
+  closeCountdown = 0
+  closing = false
 
   constructor(request: GenerationRequest, emit: (event: GenerationEvent) => void) {
     this.request = request
     this.emit = emit
     this.rng = new Rng(request.sampling.seed ?? randomSeed())
     this.penalties = penalized(request.sampling) ? new PenaltyCounts(request.prompt) : undefined
+    this.closeEstimate = request.closeWithinBudget?.shortest ?? 0
   }
 
   /**

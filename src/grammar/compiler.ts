@@ -12,6 +12,7 @@ import {enforceableSchema} from './schema-policy.js'
 import {FREE_STRING_CHAR} from './json/string-length.js'
 import {toolInputEbnf, type ToolInputEbnf, type ToolInputSource} from './tool-input.js'
 import {Utf8Guard} from './utf8-guard.js'
+import {closingVocab, type ClosingVocab} from './closing.js'
 import {vocabStrings, type TokenizerJson} from './vocab.js'
 import {isEngineFault, reloadXGrammar, xgrammar, type XGrammar} from './xgrammar.js'
 
@@ -46,9 +47,10 @@ interface Compiled {
 }
 
 export class Grammars {
-  private compiler: Promise<{xg: XGrammar; compiler: GrammarCompiler; guard: Utf8Guard}> | undefined
-  /** Built once per vocabulary (a reload keeps it). */
+  private compiler: Promise<{xg: XGrammar; compiler: GrammarCompiler; guard: Utf8Guard; closer: ClosingVocab}> | undefined
+  /** Built once per vocabulary (a reload keeps them). */
   private guard: Utf8Guard | undefined
+  private closer: ClosingVocab | undefined
   private readonly cache = new Lru<string, Promise<Compiled>>(64, p => void p.then(c => c.grammar.dispose(), () => {}))
 
   constructor(private readonly source: GrammarSource) {}
@@ -66,9 +68,9 @@ export class Grammars {
   /** A matcher for one sequence following `spec`. Throws a 400 SplashError when the spec cannot be enforced. */
   async matcher(spec: GrammarSpec): Promise<GrammarMatcherState> {
     const {xg, grammar} = await this.compile(spec)
-    const {guard} = await this.getCompiler()
+    const {guard, closer} = await this.getCompiler()
     const m = await xg.GrammarMatcher.createGrammarMatcher(grammar, [...this.source.stopTokenIds], false)
-    return new GrammarMatcherState(m, this.source.stopTokenIds, guard)
+    return new GrammarMatcherState(m, this.source.stopTokenIds, guard, closer)
   }
 
   private compile(spec: GrammarSpec): Promise<Compiled> {
@@ -107,18 +109,22 @@ export class Grammars {
       // (grammars already compiled and live matchers stay with the old instance, as far as it still works)
       if (isEngineFault(e)) this.reload()
       const param = spec.type === 'json_schema' ? spec.param : undefined
-      throw errors.invalidRequest(`The grammar engine could not compile this ${spec.type === 'structural' ? 'tool schema' : 'JSON Schema'} (${String((e as Error).message ?? e).slice(0, 200)})`, param, 'unsupported_schema')
+      // an abort inside the wasm says only "Aborted(). Build with -sASSERTIONS...": nothing a client can act on
+      const said = String((e as Error).message ?? e)
+      const why = /Aborted\(|ASSERTIONS|RuntimeError/.test(said) || isEngineFault(e) ? 'it refused it without saying why; check the schema against the JSON Schema specification' : said.slice(0, 200)
+      throw errors.invalidRequest(`The grammar engine could not compile this ${spec.type === 'structural' ? 'tool schema' : 'JSON Schema'} (${why})`, param, 'unsupported_schema')
     }
   }
 
-  private getCompiler(): Promise<{xg: XGrammar; compiler: GrammarCompiler; guard: Utf8Guard}> {
+  private getCompiler(): Promise<{xg: XGrammar; compiler: GrammarCompiler; guard: Utf8Guard; closer: ClosingVocab}> {
     this.compiler ??= (async () => {
       const xg = xgrammar()
       const json = JSON.parse(await readFile(this.source.tokenizerPath, 'utf8')) as TokenizerJson
       const vocab = vocabStrings(json, this.source.vocabSize)
       const info = await xg.TokenizerInfo.createTokenizerInfo(vocab, 'byte_level', false, this.source.vocabSize, [...this.source.stopTokenIds])
       this.guard ??= Utf8Guard.fromVocab(vocab, new Set((json.added_tokens ?? []).map(t => t.id)))
-      return {xg, compiler: await xg.GrammarCompiler.createGrammarCompiler(info, true), guard: this.guard}
+      this.closer ??= closingVocab(vocab)
+      return {xg, compiler: await xg.GrammarCompiler.createGrammarCompiler(info, true), guard: this.guard, closer: this.closer}
     })()
     return this.compiler
   }

@@ -5,6 +5,8 @@
 // invalid UTF-8 are refused and masked out as well (utf8-guard.ts).
 import type {GrammarMatcher} from '@mlc-ai/web-xgrammar'
 import type {Utf8Guard} from './utf8-guard.js'
+import {closingPath, type ClosingPath, type ClosingVocab} from './closing.js'
+import {SplashError, errors} from '../errors.js'
 
 export class GrammarMatcherState {
   private mask: Int32Array | undefined
@@ -19,7 +21,19 @@ export class GrammarMatcherState {
     private readonly matcher: GrammarMatcher,
     readonly stopTokenIds: readonly number[],
     private readonly guard: Utf8Guard,
+    private readonly closer?: ClosingVocab,
   ) {}
+
+  /**
+   * The tokens of the shortest way to a complete output from here (closing.ts: 'long' when none is found within
+   * about `limit` tokens); the state is left where it was. `encode` packs the characters into fewer tokens; `before` is
+   * the text taken so far.
+   */
+  async closingPath(limit: number, encode?: (text: string) => number[], before = ''): Promise<ClosingPath> {
+    if (!this.closer || this.disposed || this.ended) return 'stuck'
+    if (this.pending) await this.pending.catch(() => undefined)
+    return closingPath(this, this.closer, limit, encode, before)
+  }
 
   /** The mask for the next token if it was computed since the last accept / rollback. */
   get ready(): Int32Array | undefined {
@@ -37,6 +51,7 @@ export class GrammarMatcherState {
     const state = this.utf8.at(-1)!
     const p = this.matcher.getNextTokenBitmask().then(raw => {
       const m = this.guard.restrict(raw, state)
+      if (!m.some(w => w !== 0)) throw noValue()
       if (this.pending === p) {
         this.mask = m
         this.pending = undefined
@@ -84,6 +99,18 @@ export class GrammarMatcherState {
     this.mask = undefined
     this.pending = undefined
   }
+}
+
+/**
+ * A grammar that allows no token where its output is not complete: its schema admits no finite value (a $ref cycle
+ * with no way out, say `{"$ref": "#"}`), which only shows once the grammar is walked.
+ */
+function noValue(): SplashError {
+  return errors.invalidRequest(
+    'The JSON Schema the output must follow admits no finite value (a $ref that only leads back to itself, or constraints no value meets); give every recursive $ref a way out',
+    undefined,
+    'unsupported_schema',
+  )
 }
 
 /** True when `token` is allowed by `mask`. */

@@ -97,6 +97,9 @@ export const MAX_NESTING = 32
  */
 export const MAX_SUBSCHEMAS = 512
 
+/** The values of `type`. */
+const JSON_TYPES = new Set(['string', 'number', 'integer', 'boolean', 'object', 'array', 'null'])
+
 /** What a walk carries: the root (for $ref) and how many subschemas it has seen. */
 interface Walk {
   root: Schema
@@ -176,6 +179,14 @@ function walk(s: Schema, path: string, w: Walk, depth: number): Schema {
     if (s[key] !== undefined && !finiteData(s[key])) refuse(key, path, 'it holds a number too large for a double (JSON would write it as null)')
   }
   if (s.enum !== undefined && (!Array.isArray(s.enum) || s.enum.length === 0)) refuse('enum', path, 'it must be a non-empty array')
+  if (s.required !== undefined && (!Array.isArray(s.required) || s.required.some(r => typeof r !== 'string'))) {
+    refuse('required', path, 'it must be an array of property names (strings)')
+  }
+  if (s.type !== undefined) {
+    const listed = Array.isArray(s.type) ? s.type : [s.type]
+    const bad = listed.find(t => typeof t !== 'string' || !JSON_TYPES.has(t))
+    if (bad !== undefined || listed.length === 0) refuse('type', path, `${listed.length === 0 ? 'an empty list' : JSON.stringify(bad)} is not a JSON Schema type (${[...JSON_TYPES].join(', ')})`)
+  }
   const n = numericFormat(s, out, types)
   numbers(n, out, path, typesOf(n))
   strings(n, out, path)

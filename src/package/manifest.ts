@@ -189,10 +189,22 @@ export function validateManifest(value: unknown, where = MANIFEST_FILE): Manifes
   if (m.draft) {
     const bad = m.draft.config.target_layer_ids.find(l => l >= m.config.num_hidden_layers)
     if (bad !== undefined) throw invalid(where, `draft.config.target_layer_ids has layer ${bad} of ${m.config.num_hidden_layers}`)
-    const why = draftConfigProblem(m.draft.config, m.config.vocab_size)
+    const why = draftConfigProblem(m.draft.config, m.config.vocab_size) ?? draftFitProblem(m.draft.config, m.config)
     if (why) throw invalid(where, `draft.config: ${why}`)
   }
   return m
+}
+
+/** What the native core needs of a draft against its target (core-native/model/weights.cpp), field by field. */
+function draftFitProblem(d: DraftConfig, c: Manifest['config']): string | undefined {
+  if (d.hidden_size !== c.hidden_size) return `hidden_size is ${d.hidden_size}, expected ${c.hidden_size} (config.hidden_size: the draft reads the target's hidden features)`
+  if (d.block_size < 2) return `block_size is ${d.block_size}, expected at least 2`
+  if (d.mask_token_id < 0 || d.mask_token_id >= c.vocab_size) return `mask_token_id is ${d.mask_token_id}, expected an id below config.vocab_size ${c.vocab_size}`
+  if (d.num_attention_heads % d.num_key_value_heads !== 0) {
+    return `num_attention_heads ${d.num_attention_heads} is not a multiple of num_key_value_heads ${d.num_key_value_heads}`
+  }
+  if (d.head_dim > 512 || d.head_dim % 2 !== 0) return `head_dim is ${d.head_dim}, expected an even number up to 512`
+  return undefined
 }
 
 /** What is inconsistent in a draft config (the DFlash 2 keys go together), or undefined. */

@@ -82,8 +82,8 @@ export class SafetensorsReader {
     let header: Record<string, unknown>
     try {
       header = JSON.parse(headerBuf.toString('utf8'))
-    } catch {
-      throw badFile(this.path, 'header is not JSON')
+    } catch (e) {
+      throw badFile(this.path, `its header (the ${n} bytes after the 8-byte length) is not JSON: ${(e as Error).message}`)
     }
     this.dataOffset = 8 + n
     for (const [name, entry] of Object.entries(header)) {

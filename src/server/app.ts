@@ -4,6 +4,7 @@ import Fastify, {type FastifyInstance} from 'fastify'
 import {readOptions} from '../config/options.js'
 import fp from 'fastify-plugin'
 import errorShapes from './error-shapes.js'
+import body, {BODY_LIMIT_BYTES} from './body.js'
 import security from './security.js'
 import probes from './probes.js'
 import {loadFolderPlugins} from './plugin-loader.js'
@@ -20,7 +21,10 @@ export interface AppOptions {
   /** Already-created model host (the loader fills it in). */
   modelHost?: ModelHost
   metrics?: Metrics
+  /** false: no log at all (tests of the app alone); otherwise errors go to stdout, more with SPLASH_LOG_LEVEL. */
   logger?: boolean
+  /** Where the log goes (default stdout). */
+  logStream?: {write(line: string): void}
 }
 
 declare module 'fastify' {
@@ -46,15 +50,17 @@ const hostPlugin = fp(
 
 export async function buildApp(options: AppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logger ? {level: readOptions().logLevel ?? 'info'} : false,
+    // Error level by default: every 5xx is logged (error-shapes.ts) while ordinary requests stay out of the log.
+    logger: options.logger === false ? false : {level: readOptions().logLevel ?? 'error', ...(options.logStream ? {stream: options.logStream} : {})},
     // Idle keep-alive sockets are closed at shutdown; requests in flight are allowed to finish.
     forceCloseConnections: 'idle',
-    bodyLimit: 64 * 1024 * 1024,
+    bodyLimit: BODY_LIMIT_BYTES,
     // No type coercion: a union such as "string or token ids" must see the value as sent.
     ajv: {customOptions: {coerceTypes: false, removeAdditional: false}},
     return503OnClosing: true,
   })
   await app.register(errorShapes)
+  await app.register(body)
   await app.register(security, {apiKey: options.apiKey, allowedHosts: options.allowedHosts})
   await app.register(hostPlugin, {host: options.modelHost ?? new ModelHost(), options})
   await app.register(probes)

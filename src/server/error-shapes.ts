@@ -3,6 +3,7 @@
 import fp from 'fastify-plugin'
 import type {FastifyError, FastifyInstance, FastifyReply, FastifyRequest} from 'fastify'
 import {SplashError, errors} from '../errors.js'
+import {BODY_LIMIT_BYTES} from './body.js'
 
 export interface ErrorEnvelope {
   body: unknown
@@ -34,7 +35,8 @@ export function toSplashError(err: unknown): SplashError {
   if (err instanceof SplashError) return err
   const fe = err as Partial<FastifyError> & {validation?: unknown}
   if (fe && typeof fe === 'object' && typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
-    if (fe.statusCode === 413) return new SplashError('request_too_large', 'request_too_large', 'Request body is too large')
+    if (fe.statusCode === 413) return new SplashError('request_too_large', 'request_too_large', `Request body is too large (at most ${BODY_LIMIT_BYTES / 2 ** 20} MiB)`)
+    if (fe.statusCode === 415) return new SplashError('unsupported_media_type', 'unsupported_media_type', 'Unsupported Content-Type: send the body as JSON with the header Content-Type: application/json')
     if (fe.statusCode === 404) return new SplashError('not_found', 'not_found', fe.message ?? 'Not found')
     const message = fe.validation ? `Invalid request: ${fe.message}` : (fe.message ?? 'Invalid request')
     const param = fe.validation ? validationParam(fe.validation) : undefined
@@ -49,9 +51,28 @@ function validationParam(validation: unknown): string | undefined {
   return path || undefined
 }
 
+/**
+ * Logs a 5xx (at error level, so the default log level shows it) with the request id and its cause, and counts it
+ * by route in splash_server_errors_total; 4xx answers are the client's business and stay out of the log.
+ */
+export function reportServerError(request: FastifyRequest, se: SplashError, err: unknown): void {
+  if (se.status < 500) return
+  const route = request.routeOptions?.url ?? 'unmatched'
+  const cause = se.kind === 'internal' ? (se.cause ?? err) : undefined
+  request.log.error({route, status: se.status, code: se.code, ...(cause ? {err: cause} : {})}, `${se.status} ${se.code}: ${se.message}`)
+  request.server.metrics?.serverErrors.inc(1, {route, code: se.code})
+}
+
+/** The SplashError a stream that already answered 200 reports in its last event, logged and counted like a 5xx. */
+export function streamFailure(request: FastifyRequest, err: unknown): SplashError {
+  const se = toSplashError(err)
+  reportServerError(request, se, err)
+  return se
+}
+
 export function sendError(reply: FastifyReply, request: FastifyRequest, shapes: ErrorShapes, err: unknown): FastifyReply {
   const se = toSplashError(err)
-  if (se.kind === 'internal') request.log.error({err: se.cause ?? err}, 'internal error')
+  reportServerError(request, se, err)
   const {body, headers, status} = shapes.formatterFor(request.url)(se, request)
   if (se.retryAfter !== undefined) reply.header('retry-after', String(se.retryAfter))
   if (headers) reply.headers(headers)

@@ -88,14 +88,28 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   return {app, url, port, stop}
 }
 
-/** Stops the server on the first SIGINT or SIGTERM and resolves once it has stopped. */
-export function stopOnSignals(server: RunningServer, log: (line: string) => void): Promise<void> {
+/**
+ * Stops the server on the first SIGINT or SIGTERM and resolves once it has stopped. A second SIGTERM while
+ * draining only says so (service managers repeat it; the streams in flight keep going); a third SIGTERM, or a
+ * second SIGINT (Ctrl-C twice), exits at once.
+ */
+export function stopOnSignals(server: RunningServer, log: (line: string) => void, exit: (code: number) => void = code => process.exit(code)): Promise<void> {
   return new Promise(resolve => {
+    const seen = {SIGINT: 0, SIGTERM: 0}
     const onSignal = (signal: NodeJS.Signals) => {
-      process.off('SIGINT', onSignal)
-      process.off('SIGTERM', onSignal)
+      if (signal === 'SIGINT' || signal === 'SIGTERM') seen[signal]++
+      if (seen.SIGINT + seen.SIGTERM > 1) {
+        if (seen.SIGINT >= 2 || seen.SIGTERM >= 3) {
+          log(`${signal} again: exiting now, requests in flight are cut`)
+          return exit(130)
+        }
+        log(`${signal}: still finishing requests in flight (a third SIGTERM or a second SIGINT exits at once)`)
+        return
+      }
       log(`${signal}: finishing requests in flight, then stopping`)
       void server.stop().then(() => {
+        process.off('SIGINT', onSignal)
+        process.off('SIGTERM', onSignal)
         log('Stopped')
         resolve()
       })

@@ -9,6 +9,7 @@ import {PrefixDisk, PREFIX_DISK_FORMAT} from '../cache/prefix-disk.js'
 import {prefixCacheRoot, trimOtherFolders} from '../cache/prefix-folders.js'
 import type {Manifest} from '../package/manifest.js'
 import {SplashError} from '../errors.js'
+import {preflightPackage} from '../package/preflight.js'
 import {planMemory, formatPlan, assertFits, assertContext, type MemoryPlan} from './memory-plan.js'
 import {formatBytes} from '../config/units.js'
 import {NativeModel} from '../native/native-model.js'
@@ -97,6 +98,8 @@ export function stepTokenBudget(onDevice: boolean, env: NodeJS.ProcessEnv = proc
 
 export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
   const manifest = o.manifest
+  // every tensor checked against the config first: a broken package is named file by file, tensor by tensor
+  await preflightPackage(o.dir, manifest)
   // On a device backend the plan is made from the device's free memory, and --max-memory also caps the
   // backend's device allocations (weights upload, sequence state, scratch).
   const backend = native.backendInfo()

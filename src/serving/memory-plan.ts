@@ -245,6 +245,7 @@ export function assertFits(p: MemoryPlan): void {
   throw new SplashError(
     'model_does_not_fit',
     'invalid_request',
-    `the model does not fit: it needs at least ${formatBytes(p.minimum)} and ${formatBytes(p.budget)} of ${p.memory} is available\n${formatPlan(p).join('\n')}`,
+    // the plan itself is printed once, before this (loadModel logs formatPlan)
+    `the model does not fit: it needs at least ${formatBytes(p.minimum)} and ${formatBytes(p.budget)} of ${p.memory} is available (the memory plan above shows where it goes)`,
   )
 }

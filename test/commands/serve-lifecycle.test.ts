@@ -88,3 +88,53 @@ t.test('SPLASH_PORT picks the port and the API key comes from SPLASH_API_KEY', a
   const code = await new Promise(r => child.on('exit', r))
   t.equal(code, 0)
 })
+
+// A service manager may repeat SIGTERM while the server drains: the second keeps draining; a third, or a second
+// SIGINT (Ctrl-C twice), exits at once and cuts the streams.
+for (const signals of [['SIGTERM', 'SIGTERM'], ['SIGTERM', 'SIGTERM', 'SIGTERM'], ['SIGINT', 'SIGINT']] as const) {
+  const cuts = signals.length === 3 || signals[0] === 'SIGINT'
+  t.test(`${signals.join(' + ')} while a stream runs: ${cuts ? 'exits at once' : 'keeps draining'}`, async t => {
+    const server = await startServe([], {SPLASH_API_KEY: ''})
+    const tokens = cuts ? 3000 : 200
+    const body = JSON.stringify({messages: [{role: 'user', content: 'Count to one hundred.'}], max_tokens: tokens, ignore_eos: true, stream: true, stream_options: {include_usage: true}})
+    const res = await new Promise<{body: string}>((resolve, reject) => {
+      const req = http.request(
+        {host: '127.0.0.1', port: server.port, method: 'POST', path: '/v1/chat/completions', headers: {'content-type': 'application/json'}},
+        res => {
+          let text = ''
+          let signalled = false
+          res.on('data', d => {
+            text += d
+            if (!signalled && (text.match(/"delta"/g) ?? []).length >= 3) {
+              signalled = true
+              void (async () => {
+                for (const s of signals) {
+                  server.child.kill(s)
+                  await sleep(150)
+                }
+              })()
+            }
+          })
+          res.on('end', () => resolve({body: text}))
+          res.on('error', () => resolve({body: text}))
+          res.on('aborted', () => resolve({body: text}))
+        },
+      )
+      req.on('error', reject)
+      req.end(body)
+    })
+    const code = await server.exited
+    if (cuts) {
+      t.notMatch(res.body, /data: \[DONE\]/, 'the stream was cut')
+      t.equal(code, 130, 'exit code 130')
+      t.match(server.output(), /again: exiting now/)
+    } else {
+      t.match(res.body, /data: \[DONE\]/, 'the stream ran to its end')
+      const chunks = res.body.split('\n\n').filter(l => l.startsWith('data: {')).map(l => JSON.parse(l.slice(6)))
+      t.equal(chunks.at(-1).usage?.completion_tokens, tokens, 'every token was generated')
+      t.equal(code, 0, 'exit code 0')
+      t.match(server.output(), /still finishing requests in flight/)
+      t.match(server.output(), /Stopped/)
+    }
+  })
+}

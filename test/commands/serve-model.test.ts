@@ -64,5 +64,6 @@ t.test('a model that does not fit: the budget line by line, exit non-zero, nothi
   t.not(r.code, 0)
   t.match(r.stderr + r.stdout, /the model does not fit/)
   t.match(r.stderr + r.stdout, /weights\s+\d/)
+  t.equal((r.stderr + r.stdout).match(/Memory plan/g)?.length, 1, 'the plan is printed once')
   t.notMatch(r.stdout, /Ready/)
 })

@@ -9,6 +9,8 @@ export interface Answer {
   text: string
   /** The output ended by itself (finish_reason stop / status completed / end_turn). */
   ended: boolean
+  /** The API's own word for the end: finish_reason, status (and incomplete reason), stop_reason. */
+  finish: string
 }
 
 export interface Clients {
@@ -47,7 +49,7 @@ export async function ask(c: Clients, api: Api, q: Ask): Promise<Answer> {
     }
     if (!q.stream) {
       const r = await c.openai.chat.completions.create(body)
-      return {text: r.choices[0]!.message.content ?? '', ended: r.choices[0]!.finish_reason === 'stop'}
+      return {text: r.choices[0]!.message.content ?? '', ended: r.choices[0]!.finish_reason === 'stop', finish: r.choices[0]!.finish_reason}
     }
     let text = ''
     let finish: string | null = null
@@ -55,7 +57,7 @@ export async function ask(c: Clients, api: Api, q: Ask): Promise<Answer> {
       text += chunk.choices[0]?.delta.content ?? ''
       finish = chunk.choices[0]?.finish_reason ?? finish
     }
-    return {text, ended: finish === 'stop'}
+    return {text, ended: finish === 'stop', finish: finish ?? ''}
   }
   if (api === 'responses') {
     const body = {
@@ -66,7 +68,7 @@ export async function ask(c: Clients, api: Api, q: Ask): Promise<Answer> {
       text: {format: q.schema ? {type: 'json_schema' as const, name: 'answer', schema: q.schema, strict: true} : {type: 'json_object' as const}},
     }
     const r = q.stream ? await c.openai.responses.stream(body).finalResponse() : await c.openai.responses.create(body)
-    return {text: r.output_text, ended: r.status === 'completed'}
+    return {text: r.output_text, ended: r.status === 'completed', finish: r.status === 'incomplete' ? `incomplete: ${r.incomplete_details?.reason}` : String(r.status)}
   }
   if (!q.schema) throw new Error('Messages has no "any JSON object" format')
   const body = {
@@ -78,5 +80,5 @@ export async function ask(c: Clients, api: Api, q: Ask): Promise<Answer> {
   }
   const m = q.stream ? await c.anthropic.messages.stream(body).finalMessage() : await c.anthropic.messages.create(body)
   const text = m.content.map(b => (b.type === 'text' ? b.text : '')).join('')
-  return {text, ended: m.stop_reason === 'end_turn'}
+  return {text, ended: m.stop_reason === 'end_turn', finish: String(m.stop_reason)}
 }

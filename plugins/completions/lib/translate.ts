@@ -21,10 +21,22 @@ export function promptsOf(body: CompletionBody, codec: TextCodec): Int32Array[] 
   return (p as number[][]).map(ids => Int32Array.from(ids))
 }
 
+/**
+ * Most generations one request may ask for (prompts × n), checked before any prompt is tokenized: each takes a place
+ * in the scheduler's queue (256), so a request past this would fill it alone.
+ */
+export const MAX_COMPLETION_CHOICES = 128
+
 export function toJobs(body: CompletionBody, codec: TextCodec, stopTokenIds: number[], signal: AbortSignal): PromptJob[] {
   if (body.suffix) throw errors.invalidRequest('suffix is not supported', 'suffix')
   const n = body.n ?? 1
   if (body.best_of != null && body.best_of !== n) throw errors.invalidRequest('best_of must equal n', 'best_of')
+  const p = body.prompt
+  const count = typeof p === 'string' || typeof p[0] === 'number' ? 1 : p.length
+  if (count * n > MAX_COMPLETION_CHOICES) {
+    const asked = n === 1 ? `${count} prompts` : `${count} prompt${count === 1 ? '' : 's'} × n = ${n}, ${count * n} generations`
+    throw errors.invalidRequest(`The request asks for ${asked}; at most ${MAX_COMPLETION_CHOICES} per request (send the rest in further requests)`, count > 1 ? 'prompt' : 'n')
+  }
   const prompts = promptsOf(body, codec)
   for (const [i, p] of prompts.entries()) {
     if (p.length === 0) throw errors.invalidRequest(`prompt ${i} is empty`, 'prompt')

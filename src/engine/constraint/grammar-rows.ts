@@ -11,11 +11,11 @@
 // after the accepted drafts may need a mask and a second draw. So constrained output with the draft is token for
 // token the output without it, and a pass computes a mask only where the target's own token is refused.
 import {availableParallelism} from 'node:os'
-import {allows, soleAllowed} from '../grammar/matcher.js'
-import type {Batch} from './batch.js'
-import type {SampledToken} from './sampling.js'
-import type {Sequence} from './sequence.js'
-import type {StepModel, StepResult} from './step-model.js'
+import {allows, soleAllowed} from '../../grammar/matcher.js'
+import type {Batch} from '../batch.js'
+import type {SampledToken} from '../sampling.js'
+import type {Sequence} from '../sequence.js'
+import type {StepModel, StepResult} from '../step-model.js'
 
 export class GrammarRows {
   /**
