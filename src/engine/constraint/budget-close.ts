@@ -3,7 +3,7 @@
 // closing.ts) is kept within the tokens left: before each step it is forced once it takes all but MARGIN of them;
 // after each step, near the end, the token the step chose is taken only if the path after it still fits, else the
 // path from before it is forced instead. A forced close finishes with 'length' (Scheduler.acceptToken).
-import type {Batch} from '../scheduler.js'
+import type {Batch} from '../batch.js'
 import type {GrammarRows} from './grammar-rows.js'
 import type {GenerationRequest, TokenConstraint} from '../request.js'
 import type {Sequence} from '../sequence.js'
