@@ -48,7 +48,18 @@ const result = {
   queuedAfter: Number(/^splash_queue_depth (\d+)/m.exec(metrics)?.[1]),
   rssBytes: {before: rssBefore, after: rssAfter},
 }
+// The title and one record make the file a table of docs/benchmarks.md (bench/render-tables.ts); the rest is the raw run.
+const day = result.date.slice(0, 10)
+const record = {
+  measurement: `${ROUNDS.toLocaleString('en-US')} bodies over ${r.byRoute.size} routes, seed ${SEED}`,
+  command: result.command,
+  result: `${result.seconds} s; ${Object.entries(result.statuses).map(([s, n]) => `${s}×${n}`).join(', ')}; ${result.fiveHundreds} 5xx, ${result.failures} shape failures; /health ${health} after`,
+  machine: `${result.machine.cpu} VM, ${result.machine.cores} cores, ${result.machine.memoryGiB} GiB`,
+  commit: result.commit,
+  date: day,
+  recorded: {commit: result.commit, date: day},
+}
 mkdirSync(dirname(OUT), {recursive: true})
-writeFileSync(OUT, JSON.stringify(result, null, 2) + '\n')
+writeFileSync(OUT, JSON.stringify({title: 'Fuzzer: bodies over every route', records: [record], ...result}, null, 2) + '\n')
 console.log(`${ROUNDS} bodies in ${result.seconds} s: ${JSON.stringify(result.statuses)}; ${result.failures} failures; health ${health}; wrote ${OUT}`)
 for (const f of r.failures.slice(0, 20)) console.log(`  ${f}`)

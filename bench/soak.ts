@@ -394,8 +394,24 @@ const result = {
   problemCount: problems.length,
   samples,
 }
+// The title and one record make the file a table of docs/benchmarks.md (bench/render-tables.ts); the rest is the raw run.
+const day = result.date.slice(0, 10)
+const MiB = 2 ** 20
+const record = {
+  measurement: `${MINUTES} minutes, ${CLIENTS} clients, seed ${SEED}`,
+  command: result.command,
+  result:
+    `${requests.toLocaleString('en-US')} requests: ${Object.entries(byStatus).map(([s, n]) => `${s}×${n}`).join(', ')}; ` +
+    `${badJson} unparseable of ${structured} structured answers; ${probeMismatches} of ${probeRuns} greedy probes differing; ` +
+    `KV blocks ${first.kvBlocks} → ${end.kvBlocks}; RSS ${(first.rssBytes / MiB).toFixed(0)} → ${(end.rssBytes / MiB).toFixed(0)} MiB; ` +
+    `disk tier ${(end.diskBytes / MiB).toFixed(0)} MiB; ${problems.length} problems`,
+  machine: `${result.machine.cpu} VM, ${result.machine.cores} cores, ${result.machine.memoryGiB} GiB`,
+  commit: result.commit,
+  date: day,
+  recorded: {commit: result.commit, date: day},
+}
 mkdirSync(dirname(OUT), {recursive: true})
-writeFileSync(OUT, JSON.stringify(result, null, 2) + '\n')
+writeFileSync(OUT, JSON.stringify({title: 'Soak: mixed traffic on every API', records: [record], ...result}, null, 2) + '\n')
 console.log(`${requests} requests in ${MINUTES} min at ${CLIENTS} clients: ${JSON.stringify(byStatus)}; problems ${problems.length}`)
 console.log(`RSS ${(first.rssBytes / 2 ** 20).toFixed(0)} -> ${(end.rssBytes / 2 ** 20).toFixed(0)} MiB; KV blocks ${first.kvBlocks} -> ${end.kvBlocks}; disk tier ${(end.diskBytes / 2 ** 20).toFixed(1)} MiB`)
 console.log(`greedy probes under load: ${probeRuns}, mismatches ${probeMismatches}; wrote ${OUT}`)
