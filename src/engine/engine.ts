@@ -193,7 +193,8 @@ export class Engine {
     const trace = this.trace
     while (this.scheduler.hasWork()) {
       trace?.begin()
-      await this.scheduler.closeForBudget()
+      const closing = this.scheduler.closeForBudget()
+      if (closing) await closing
       const batch = this.scheduler.schedule()
       trace?.mark('schedule')
       if (batch.items.length === 0) {
@@ -217,7 +218,8 @@ export class Engine {
         results = await stepped
         trace?.mark('step')
         await this.scheduler.grammar.settle(batch, results)
-        await this.scheduler.guardBudget(batch, results)
+        const guarding = this.scheduler.guardBudget(batch, results)
+        if (guarding) await guarding
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
         await this.scheduler.afterStep({...batch, anchored: []})

@@ -357,13 +357,15 @@ export class Scheduler {
   }
 
   /** Budget-aware structured output before a step (budget-close.ts): closing paths forced where the budget is spent. */
-  async closeForBudget(): Promise<void> {
-    await closeBeforeStep([...this.running, ...this.waiting], (seq, err) => this.fail(seq, err))
+  closeForBudget(): Promise<void> | undefined {
+    const seqs = [...this.running, ...this.waiting].filter(seq => seq.request.closeWithinBudget !== undefined)
+    // nothing to await (and no turn of the event loop between steps) unless a structured answer is running
+    return seqs.length > 0 ? closeBeforeStep(seqs, (seq, err) => this.fail(seq, err)) : undefined
   }
 
   /** After a step, before postprocess: no sampled token may leave a structured answer unable to close (budget-close.ts). */
-  async guardBudget(batch: Batch, results: StepResult[]): Promise<void> {
-    await guardAfterStep(batch, results, this.grammar)
+  guardBudget(batch: Batch, results: StepResult[]): Promise<void> | undefined {
+    return batch.seqs.some(nearBudget) ? guardAfterStep(batch, results, this.grammar) : undefined
   }
 
   postprocess(batch: Batch, results: StepResult[]): void {
