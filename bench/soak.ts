@@ -10,6 +10,7 @@ import {tmpdir, cpus, totalmem, hostname, loadavg} from 'node:os'
 import {join, dirname} from 'node:path'
 import {execSync} from 'node:child_process'
 import {startSplash} from '../src/bench/splash-driver.ts'
+import {rng} from '../test/helpers/fuzz.ts'
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1] ?? '')
@@ -22,17 +23,6 @@ const OUT = args.get('out') ?? `bench/results/soak-${started.toISOString().slice
 const REQUEST_MS = 180_000
 // a ceiling on what the server plans with (its prefix cache takes half the KV memory), so a shared machine keeps room
 const MAX_MEMORY = args.get('max-memory') ?? '3G'
-
-/** mulberry32: a small seeded generator, one per client so a run's mix replays. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let x = Math.imul(a ^ (a >>> 15), 1 | a)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const data = mkdtempSync(join(tmpdir(), 'splash-soak-'))
 const server = await startSplash(MODEL, ['--max-memory', MAX_MEMORY], 300_000, {SPLASH_DATA_DIR: data, SPLASH_PREFIX_DISK: 'on'})
