@@ -178,7 +178,7 @@ export function targetConfig(m: Manifest, dtype: string): Record<string, unknown
 }
 
 /** config.json of the exported draft: the z-lab DFlash layout (architectures DFlashDraftModel, a Qwen3 config with
- *  dflash_config) that vLLM's qwen3_dflash.py and SGLang's models/dflash.py read. */
+ *  dflash_config) that the DFlash draft loaders of vLLM and SGLang read; docs/hub-and-export.md names the versions matched. */
 export function draftConfig(m: Manifest, dtype: string): Record<string, unknown> {
   const d = m.draft!.config
   const cfg: Record<string, unknown> = {
