@@ -294,7 +294,7 @@ for (const [name, a] of Object.entries(agents)) {
     const [cwd, day] = pool[i % pool.length]
     const body0 = substitute(base, [cwd0, date0], [cwd, day])
     // a few earlier tasks of the same session come first now and then (their assistant turns are trained too)
-    const earlier = split === 'val' ? 0 : pick([0, 0, 0, 0, 1, 1, 2, 3])
+    const earlier = split === 'val' ? 0 : pick([0, 0, 1, 1, 2, 3, 4, 5])
     const tasks = Array.from({length: earlier + 1}, task)
     let body = a.withTask(body0, tasks[0])
     const segs = []
