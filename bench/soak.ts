@@ -38,6 +38,10 @@ interface Sample {
   rssBytes: number
   /** resident memory of the process as the OS reports it (ps), next to the server's own figure */
   psRssBytes: number
+  /** the JS heap in use, and memory outside it that V8 knows of (ArrayBuffers included), from process.memoryUsage() */
+  heapUsedBytes: number
+  externalBytes: number
+  arrayBuffersBytes: number
   kvBlocks: number
   prefixCacheBytes: number
   diskBytes: number
@@ -64,6 +68,9 @@ async function sample(): Promise<Sample> {
     atS: Math.round((performance.now() - t0) / 1000),
     rssBytes: metric(text, 'splash_process_resident_memory_bytes'),
     psRssBytes: psRss(),
+    heapUsedBytes: metric(text, 'splash_process_heap_used_bytes'),
+    externalBytes: metric(text, 'splash_process_external_bytes'),
+    arrayBuffersBytes: metric(text, 'splash_process_array_buffers_bytes'),
     kvBlocks: metric(text, 'splash_prefix_cache_blocks'),
     prefixCacheBytes: metric(text, 'splash_prefix_cache_bytes'),
     diskBytes: metric(text, 'splash_prefix_cache_disk_bytes'),

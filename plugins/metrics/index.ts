@@ -4,6 +4,10 @@ import type {FastifyInstance} from 'fastify'
 export default async function metrics(app: FastifyInstance): Promise<void> {
   const registry = app.metrics
   registry.gauge('splash_process_resident_memory_bytes', 'Resident memory of the server process', () => process.memoryUsage().rss)
+  // where resident memory sits: the JS heap, and memory outside it (native allocations V8 is told of, ArrayBuffers)
+  registry.gauge('splash_process_heap_used_bytes', 'Bytes used in the V8 heap', () => process.memoryUsage().heapUsed)
+  registry.gauge('splash_process_external_bytes', 'Bytes of C++ objects bound to JS objects, ArrayBuffers included', () => process.memoryUsage().external)
+  registry.gauge('splash_process_array_buffers_bytes', 'Bytes of ArrayBuffers and Buffers', () => process.memoryUsage().arrayBuffers)
   registry.gauge('splash_model_ready', '1 once the model is loaded', () => (app.modelHost.ready ? 1 : 0))
   registry.gauge('splash_queue_depth', 'Requests waiting for admission', () => app.modelHost.engine?.scheduler.numWaiting ?? 0)
   registry.gauge('splash_running_requests', 'Requests being generated', () => app.modelHost.engine?.scheduler.numRunning ?? 0)
