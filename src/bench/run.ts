@@ -28,6 +28,9 @@ export interface BenchOptions {
   gguf?: string
   threads?: number
   maxContext?: string
+  /** Serve with the package's draft ('on') or without it ('off'); default: off for a synthetic package, whose draft
+   * has random weights (its speculative figures would measure chance agreement, not the engine), on otherwise. */
+  draft?: 'on' | 'off'
   log?: Log
 }
 
@@ -67,14 +70,19 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
   const s = settingsFor(o)
   log(`bench: ${manifest?.name ?? model}${o.quick ? ' (quick)' : ''}: ${s.runs} runs, ${s.maxTokens} output tokens, ${s.prefillTokens}-token prefill, concurrency ${s.concurrency.join('/')}`)
   const extra = o.maxContext ? ['--max-context', o.maxContext] : []
-  const splash = await SplashDriver.start(model, {reasoningEffort: o.reasoningEffort, seed: 1, temperature: o.temperature ?? 0}, extra)
+  const synthetic = manifest?.provenance.kind === 'synthetic'
+  const draft = o.draft ?? (synthetic ? 'off' : 'on')
+  const env = draft === 'off' ? {SPLASH_DRAFT: 'off'} : {}
+  const splash = await SplashDriver.start(model, {reasoningEffort: o.reasoningEffort, seed: 1, temperature: o.temperature ?? 0}, extra, env)
   const results: ScenarioResults[] = []
   let peerInfo: Record<string, unknown> | null = null
   let code: string
+  let draftedTokens = 0
   try {
     log(`server ready at ${splash.server.url} (context ${splash.contextLength})`)
     const r = await runScenarios(splash, s, log)
     code = r.code
+    draftedTokens = await splash.draftedTokens()
     results.push(strip(r))
     if (peerMod && peerLib) {
       if (!dir || !manifest) throw new SplashError('bench_peer_package', 'invalid_request', '--peer needs a local package folder (--model ./dir or --preset)')
@@ -110,6 +118,9 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
   const notes = [
     `Medians (min–max) over ${s.runs} runs; ${s.maxTokens} output tokens, ${o.temperature ? `temperature ${o.temperature}` : 'greedy'}, reasoning_effort ${o.reasoningEffort}. ` +
       `Splash (${splash.backend} backend): streaming chat completions against splash serve, timed by the HTTP client.`,
+    draft === 'off'
+      ? `Speculative decoding off${synthetic && o.draft === undefined ? " (a synthetic package's draft has random weights; --draft on measures it, as random-draft figures)" : ''}.`
+      : `Speculative decoding on: ${draftedTokens} tokens drafted${synthetic ? '; random draft (synthetic package): its figures measure chance agreement with random weights' : ''}.`,
   ]
   if (peerInfo) {
     notes.push(
@@ -133,7 +144,8 @@ export async function runBench(o: BenchOptions): Promise<BenchOutput> {
     package: manifest
       ? {dir, name: manifest.name, family: manifest.family, quant: manifest.weights.quant, layers: manifest.config.num_hidden_layers, provenance: manifest.provenance}
       : {spec: model},
-    settings: {...s, reasoningEffort: o.reasoningEffort, temperature: o.temperature ?? 0, seed: 1},
+    settings: {...s, reasoningEffort: o.reasoningEffort, temperature: o.temperature ?? 0, seed: 1, draft, randomDraft: synthetic && draft === 'on'},
+    draftedTokens,
     results,
     table,
   }

@@ -76,8 +76,8 @@ export class SplashDriver implements Driver {
   backend = ''
   private constructor(readonly server: SplashServer, private readonly o: SplashDriverOptions) {}
 
-  static async start(model: string, o: SplashDriverOptions, extra: string[] = []): Promise<SplashDriver> {
-    const server = await startSplash(model, extra)
+  static async start(model: string, o: SplashDriverOptions, extra: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<SplashDriver> {
+    const server = await startSplash(model, extra, undefined, env)
     const d = new SplashDriver(server, o)
     const models = (await (await fetch(`${server.url}/v1/models`)).json()) as {data: {id: string; context_length: number}[]}
     d.modelId = models.data[0]?.id ?? ''
@@ -87,6 +87,12 @@ export class SplashDriver implements Driver {
     const label = (k: string) => new RegExp(`(?:^|,)${k}="([^"]*)"`).exec(info)?.[1]
     d.backend = label('backend') ? `${label('backend')} (${label('variant')})` : 'unknown'
     return d
+  }
+
+  /** Tokens the server's draft has proposed so far (its /metrics splash_spec_draft_tokens_total; 0 without a draft). */
+  async draftedTokens(): Promise<number> {
+    const metrics = await (await fetch(`${this.server.url}/metrics`)).text()
+    return Number(/^splash_spec_draft_tokens_total (\S+)$/m.exec(metrics)?.[1] ?? 0)
   }
 
   async countTokens(messages: Message[]): Promise<number> {

@@ -34,6 +34,7 @@ export default class Bench extends BaseCommand {
     out: Flags.string({char: 'o', summary: 'JSON file to write (default: bench-results/bench-<package>-<time>.json); the SVG goes next to it'}),
     peer: Flags.string({summary: 'Also run the scenarios through this engine on the same weights', options: ['llama.cpp']}),
     gguf: Flags.string({summary: 'With --peer: the GGUF to load (default: export the package into the bench cache)'}),
+    draft: Flags.string({summary: "Speculative decoding on or off (default: off for a synthetic --preset package, whose draft has random weights; on otherwise)", options: ['on', 'off']}),
     threads: Flags.integer({summary: 'With --peer: llama.cpp threads (default: all cores; 1 on a machine of 2 cores or fewer)', min: 1}),
   }
 
@@ -64,6 +65,7 @@ export default class Bench extends BaseCommand {
       peer: flags.peer as 'llama.cpp' | undefined,
       gguf: flags.gguf,
       threads: flags.threads,
+      draft: flags.draft as 'on' | 'off' | undefined,
     })
     this.log(out.table)
     this.log(`\nwrote ${out.jsonPath}\nwrote ${out.svgPath}`)

@@ -28,6 +28,11 @@ t.test('bench --quick --preset tiny-hybrid: table, JSON, SVG', async t => {
   t.equal(doc.package.name, 'splash/synth-tiny-hybrid')
   t.equal(doc.package.quant, 'q4')
   t.equal(doc.package.provenance.kind, 'synthetic')
+  // a synthetic package's draft is random: served without it unless --draft on asks for it
+  t.equal(doc.settings.draft, 'off')
+  t.equal(doc.settings.randomDraft, false)
+  t.equal(doc.draftedTokens, 0, 'the server proposed no draft token')
+  t.match(r.stdout, /Speculative decoding off \(a synthetic package's draft has random weights/)
   t.equal(doc.results.length, 1)
   const s = doc.results[0]
   t.equal(s.engine, 'Splash')
@@ -42,6 +47,17 @@ t.test('bench --quick --preset tiny-hybrid: table, JSON, SVG', async t => {
   t.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/)
   t.match(svg, /8 concurrent/)
   t.match(svg, /<\/svg>\s*$/)
+})
+
+t.test('bench --draft on on a synthetic package: served with its draft, the figures labelled random-draft', async t => {
+  const out = join(root, 'res', 'draft-on.json')
+  const r = await runCli(['bench', '--quick', '--preset', 'tiny-hybrid', '--draft', 'on', '--concurrency', '1', '--runs', '1', '--out', out], env, 120_000)
+  t.equal(r.code, 0, r.stderr)
+  const doc = JSON.parse(readFileSync(out, 'utf8'))
+  t.equal(doc.settings.draft, 'on')
+  t.equal(doc.settings.randomDraft, true)
+  t.type(doc.draftedTokens, 'number')
+  t.match(r.stdout, /Speculative decoding on: \d+ tokens drafted; random draft \(synthetic package\)/)
 })
 
 t.test('bench --peer llama.cpp without node-llama-cpp: one line, how to install, non-zero', async t => {
