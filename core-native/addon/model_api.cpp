@@ -6,8 +6,8 @@
 #include "addon/registry.h"
 #include "backend/cpu/isa.h"
 #include "backend/loader.h"
-#include "model/state_sizes.h"
-#include "model/vision.h"
+#include "model/state/state_sizes.h"
+#include "model/load/vision.h"
 #include "runtime/options.h"
 
 namespace splash::addon {

@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "backend/loader.h"
-#include "model/layers.h"
+#include "model/load/layers.h"
 #include "model/model.h"
-#include "model/rows.h"
-#include "model/state_sizes.h"
-#include "model/state_pool.h"
-#include "model/vision.h"
+#include "model/step/rows.h"
+#include "model/state/state_sizes.h"
+#include "model/state/state_pool.h"
+#include "model/load/vision.h"
 #include "runtime/options.h"
 
 namespace splash {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "model/hybrid_model.h"
-#include "model/state_sizes.h"
+#include "model/state/state_sizes.h"
 #include "runtime/error.h"
 
 namespace splash {
