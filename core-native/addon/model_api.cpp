@@ -46,7 +46,7 @@ Napi::Value BackendInfo(const Napi::CallbackInfo& info) {
 }
 
 // stateSizes(manifestJson, {kvElementBytes?, rollback?}) → the per-sequence state sizes a model of this package keeps
-// (model/state_sizes.h), for the memory plan before any model opens: {recurrentBytes, kvBytesPerToken,
+// (model/state/state_sizes.h), for the memory plan before any model opens: {recurrentBytes, kvBytesPerToken,
 // draftWindowBytes, speculativeBytes, draftRowsBytes, gdnRollback}. manifestJson: splash.json's text, or an object's
 // JSON with its `family`, `config` and `draft` (null: none). rollback: "replay" or "states" forces the method;
 // else $SPLASH_GDN_ROLLBACK, else the rule by state size, as a model opening now would choose.
