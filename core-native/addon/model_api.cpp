@@ -6,8 +6,8 @@
 #include "addon/registry.h"
 #include "backend/cpu/isa.h"
 #include "backend/loader.h"
-#include "model/state_sizes.h"
-#include "model/vision.h"
+#include "model/state/state_sizes.h"
+#include "model/load/vision.h"
 #include "runtime/options.h"
 
 namespace splash::addon {
@@ -46,7 +46,7 @@ Napi::Value BackendInfo(const Napi::CallbackInfo& info) {
 }
 
 // stateSizes(manifestJson, {kvElementBytes?, rollback?}) → the per-sequence state sizes a model of this package keeps
-// (model/state_sizes.h), for the memory plan before any model opens: {recurrentBytes, kvBytesPerToken,
+// (model/state/state_sizes.h), for the memory plan before any model opens: {recurrentBytes, kvBytesPerToken,
 // draftWindowBytes, speculativeBytes, draftRowsBytes, gdnRollback}. manifestJson: splash.json's text, or an object's
 // JSON with its `family`, `config` and `draft` (null: none). rollback: "replay" or "states" forces the method;
 // else $SPLASH_GDN_ROLLBACK, else the rule by state size, as a model opening now would choose.

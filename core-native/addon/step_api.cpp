@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "addon/sample_args.h"
-#include "model/vision.h"
+#include "model/load/vision.h"
 
 namespace splash::addon {
 

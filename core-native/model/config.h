@@ -1,4 +1,4 @@
-// A package's model and draft configuration as the native core reads it from splash.json (model/weights.cpp), and
+// A package's model and draft configuration as the native core reads it from splash.json (model/load/weights.cpp), and
 // the parse that checks it.
 #pragma once
 #include <cstdint>
@@ -35,8 +35,8 @@ struct ModelConfig {
 // bidirectionally to itself; logits through the target's lm_head.
 // DFlash 2 (tools/reference/dflash2_reference.py) adds, when the config asks: sliding-window layers (a block row at position p sees keys
 // (p − window, p + window) ∩ its causal range), the grouped dynamic causal conv around both sublayers of every
-// layer (model/draft_conv.cpp) and the candidate selector over the top-k of each drafted row
-// (model/draft_selector.cpp); the draft's logits are scaled by out_mul and soft-capped at softcap.
+// layer (model/step/draft_conv.cpp) and the candidate selector over the top-k of each drafted row
+// (model/step/draft_selector.cpp); the draft's logits are scaled by out_mul and soft-capped at softcap.
 struct DraftConfig {
   int B = 0, mask = 0, L = 0, H = 0, I = 0, nh = 0, nkv = 0, hd = 0;
   float theta = 10000.f, eps = 1e-6f;
@@ -49,7 +49,7 @@ struct DraftConfig {
   float out_mul = 1.f, softcap = 0.f;
 };
 
-// splash.json's `config` (with its `family`) and `draft.config`, checked (model/weights.cpp); throw bad_package or
+// splash.json's `config` (with its `family`) and `draft.config`, checked (model/load/weights.cpp); throw bad_package or
 // unsupported.
 ModelConfig parse_model_config(const Json& manifest);
 DraftConfig parse_draft_config(const Json& draft_config, const ModelConfig& target);

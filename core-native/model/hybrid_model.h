@@ -18,19 +18,19 @@
 #include <vector>
 
 #include "backend/loader.h"
-#include "model/layers.h"
+#include "model/load/layers.h"
 #include "model/model.h"
-#include "model/rows.h"
-#include "model/state_sizes.h"
-#include "model/state_pool.h"
-#include "model/vision.h"
+#include "model/step/rows.h"
+#include "model/state/state_sizes.h"
+#include "model/state/state_pool.h"
+#include "model/load/vision.h"
 #include "runtime/options.h"
 
 namespace splash {
 
 class HybridModel final : public Model {
  public:
-  HybridModel() = default;  // Model::open (model/weights.cpp) builds one and runs the load phase on it
+  HybridModel() = default;  // Model::open (model/load/weights.cpp) builds one and runs the load phase on it
   ~HybridModel() override;
 
   // ---- Model (model/model.h says what each does)
@@ -91,7 +91,7 @@ class HybridModel final : public Model {
  private:
   friend class Model;  // Model::open runs the load phase
 
-  // ======== load (model/weights.cpp)
+  // ======== load (model/load/weights.cpp)
   void bind_weights();
   void load_draft_files(const std::string& dir);
   void upload_weights();  // device copies of every weight and norm (backends without host memory)
@@ -119,7 +119,7 @@ class HybridModel final : public Model {
   const float *dhnorm_ = nullptr, *dnorm_ = nullptr;
   std::vector<int> tap_slot_;  // per target layer: index in taps, or -1
 
-  // ======== step (model/forward.cpp, decode_graph.cpp, draft.cpp, draft_conv.cpp, draft_selector.cpp,
+  // ======== step (model/step/forward.cpp, decode_graph.cpp, draft.cpp, draft_conv.cpp, draft_selector.cpp,
   // item_rows.cpp, resample.cpp)
   void forward(std::vector<StepItem>& items, std::vector<std::vector<float>>& out);
   // Everything a step queues on the backend, from the embeddings to the logits rows `logits` (no host copy).
@@ -128,7 +128,7 @@ class HybridModel final : public Model {
     std::vector<std::pair<int, int>> runs;  // logits rows: (first row, count) runs
   };
   void queue_step(std::vector<StepItem>& items, int N, const StepBufs& b);
-  // Step graphs (model/decode_graph.cpp): runs the step as a recorded graph when the backend has graph
+  // Step graphs (model/step/decode_graph.cpp): runs the step as a recorded graph when the backend has graph
   // slots and the step is small (a decode batch, a small model's verify block); false when the caller must queue
   // it directly.
   bool graph_step(std::vector<StepItem>& items, int N, const StepBufs& b);
@@ -157,7 +157,7 @@ class HybridModel final : public Model {
   FetchedRows fetch_rows(float* logits, const std::vector<size_t>& off, const std::vector<char>& mode,
                          const SampleDescs& sd);
   // The rows of the items that keep theirs (off: each item's first row in `logits`), copied before anything
-  // samples them (the backend's sampler may change rows in place); what resample() reads (model/resample.cpp).
+  // samples them (the backend's sampler may change rows in place); what resample() reads (model/step/resample.cpp).
   struct Kept {
     int32_t seq = 0;
     size_t off = 0;  // first row in the kKept buffer
@@ -169,7 +169,7 @@ class HybridModel final : public Model {
   void keep_rows(const std::vector<StepItem>& items, const float* logits, const std::vector<size_t>& off);
   // DFlash 2 parts of the draft pass: the conv of sublayer `which` (0 attention, 1 MLP) on the device rows x
   // [Nb, H] of blocks of Bb rows, in place; `prepare` first computes the dynamic kernels of both convs from x into
-  // dyn (host), which the finish conv then reads (model/draft_conv.cpp).
+  // dyn (host), which the finish conv then reads (model/step/draft_conv.cpp).
   void draft_conv(const DraftLayer& l, int which, bool prepare, float* x, int Nb, int Bb);
   // One draft layer's K and V planes in a sequence's dkv; ring = M (positions p at rows p mod M and p mod M + M)
   // for a sliding layer kept as a ring, else 0 (position p at row p).
@@ -185,9 +185,9 @@ class HybridModel final : public Model {
   // The candidate selector: item i walks its first items[i].sample->rows.size() drafted rows, whose normed hidden
   // states are rows roff[i].. of sel (device) and raw logits rows roff[i].. of lh [.., V] (host): roff[i] is the
   // item's first row, not a prefix sum. Fills its `sampled` and, at T > 0, its sequence's draft_q
-  // (model/draft_selector.cpp).
+  // (model/step/draft_selector.cpp).
   void draft_select(std::vector<DraftItem>& items, const std::vector<size_t>& roff, const float* sel, const float* lh);
-  // A sequence's device copy of its last draft pass's distributions, room for `rows` rows (model/draft.cpp).
+  // A sequence's device copy of its last draft pass's distributions, room for `rows` rows (model/step/draft.cpp).
   float* draft_q_rows(Sequence* s, int rows);
   // The host copy of them, for a verify pass the host samples (a no-op when the host has them).
   void draft_q_to_host(Sequence* s);
@@ -219,7 +219,7 @@ class HybridModel final : public Model {
     std::vector<float> in, out, dyn[2], hp, rows;
   } d2h_;
 
-  // ======== state (model/sequences.cpp, state_sizes.cpp, draft_kv.cpp, rollback.cpp, saved_state.cpp,
+  // ======== state (model/state/sequences.cpp, state_sizes.cpp, draft_kv.cpp, rollback.cpp, saved_state.cpp,
   // saved_transfer.cpp)
   Sequence* idle_sequence(int32_t id);  // throws unknown_sequence / sequence_busy; caller holds seq_mu_
   void* alloc_state(size_t bytes, bool zero);  // sequence state (KV is not zeroed on host memory)
@@ -227,7 +227,7 @@ class HybridModel final : public Model {
   int32_t kv_capacity(int32_t max_len) const;  // rows to allocate for a sequence of max_len tokens
   void ensure_feat(Sequence* s, int64_t rows);
   void ensure_slots(Sequence* s, int32_t n);  // room for the rollback buffer of a verify step of n tokens
-  // Draft KV layout (model/draft_kv.cpp): a sequence's draft KV bytes, one layer's planes in it, the ring length of a
+  // Draft KV layout (model/state/draft_kv.cpp): a sequence's draft KV bytes, one layer's planes in it, the ring length of a
   // sliding layer in a sequence of cap rows (0: linear), the rows of one plane of layer li, the largest cap whose
   // draft KV fits `bytes` (at most hi), and the copy of n rows of K and V (device memory) into positions
   // [pos, pos + n) of a layer (n ≤ M for a ring).
@@ -237,7 +237,7 @@ class HybridModel final : public Model {
   int64_t draft_plane_rows(int li, int64_t cap) const;
   int64_t draft_cap(size_t bytes, int64_t hi) const;
   void draft_put(const DraftPlanes& p, int64_t pos, const float* k, const float* v, int n);
-  // rollback (model/rollback.cpp)
+  // rollback (model/state/rollback.cpp)
   void choose_rollback();
   int64_t tape_row() const { return replay_row_floats(cfg_); }
   // states: layer l's conv state after each of a verify's n tokens (conv inputs x) into slots 1..n, from the
@@ -252,7 +252,7 @@ class HybridModel final : public Model {
                           int n);
   void roll_back(Sequence* s, int32_t len);  // GDN state ← state at len (within the last verify step)
 
-  // a sequence's state layout (model/state_sizes.h)
+  // a sequence's state layout (model/state/state_sizes.h)
   int64_t gdn_floats_ = 0, kv_floats_per_token_ = 0, n_full_ = 0, n_linear_ = 0;
   bool replay_ = false;
   std::mutex seq_mu_;

@@ -51,15 +51,15 @@ class Model {
   virtual bool has_draft() const = 0;
   virtual const DraftConfig& draft_config() const = 0;
 
-  // ---- per-sequence state sizes (model/state_sizes.h)
+  // ---- per-sequence state sizes (model/state/state_sizes.h)
   // gdn_bytes() fixed + kv_bytes_per_token() × maxLength, with a draft + draft KV and the rollback buffer of a
   // verify step of B tokens: sequence_bytes(maxLength).
   virtual uint64_t gdn_bytes() const = 0;
   virtual uint64_t kv_bytes_per_token() const = 0;
   virtual uint64_t sequence_bytes(int64_t max_len) const = 0;
-  // How a verify step's GDN/conv state is rolled back to the accepted prefix (model/rollback.cpp): keep the state
+  // How a verify step's GDN/conv state is rolled back to the accepted prefix (model/state/rollback.cpp): keep the state
   // after every verified position, or keep the block's start state and the recurrence's inputs and re-run the
-  // accepted ones. Chosen at open (model/state_sizes.h; Options::gdn_rollback overrides the rule).
+  // accepted ones. Chosen at open (model/state/state_sizes.h; Options::gdn_rollback overrides the rule).
   virtual bool rollback_replay() const = 0;
   virtual size_t rollback_floats(int32_t tokens) const = 0;
   // Positions of context a sliding draft layer needs before a block at length len: [len − draft_keep(len), len).
@@ -81,7 +81,7 @@ class Model {
   // Samples again row `row` of the sampled rows (StepItem::sample) of sequence `seq_id`'s item in the last step,
   // from the logits that item kept (StepItem::keep), with `req` (one row: e.g. the grammar mask that step did not
   // have); a verify item's row counts the drafts before it for the penalties, as in the step. On the backend's
-  // sampler where it takes the request, else on the host's. Each kept row once (model/resample.cpp).
+  // sampler where it takes the request, else on the host's. Each kept row once (model/step/resample.cpp).
   virtual sampler::Sampled resample(int32_t seq_id, int row, const sampler::Request& req) = 0;
   // One draft forward per item: consumes the pending features, out[i] = logits of block rows 1..n [n·V]
   // (empty when the item samples and does not ask for logits), items[i].sampled the sampled rows.
@@ -93,7 +93,7 @@ class Model {
   virtual void set_sample_on_backend(bool on) = 0;
   virtual void set_step_graphs(bool on) = 0;
 
-  // ---- the prefix cache (model/saved_state.cpp): KV rows [start, start+n) (target, and the draft's context when it
+  // ---- the prefix cache (model/state/saved_state.cpp): KV rows [start, start+n) (target, and the draft's context when it
   // has seen them) and the GDN/conv state at the current length, saved under ids the caller frees; restore() puts
   // rows covering [0, len) and a state at len into a sequence and returns whether the draft context came back too
   // (else the draft cannot run on it).
@@ -107,7 +107,7 @@ class Model {
     size_t pooled = 0;  // idle sequence buffers kept for reuse (state_pool.h)
   };
   virtual SavedStats saved_stats() = 0;
-  // Its disk tier (model/saved_transfer.cpp): a saved piece's shape, its floats copied to the host (a: rows' data or
+  // Its disk tier (model/state/saved_transfer.cpp): a saved piece's shape, its floats copied to the host (a: rows' data or
   // a state's GDN/conv floats; b: a state's draft window), and a piece made from such floats, its shape checked
   // against this model. Ids as save_rows / save_state.
   struct SavedInfo {

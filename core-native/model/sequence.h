@@ -32,7 +32,7 @@ struct Sequence {
   int32_t draft_lo = 0;         // sliding layers hold context K/V of positions [draft_lo, draft_len) only
   float* feat = nullptr;        // tapped target features of positions [draft_len, len), [rows][taps·H]
   int64_t feat_rows = 0, feat_cap = 0;
-  // rollback buffer of the last verify step (model/rollback.cpp): with the per-position method, the GDN states after
+  // rollback buffer of the last verify step (model/state/rollback.cpp): with the per-position method, the GDN states after
   // each verified position (slot i = state at length spec_base + i); with replay, the state at spec_base and the
   // recurrence's inputs of each verified position
   float* slots = nullptr;

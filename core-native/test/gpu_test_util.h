@@ -16,7 +16,7 @@
 #include "backend/cuda/cuda_options.h"
 #include "backend/loader.h"
 #include "model/model.h"
-#include "model/vision.h"
+#include "model/load/vision.h"
 #include "splash/backend.h"
 
 namespace splash::gputest {

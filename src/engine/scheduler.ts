@@ -8,7 +8,7 @@ import type {SampledToken, SampleRequest, SampleRow} from './sampling.js'
 import {GrammarRows} from './constraint/grammar-rows.js'
 import {PrefixSaves} from './prefix-saves.js'
 import type {Batch} from './batch.js'
-import {errors} from '../errors.js'
+import {errors, SplashError} from '../errors.js'
 import type {PrefixCache} from '../cache/prefix-cache.js'
 import {DraftHistory, MeasuredCost, bestBlock, fixedCost, type PassCost} from './spec-policy.js'
 import {closeBeforeStep, guardAfterStep, nearBudget} from './constraint/budget-close.js'
@@ -123,8 +123,20 @@ export class Scheduler {
         i++
         continue
       }
+      // A sequence's state and KV are reserved in full (prompt + max_tokens) here, so a running sequence never
+      // runs out of memory and is never preempted. Where the backend has no room for the reservation, admission
+      // waits for a running sequence to give its memory back; with none running, nothing will, so it fails.
+      let slot: number
+      try {
+        slot = this.model.createSequence(seq.maxLength)
+      } catch (err) {
+        if (this.running.length > 0 && err instanceof SplashError && err.code === 'out_of_memory') break
+        this.waiting.splice(i, 1)
+        this.refuse(seq, err as Error)
+        continue
+      }
       this.waiting.splice(i, 1)
-      seq.slot = this.model.createSequence(seq.maxLength)
+      seq.slot = slot
       seq.status = 'running'
       const r = seq.request
       // An image prompt speculates too: its verify rows carry the target's M-RoPE positions (index + rope delta);
@@ -547,6 +559,13 @@ export class Scheduler {
       seq.inFlight = false
       this.fail(seq, error)
     }
+  }
+
+  /** Fails a waiting sequence that could not be admitted (it holds no model sequence). */
+  private refuse(seq: Sequence, error: Error): void {
+    seq.status = 'finished'
+    seq.request.constraint?.dispose()
+    seq.emit({type: 'error', error})
   }
 
   private fail(seq: Sequence, error: Error): void {

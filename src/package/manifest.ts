@@ -195,7 +195,7 @@ export function validateManifest(value: unknown, where = MANIFEST_FILE): Manifes
   return m
 }
 
-/** What the native core needs of a draft against its target (core-native/model/weights.cpp), field by field. */
+/** What the native core needs of a draft against its target (core-native/model/load/weights.cpp), field by field. */
 function draftFitProblem(d: DraftConfig, c: Manifest['config']): string | undefined {
   if (d.hidden_size !== c.hidden_size) return `hidden_size is ${d.hidden_size}, expected ${c.hidden_size} (config.hidden_size: the draft reads the target's hidden features)`
   if (d.block_size < 2) return `block_size is ${d.block_size}, expected at least 2`

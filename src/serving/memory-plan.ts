@@ -13,14 +13,14 @@ export interface StateSizes {
   kvBytesPerToken: number
   /**
    * The draft's sliding-window layers, per sequence: each keeps a ring of window + block positions, stored twice
-   * (core-native/model/draft_kv.cpp), whatever the context length; at most this (a short sequence keeps fewer rows).
+   * (core-native/model/state/draft_kv.cpp), whatever the context length; at most this (a short sequence keeps fewer rows).
    */
   draftWindowBytes: number
-  /** What a verify step keeps per sequence for the GDN rollback (core-native/model/rollback.cpp); 0 without a draft. */
+  /** What a verify step keeps per sequence for the GDN rollback (core-native/model/state/rollback.cpp); 0 without a draft. */
   speculativeBytes: number
   /**
    * A sampled draft pass's distributions, kept per sequence for the verify pass (block − 1 rows of the vocabulary in
-   * fp32; on a GPU in device memory: core-native/model/draft.cpp); 0 without a draft.
+   * fp32; on a GPU in device memory: core-native/model/step/draft.cpp); 0 without a draft.
    */
   draftRowsBytes: number
 }
@@ -71,7 +71,7 @@ export const MIN_CONTEXT = 4096
 const CONTEXT_STEP = 256
 
 /**
- * Per-sequence state sizes of a package's model, from the native core (core-native/model/state_sizes.cpp: the sizes
+ * Per-sequence state sizes of a package's model, from the native core (core-native/model/state/state_sizes.cpp: the sizes
  * the model allocates by), with KV and conv state of `kvElementBytes` per value. `rollback` forces the GDN rollback
  * method a verify step uses; by default the native rule (replay from 1 MiB of recurrent state per linear layer, or
  * $SPLASH_GDN_ROLLBACK) chooses it, as a model opening now would.
@@ -115,7 +115,7 @@ export function deviceScratchBytes(c: ModelConfig): number {
 
 /**
  * Activations of one step: the widest projection for every token of the budget, plus logits rows, twice: constrained
- * rows keep a copy for a second draw under their grammar mask (StepItem.keep, model/resample.cpp).
+ * rows keep a copy for a second draw under their grammar mask (StepItem.keep, model/step/resample.cpp).
  */
 export function scratchBytes(c: ModelConfig, tokenBudget: number, maxBatch: number, draftBlock: number): number {
   const widest = Math.max(

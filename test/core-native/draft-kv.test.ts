@@ -1,4 +1,4 @@
-// The draft's KV layout (core-native/model/draft_kv.cpp): a sliding-window draft layer keeps a doubled ring of
+// The draft's KV layout (core-native/model/state/draft_kv.cpp): a sliding-window draft layer keeps a doubled ring of
 // window + B positions. On the -ring reference fixtures (a sliding layer with window 8 beside a full one, and two
 // causal sliding layers with window 5; 300 and 260 positions of context, so the ring wraps many times) the draft's
 // logits equal the numpy reference (which attends over the whole context through the window mask) however the

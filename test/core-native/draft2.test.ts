@@ -1,4 +1,4 @@
-// The DFlash 2 draft pass (model/draft.cpp, draft_conv.cpp, draft_selector.cpp) against the numpy reference
+// The DFlash 2 draft pass (model/step/draft.cpp, draft_conv.cpp, draft_selector.cpp) against the numpy reference
 // (tools/reference/dflash2_reference.py, float64) on the synthetic tiny-qwen3 package with a DFlash 2 draft
 // (sliding window 12, shorter than the block, so every row's window cuts the keys on both sides): the transformed
 // logits of the drafted rows, the selector's greedy walk and its sampled walk for given uniforms. A fixture with

@@ -1,4 +1,4 @@
-// Greedy rows chosen on the backend (the argmax_rows slot; core-native/model/forward.cpp and draft.cpp): a step's
+// Greedy rows chosen on the backend (the argmax_rows slot; core-native/model/step/forward.cpp and draft.cpp): a step's
 // or draft pass's items that need nothing but each row's argmax get their ids from the backend instead of their
 // logits rows. The tokens must be the host sampler's, with the slot on and off ($SPLASH_DEVICE_ARGMAX=0), for plain,
 // verify and batched steps that mix such items with others, and for greedy draft passes.

@@ -1,4 +1,4 @@
-// Sampled rows chosen by the backend's sampler (the sample_rows slot; core-native/model/forward.cpp, draft.cpp,
+// Sampled rows chosen by the backend's sampler (the sample_rows slot; core-native/model/step/forward.cpp, draft.cpp,
 // item_rows.cpp): items the slot takes (no forced tokens or log-probabilities) send descriptors with their
 // penalty counts, drafts and uniforms, and only ids come back; a draft pass keeps its distributions where the
 // backend is and the verify pass checks its drafts against them there. On the CPU the slot is the host sampler

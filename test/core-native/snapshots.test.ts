@@ -1,4 +1,4 @@
-// States kept inside a step (StepItem.snapshots, core-native/model/saved_state.cpp): one prefill step that keeps
+// States kept inside a step (StepItem.snapshots, core-native/model/state/saved_state.cpp): one prefill step that keeps
 // the GDN and conv state at lengths inside it gives, at each of them, the state a step ending there gives, bit for
 // bit, and the same logits as those steps; a saved prefix made of such a state restores into a sequence that then
 // continues as the original. Kept states last until the sequence's next step; bad lengths are refused before the

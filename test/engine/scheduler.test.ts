@@ -1,5 +1,6 @@
 // The scheduler and the engine's step loop on a fake step model (test/helpers/fake-step-model.ts, no native engine):
-// request checks, admission under the batch and queue limits, the order of a batch (decodes, then prefill chunks
+// request checks, admission under the batch and queue limits and under the backend's memory (a sequence reserves
+// prompt + max_tokens when admitted, so admission waits and nothing is preempted), the order of a batch (decodes, then prefill chunks
 // under the token budget), stop conditions, cancellation before, between and during steps, a failing step, and
 // seeded output that does not depend on batching.
 import t from 'tap'
@@ -88,6 +89,61 @@ t.test('a full queue answers 503 with Retry-After; the batch limit makes the res
   t.equal(s.numRunning, 2)
   t.equal(s.numWaiting, 1, 'the third waits for room')
   t.equal(m.created, 2, 'only admitted requests get a sequence')
+})
+
+t.test('admission reserves prompt + max_tokens and waits for memory rather than overcommitting; no preemption', async t => {
+  // room for 40 tokens of state: two 5 + 15 reservations fit, a third waits until one of them is freed
+  const m = new FakeStepModel({memoryTokens: 40})
+  const s = new Scheduler(m, {tokenBudget: 64, maxRunning: 4, maxWaiting: 4})
+  const seqs = [0, 1, 2].map(i => s.add(request(prompt(5, i), 15), () => {}))
+  const b = s.schedule()
+  t.same(b.seqs.map(q => q.id), [seqs[0]!.id, seqs[1]!.id], 'the first two are admitted, in order')
+  t.equal(m.reservedTokens, 40, 'each reserved its prompt and all of its max_tokens at admission')
+  t.equal(s.numWaiting, 1, 'the third waits: the backend has no room for its reservation')
+  t.equal(seqs[2]!.status, 'waiting', 'it is neither failed nor admitted')
+
+  // the same through the engine: every request completes with the output it has alone, live sequences never
+  // hold more than the memory, and none is ever cut short (a running sequence already holds all it needs)
+  const m2 = new FakeStepModel({memoryTokens: 40})
+  const engine = new Engine(m2, {tokenBudget: 64, maxRunning: 4, maxWaiting: 8})
+  let most = 0
+  const step = m2.step.bind(m2)
+  m2.step = items => {
+    most = Math.max(most, m2.reservedTokens)
+    return step(items)
+  }
+  const reqs = [0, 1, 2, 3].map(i => collect(engine, request(prompt(5, i), 15)))
+  const outs = await Promise.all(reqs.map(r => r.outcome))
+  for (const [i, o] of outs.entries()) {
+    t.equal(o.reason, 'length', `request ${i} ran to its max_tokens`)
+    t.same(o.tokens, expected(prompt(5, i), 15, 64), `request ${i}: the output it has alone`)
+  }
+  t.equal(most, 40, 'the reservations filled the memory and never exceeded it')
+  t.equal(m2.live, 0, 'every sequence is freed')
+})
+
+t.test('a request that cannot be admitted while nothing runs fails alone; a waiting one can be cancelled', async t => {
+  const m = new FakeStepModel({memoryTokens: 30})
+  const engine = new Engine(m, {tokenBudget: 64, maxRunning: 4, maxWaiting: 8})
+  const big = await collect(engine, request(prompt(5), 30)).outcome
+  t.ok(big.error instanceof SplashError && big.error.code === 'out_of_memory' && big.error.status === 503, 'too big for the memory with nothing to wait for: 503 out_of_memory')
+  t.equal(m.live, 0)
+  let open!: () => void
+  m.gate = new Promise<void>(r => (open = r))
+  const first = collect(engine, request(prompt(5, 1), 15))
+  const second = collect(engine, request(prompt(5, 2), 15))
+  const third = collect(engine, request(prompt(5, 3), 5))
+  await new Promise(r => setImmediate(r))
+  t.equal(m.live, 1, 'the second waits for memory (and the third behind it, FIFO)')
+  second.cancel()
+  t.equal((await second.outcome).reason, 'cancelled', 'a request waiting for memory is cancelled at once')
+  open()
+  m.gate = undefined
+  const [f, th] = await Promise.all([first.outcome, third.outcome])
+  t.same(f.tokens, expected(prompt(5, 1), 15, 64))
+  t.same(th.tokens, expected(prompt(5, 3), 5, 64), 'the next one is admitted once the cancelled one is gone')
+  await engine.idle()
+  t.equal(m.live, 0)
 })
 
 t.test('a batch holds decodes first, then prefill chunks under the token budget', async t => {

@@ -5,6 +5,7 @@
 import type {DraftRequest, StepItem, StepModel, StepResult} from '../../src/engine/step-model.js'
 import type {SavedPiece, StateStore} from '../../src/cache/state-store.js'
 import type {SampleRequest, SampleRow, SampledToken} from '../../src/engine/sampling.js'
+import {SplashError} from '../../src/errors.js'
 
 /** The fake's greedy choice after `tokens`: an FNV hash of the whole list, modulo the vocabulary. */
 export function nextToken(tokens: ArrayLike<number>, vocab: number, uniform?: number): number {
@@ -108,6 +109,11 @@ export interface FakeOptions {
   draftBlock?: number
   /** ...except every this-many-th proposal, which it gets wrong (0: never). */
   draftWrongEvery?: number
+  /**
+   * Tokens of state the backend can hold: createSequence reserves maxLength of them and throws out_of_memory
+   * when the live sequences' reservations leave too few (as a device backend does; unlimited when absent).
+   */
+  memoryTokens?: number
 }
 
 export class FakeStepModel implements StepModel {
@@ -124,6 +130,8 @@ export class FakeStepModel implements StepModel {
   /** A step waits for this before it computes (a test acts while the step is in flight). */
   gate: Promise<void> | undefined
   created = 0
+  /** See FakeOptions.memoryTokens. */
+  memoryTokens: number | undefined
   /** Draft passes and rollbacks so far. */
   draftPasses = 0
   truncations = 0
@@ -139,6 +147,7 @@ export class FakeStepModel implements StepModel {
     this.contextLength = o.contextLength ?? 512
     this.store = o.store ? new FakeStore(this.seqs) : undefined
     this.draftBlockSize = o.draftBlock
+    this.memoryTokens = o.memoryTokens
     const wrongEvery = o.draftWrongEvery ?? 0
     this.draft = o.draftBlock
       ? async (reqs: DraftRequest[]) => {
@@ -169,6 +178,13 @@ export class FakeStepModel implements StepModel {
       : undefined
   }
 
+  /** Tokens the live sequences reserved (their maxLength), against memoryTokens. */
+  get reservedTokens(): number {
+    let n = 0
+    for (const s of this.seqs.values()) n += s.maxLength
+    return n
+  }
+
   /** Sequences alive now (a leak check). */
   get live(): number {
     return this.seqs.size
@@ -181,6 +197,9 @@ export class FakeStepModel implements StepModel {
 
   createSequence(maxLength: number): number {
     if (maxLength < 1 || maxLength > this.contextLength) throw new Error(`maxLength ${maxLength} outside the context`)
+    if (this.memoryTokens !== undefined && this.reservedTokens + maxLength > this.memoryTokens) {
+      throw new SplashError('out_of_memory', 'unavailable', `cannot allocate sequence state for ${maxLength} tokens`)
+    }
     const id = this.nextSeq++
     this.seqs.set(id, {tokens: [], maxLength, kept: new Set()})
     this.created++

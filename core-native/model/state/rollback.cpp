@@ -12,7 +12,7 @@
 
 #include "backend/gdn_args.h"
 #include "model/hybrid_model.h"
-#include "model/state_sizes.h"
+#include "model/state/state_sizes.h"
 #include "runtime/error.h"
 
 namespace splash {

@@ -1,5 +1,5 @@
 // How a step's computed rows come back to its items: logits, argmax ids or the backend sampler's tokens
-// (model/item_rows.cpp).
+// (model/step/item_rows.cpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,7 +11,7 @@
 namespace splash {
 
 // What an item gets back from its computed trailing rows [nrows × V]: the last `keep` rows as logits and the
-// sampled rows (model/item_rows.cpp).
+// sampled rows (model/step/item_rows.cpp).
 void take_rows(const float* rows, int nrows, int V, int keep, const sampler::Request* sample, std::vector<float>& logits,
                std::vector<sampler::Sampled>& sampled);
 // Rows that need nothing but their argmax: temperature 0, no penalties, masks, forced tokens or log-probabilities.

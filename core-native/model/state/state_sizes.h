@@ -1,5 +1,5 @@
 // Per-sequence state sizes, the one place they are computed: the model lays out and allocates a sequence's state
-// by them (model/weights.cpp, model/sequences.cpp), and the memory plan asks for them before any model opens
+// by them (model/load/weights.cpp, model/state/sequences.cpp), and the memory plan asks for them before any model opens
 // (the addon's stateSizes, which src/serving/memory-plan.ts calls).
 #pragma once
 #include <cstddef>
@@ -17,7 +17,7 @@ struct StateLayout {
 };
 StateLayout state_layout(const ModelConfig& c);
 
-// How a verify step's GDN/conv state rolls back (model/rollback.cpp) when nothing forces it: replay from the block's
+// How a verify step's GDN/conv state rolls back (model/state/rollback.cpp) when nothing forces it: replay from the block's
 // start state when one linear layer's recurrent state is 1 MiB or more, else keep the state after every position.
 bool rollback_replay_by_size(const ModelConfig& c);
 // Replay inputs of one linear layer and one token (conv input row and the two gates), floats.

@@ -1,4 +1,4 @@
-#include "model/state_sizes.h"
+#include "model/state/state_sizes.h"
 
 namespace splash {
 

@@ -1,4 +1,4 @@
-// The model's weights as bound from the package (model/weights.cpp): per target layer, per draft layer, and the
+// The model's weights as bound from the package (model/load/weights.cpp): per target layer, per draft layer, and the
 // DFlash 2 selector's host pieces.
 #pragma once
 #include <cstddef>
@@ -44,13 +44,13 @@ struct DraftLayer {
   splash_weight conv_proj[2]{};
 };
 
-// The DFlash 2 selector's host pieces (model/draft_selector.cpp).
+// The DFlash 2 selector's host pieces (model/step/draft_selector.cpp).
 namespace draft2 {
 // The k largest of v[0..V) (ties to the lower index), largest first.
 void top_k(const float* v, int V, int k, int32_t* ids, float* vals);
 // x ← softcap·tanh(mul·x / softcap) (softcap 0: mul·x only).
 void transform_logits(float* x, size_t n, float mul, float softcap);
-// y = the grouped dynamic causal conv of one block's `rows` rows of x [rows, H] (model/draft_conv.cpp).
+// y = the grouped dynamic causal conv of one block's `rows` rows of x [rows, H] (model/step/draft_conv.cpp).
 void conv_taps(const float* x, const float* dyn, int64_t dyn_stride, const float* base, int rows, int H, int K, int G,
                float* y);
 }  // namespace draft2

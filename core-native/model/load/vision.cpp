@@ -1,6 +1,6 @@
 // The vision encoder, fp32 throughout, on the model's backend: linears, LayerNorm, GELU,
 // the table rotary and the per-frame attention are backend slots; only the grid-dependent tables are made here.
-#include "model/vision.h"
+#include "model/load/vision.h"
 
 #include <algorithm>
 #include <cmath>

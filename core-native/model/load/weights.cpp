@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "model/hybrid_model.h"
-#include "model/state_sizes.h"
+#include "model/state/state_sizes.h"
 #include "runtime/error.h"
 
 namespace splash {
@@ -328,7 +328,7 @@ void HybridModel::bind_weights() {
     tap_slot_.assign(c.L, -1);
     for (int j = 0; j < K; ++j) tap_slot_[d.taps[j]] = j;
   }
-  // the offsets above walk the layout state_layout sizes (model/state_sizes.cpp)
+  // the offsets above walk the layout state_layout sizes (model/state/state_sizes.cpp)
   const StateLayout st = state_layout(c);
   gdn_floats_ = st.gdn_floats;
   n_full_ = st.n_full;

@@ -1,5 +1,5 @@
 // Recycled sequence buffers: see state_pool.h.
-#include "model/state_pool.h"
+#include "model/state/state_pool.h"
 
 #include <algorithm>
 #include <cstdlib>
