@@ -31,7 +31,7 @@ export default async function anthropicMessages(fastify: FastifyInstance): Promi
     const body = request.body
     const {model, engine, family} = app.modelHost.serving(body.model)
     const signal = clientGone(reply)
-    const chat = {...toChatRequest(body, family.chat, signal, msg => request.log.warn(msg)), media: mediaOptionsOf(app.appOptions)}
+    const chat = {...toChatRequest(body, family.chat, signal, msg => request.log.warn(msg), model.sampling), media: mediaOptionsOf(app.appOptions)}
     const events = generateChat(engine, family.codec, family.stopTokenIds, family.chat, chat)
     // The first event is 'prompt': admission errors (too long, busy) throw here, before any byte is sent.
     const first = (await events.next()).value as Extract<ChatEvent, {type: 'prompt'}>

@@ -18,7 +18,7 @@ export default async function completions(fastify: FastifyInstance): Promise<voi
     const body = request.body
     const {model, engine, family} = app.modelHost.serving(body.model)
     const signal = clientGone(reply)
-    const jobs = toJobs(body, family.codec, body.ignore_eos ? [] : family.stopTokenIds, signal)
+    const jobs = toJobs(body, family.codec, body.ignore_eos ? [] : family.stopTokenIds, signal, model.sampling)
     const id = `cmpl-${randomUUID().replace(/-/g, '')}`
     const created = Math.floor(Date.now() / 1000)
     const builders = jobs.map(j => new ChoiceBuilder(j.index, family.codec, body.logprobs != null))

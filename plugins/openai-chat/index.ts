@@ -17,7 +17,7 @@ export default async function openaiChat(fastify: FastifyInstance): Promise<void
     const body = request.body
     const {model, engine, family} = app.modelHost.serving(body.model)
     const signal = clientGone(reply)
-    const chat = {...toChatRequest(body, signal, msg => request.log.warn(msg)), media: mediaOptionsOf(app.appOptions)}
+    const chat = {...toChatRequest(body, signal, msg => request.log.warn(msg), model.sampling), media: mediaOptionsOf(app.appOptions)}
     const n = body.n ?? 1
     const started = performance.now()
     const streams = Array.from({length: n}, (_, k) =>

@@ -84,7 +84,7 @@ export default async function openaiResponses(fastify: FastifyInstance): Promise
       history = prev.items
     }
     const signal = clientGone(reply)
-    const {request: chat, custom} = toChatRequest(body, history, family.chat, id => store.findItem(id), signal, log)
+    const {request: chat, custom} = toChatRequest(body, history, family.chat, id => store.findItem(id), signal, log, model.sampling)
     chat.media = mediaOptionsOf(app.appOptions)
     const builder = new ResponseBuilder({
       model: model.id,

@@ -13,16 +13,16 @@ export interface OpenAiSamplingFields {
   repetition_penalty?: number | null
 }
 
-/** Checked SamplingParams from a request body (top_k -1 means off, as 0 does). */
-export function openAiSampling(body: OpenAiSamplingFields): SamplingParams {
-  const topK = body.top_k ?? 0
+/** Checked SamplingParams from a request body (top_k -1 means off, as 0 does), the package's `defaults` filling unset fields. */
+export function openAiSampling(body: OpenAiSamplingFields, defaults: Partial<SamplingParams> = {}): SamplingParams {
+  const topK = body.top_k ?? undefined
   return samplingParams({
     temperature: body.temperature ?? undefined,
     topP: body.top_p ?? undefined,
-    topK: topK < 0 ? 0 : topK,
+    topK: topK === undefined ? undefined : topK < 0 ? 0 : topK,
     minP: body.min_p ?? undefined,
     presencePenalty: body.presence_penalty ?? undefined,
     frequencyPenalty: body.frequency_penalty ?? undefined,
     repetitionPenalty: body.repetition_penalty ?? undefined,
-  })
+  }, defaults)
 }

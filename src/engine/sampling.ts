@@ -32,8 +32,12 @@ export const GREEDY: SamplingParams = {
   repetitionPenalty: 1,
 }
 
-export function samplingParams(p: Partial<SamplingParams>): SamplingParams {
-  const s = {...GREEDY, temperature: 1, ...stripUndefined(p)}
+/**
+ * Checked SamplingParams: the request's fields, then the package's defaults for those it leaves unset (its
+ * splash.json `sampling`, see samplingDefaultsOf), then the APIs' own defaults (temperature 1, filters off).
+ */
+export function samplingParams(p: Partial<SamplingParams>, defaults: Partial<SamplingParams> = {}): SamplingParams {
+  const s = {...GREEDY, temperature: 1, ...defaults, ...stripUndefined(p)}
   check(s.temperature >= 0 && s.temperature <= 2, 'temperature must be between 0 and 2', 'temperature')
   check(s.topP > 0 && s.topP <= 1, 'top_p must be in (0, 1]', 'top_p')
   check(Number.isInteger(s.topK) && s.topK >= 0, 'top_k must be a non-negative integer', 'top_k')
@@ -44,6 +48,12 @@ export function samplingParams(p: Partial<SamplingParams>): SamplingParams {
   // a top_k past any vocabulary keeps every token, as 0 does (the native core counts in 32 bits)
   if (s.topK > 2 ** 31 - 1) s.topK = 0
   return s
+}
+
+/** A package's splash.json `sampling` (wire names) as SamplingParams fields. */
+export function samplingDefaultsOf(m: {temperature?: number; top_p?: number; top_k?: number; min_p?: number; repetition_penalty?: number} | undefined): Partial<SamplingParams> {
+  if (!m) return {}
+  return stripUndefined({temperature: m.temperature, topP: m.top_p, topK: m.top_k, minP: m.min_p, repetitionPenalty: m.repetition_penalty})
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

@@ -120,6 +120,16 @@ export const ManifestSchema = Type.Object({
     default: Type.String(),
     efforts: Type.Record(Type.String(), Int()),
   }),
+  /** Sampling a request gets for the fields it leaves unset (from the checkpoint's generation_config.json). */
+  sampling: Type.Optional(
+    Type.Object({
+      temperature: Type.Optional(Type.Number({minimum: 0, maximum: 2})),
+      top_p: Type.Optional(Type.Number({exclusiveMinimum: 0, maximum: 1})),
+      top_k: Type.Optional(Int()),
+      min_p: Type.Optional(Type.Number({minimum: 0, maximum: 1})),
+      repetition_penalty: Type.Optional(Type.Number({exclusiveMinimum: 0, maximum: 10})),
+    }),
+  ),
   weights: Type.Object({
     files: Type.Array(Type.String({minLength: 1}), {minItems: 1}),
     quant: Type.Union([Type.Literal('q4'), Type.Literal('q8'), Type.Literal('bf16')]),

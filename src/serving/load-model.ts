@@ -21,6 +21,7 @@ import type {Metrics} from '../engine/metrics.js'
 import {projectRoot} from '../native/native.js'
 import {readOptions} from '../config/options.js'
 import {importFamily} from '../package/families.js'
+import {samplingDefaultsOf} from '../engine/sampling.js'
 
 export interface LoadOptions {
   /** A verified package folder and its manifest (src/package/resolve.ts finds and verifies them). */
@@ -191,6 +192,7 @@ export async function loadInto(host: ModelHost, o: LoadOptions): Promise<LoadedM
         created: Math.floor(Date.now() / 1000),
         ownedBy: 'splash',
         reasoningEfforts: Object.keys(loaded.manifest.reasoning.efforts),
+        sampling: samplingDefaultsOf(loaded.manifest.sampling),
         reasoningDefault: loaded.manifest.reasoning.default,
       },
       loaded.engine,

@@ -1,6 +1,7 @@
 // What the server is serving right now. Plugins read it; the loader sets it. No HTTP knowledge here.
 import type {Engine} from '../engine/engine.js'
 import type {ModelFamily} from '../chat/family.js'
+import type {SamplingParams} from '../engine/sampling.js'
 import {errors} from '../errors.js'
 
 export type ModelStatus = 'none' | 'loading' | 'ready' | 'failed'
@@ -19,6 +20,8 @@ export interface ServedModel {
   ownedBy: string
   /** Reasoning efforts the package offers (none = thinking off) and the default one. */
   reasoningEfforts?: string[]
+  /** Sampling for the fields a request leaves unset (the package's splash.json `sampling`); empty: the APIs' defaults. */
+  sampling?: Partial<SamplingParams>
   reasoningDefault?: string
 }
 

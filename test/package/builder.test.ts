@@ -286,3 +286,21 @@ t.test('unsupported architecture lists the supported ones', async t => {
     /unsupported architecture LlamaForCausalLM; supported: (?=.*Qwen3_5ForConditionalGeneration)(?=.*Qwen3_5MoeForCausalLM)(?=.*Qwen3NextForCausalLM)(?=.*Qwen3ForCausalLM)/,
   )
 })
+
+t.test("generation_config.json's sampling becomes the package's defaults", async t => {
+  const cases: [string, object, unknown][] = [
+    ['none set', {eos_token_id: [95]}, undefined],
+    ['greedy (do_sample false)', {eos_token_id: [95], do_sample: false, temperature: 0.7}, {temperature: 0}],
+    ['sampled', {eos_token_id: [95], do_sample: true, temperature: 0.6, top_p: 0.95, top_k: 20, min_p: 0, max_length: 9}, {temperature: 0.6, top_p: 0.95, top_k: 20, min_p: 0}],
+  ]
+  for (const [title, gen, want] of cases) {
+    const src = join(root, `gen-${n}`)
+    writeFixture(src, {kind: 'qwen3', names: 'text'})
+    await flushFixtures()
+    writeFileSync(join(src, 'generation_config.json'), JSON.stringify(gen))
+    const out = join(root, `gen-out-${n++}`)
+    const m = await buildPackage({checkpoint: src, out, quant: 'q8'})
+    t.same(m.sampling, want, title)
+    t.same((await readManifest(out)).sampling, want, `${title}: in splash.json`)
+  }
+})

@@ -3,7 +3,7 @@
 import type {BlockIn, CountTokensBody, MessageIn, MessagesBody, ToolIn} from './schema.js'
 import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ChatToolCall, ResponseFormat, ToolChoice} from '../../../src/chat/chat.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
-import {samplingParams} from '../../../src/engine/sampling.js'
+import {samplingParams, type SamplingParams} from '../../../src/engine/sampling.js'
 import {errors} from '../../../src/errors.js'
 
 /** Claude Code's per-request attribution block; it changes every request, so it would defeat prefix reuse. */
@@ -234,10 +234,10 @@ function outputFormatOf(body: MessagesBody): ResponseFormat | undefined {
   return {type: 'json_schema', schema: format.schema}
 }
 
-export function toChatRequest(body: MessagesBody, chat: Pick<ChatFamily, 'efforts' | 'thinking'>, signal: AbortSignal, log: (msg: string) => void): ChatRequest {
+export function toChatRequest(body: MessagesBody, chat: Pick<ChatFamily, 'efforts' | 'thinking'>, signal: AbortSignal, log: (msg: string) => void, defaults: Partial<SamplingParams> = {}): ChatRequest {
   return {
     ...toPromptRequest(body, chat, log),
-    sampling: samplingParams({temperature: body.temperature, topP: body.top_p, topK: body.top_k}),
+    sampling: samplingParams({temperature: body.temperature, topP: body.top_p, topK: body.top_k}, defaults),
     maxTokens: body.max_tokens,
     stop: body.stop_sequences && body.stop_sequences.length > 0 ? body.stop_sequences : undefined,
     responseFormat: outputFormatOf(body),

@@ -3,6 +3,7 @@ import type {CompletionBody} from './schema.js'
 import type {TextCodec} from '../../../src/chat/family.js'
 import type {TextRequest} from '../../../src/chat/text-generation.js'
 import {openAiSampling} from '../../shared/openai-sampling.js'
+import type {SamplingParams} from '../../../src/engine/sampling.js'
 import {logitBias} from '../../shared/logit-bias.js'
 import {errors} from '../../../src/errors.js'
 
@@ -27,7 +28,7 @@ export function promptsOf(body: CompletionBody, codec: TextCodec): Int32Array[] 
  */
 export const MAX_COMPLETION_CHOICES = 128
 
-export function toJobs(body: CompletionBody, codec: TextCodec, stopTokenIds: number[], signal: AbortSignal): PromptJob[] {
+export function toJobs(body: CompletionBody, codec: TextCodec, stopTokenIds: number[], signal: AbortSignal, defaults: Partial<SamplingParams> = {}): PromptJob[] {
   if (body.suffix) throw errors.invalidRequest('suffix is not supported', 'suffix')
   const n = body.n ?? 1
   if (body.best_of != null && body.best_of !== n) throw errors.invalidRequest('best_of must equal n', 'best_of')
@@ -41,7 +42,7 @@ export function toJobs(body: CompletionBody, codec: TextCodec, stopTokenIds: num
   for (const [i, p] of prompts.entries()) {
     if (p.length === 0) throw errors.invalidRequest(`prompt ${i} is empty`, 'prompt')
   }
-  const sampling = openAiSampling(body)
+  const sampling = openAiSampling(body, defaults)
   const bias = logitBias(body.logit_bias)
   const stop = body.stop == null ? [] : typeof body.stop === 'string' ? [body.stop] : body.stop
   const jobs: PromptJob[] = []

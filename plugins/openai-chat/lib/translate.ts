@@ -3,6 +3,7 @@ import type {ChatBody, ChatMessageIn, ToolIn} from './schema.js'
 import type {ChatContentPart, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/chat/chat.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
 import {openAiSampling} from '../../shared/openai-sampling.js'
+import type {SamplingParams} from '../../../src/engine/sampling.js'
 import {logitBias} from '../../shared/logit-bias.js'
 import {errors} from '../../../src/errors.js'
 
@@ -80,7 +81,7 @@ function responseFormatOf(format: ChatBody['response_format']): ResponseFormat |
   return {type: 'json_schema', schema, name: format.json_schema.name}
 }
 
-export function toChatRequest(body: ChatBody, signal: AbortSignal, log: (msg: string) => void): ChatRequest {
+export function toChatRequest(body: ChatBody, signal: AbortSignal, log: (msg: string) => void, defaults: Partial<SamplingParams> = {}): ChatRequest {
   const responseFormat = responseFormatOf(body.response_format)
   const kwargs = body.chat_template_kwargs ?? undefined
   return {
@@ -91,7 +92,7 @@ export function toChatRequest(body: ChatBody, signal: AbortSignal, log: (msg: st
     effort: body.reasoning_effort ?? body.reasoning?.effort ?? undefined,
     enableThinking: typeof kwargs?.enable_thinking === 'boolean' ? kwargs.enable_thinking : undefined,
     sampling: {
-      ...openAiSampling(body),
+      ...openAiSampling(body, defaults),
       seed: body.seed ?? undefined,
       logitBias: logitBias(body.logit_bias),
     },

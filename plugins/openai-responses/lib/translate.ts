@@ -6,7 +6,7 @@ import type {Item, ResponsesBody} from './schema.js'
 import type {ChatContentPart, ChatFamily, ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice} from '../../../src/chat/chat.js'
 import type {ToolInputSource} from '../../../src/grammar/compiler.js'
 import {fileFromData, imageFromUrl} from '../../shared/media-parts.js'
-import {samplingParams} from '../../../src/engine/sampling.js'
+import {samplingParams, type SamplingParams} from '../../../src/engine/sampling.js'
 import {errors} from '../../../src/errors.js'
 
 const bad = (where: string, message: string) => errors.invalidRequest(`${where}: ${message}`, where)
@@ -277,7 +277,7 @@ function textFormatOf(format: Item | null | undefined): ResponseFormat | undefin
   return {type: 'json_schema', schema: format.schema, name: typeof format.name === 'string' ? format.name : undefined}
 }
 
-export function toChatRequest(body: ResponsesBody, history: Item[], chat: Pick<ChatFamily, 'efforts'>, resolve: (id: string) => Item | undefined, signal: AbortSignal, log: (msg: string) => void): Translated {
+export function toChatRequest(body: ResponsesBody, history: Item[], chat: Pick<ChatFamily, 'efforts'>, resolve: (id: string) => Item | undefined, signal: AbortSignal, log: (msg: string) => void, defaults: Partial<SamplingParams> = {}): Translated {
   const responseFormat = textFormatOf(body.text?.format)
   const conversation = new Conversation(log, resolve)
   if (body.instructions) conversation.add([{type: 'message', role: 'system', content: body.instructions}], 'instructions')
@@ -292,7 +292,7 @@ export function toChatRequest(body: ResponsesBody, history: Item[], chat: Pick<C
       toolChoice: toolChoiceOf(body.tool_choice, log),
       parallelToolCalls: body.parallel_tool_calls ?? undefined,
       effort: effortOf(body, chat),
-      sampling: samplingParams({temperature: body.temperature ?? undefined, topP: body.top_p ?? undefined}),
+      sampling: samplingParams({temperature: body.temperature ?? undefined, topP: body.top_p ?? undefined}, defaults),
       maxTokens: body.max_output_tokens ?? undefined,
       responseFormat,
       signal,

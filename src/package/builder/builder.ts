@@ -11,7 +11,7 @@ import {architectureOf, loadFamilies, pickFamily, type FamilyModule, type Tensor
 import {draftLayout, modelLayout, type LayoutEntry} from '../layout.js'
 import {finishPackage} from './finish.js'
 import {DEFAULT_REASONING, draftConfigProblem, type Manifest, type ModelConfig, type Quant} from '../manifest.js'
-import {copyTokenizer} from './tokenizer-files.js'
+import {copyTokenizer, samplingDefaults} from './tokenizer-files.js'
 import {builderId} from '../version.js'
 import {shardNames, shardPlans, writePlans} from './weights.js'
 
@@ -66,6 +66,7 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
     if (vis) log(`vision tower: ${vis.vision.config.depth} blocks, hidden ${vis.vision.config.hidden_size} (bf16)`)
     if (unused.size > 0) log(`not in the package: ${[...unused].map(([k, n]) => `${k}.* (${n})`).join(', ')}`)
     const tokenizer = await copyTokenizer(ck, out)
+    const sampling = await samplingDefaults(ck)
     const name = o.name ?? basename(resolve(o.checkpoint))
     manifest = {
       format: 1,
@@ -75,6 +76,7 @@ export async function buildPackage(o: BuildOptions): Promise<Manifest> {
       config,
       tokenizer,
       reasoning: DEFAULT_REASONING,
+      ...(sampling ? {sampling} : {}),
       weights: {files, quant: o.quant, group_size: 64},
       draft: null,
       vision: vis?.vision ?? null,

@@ -62,3 +62,18 @@ export async function copyTokenizer(ck: Checkpoint, out: string): Promise<Manife
   const pad = idOf(tokenText(tc.pad_token)) ?? (typeof gen.pad_token_id === 'number' ? gen.pad_token_id : null)
   return {file: TOKENIZER_FILE, chat_template: TEMPLATE_FILE, eos_token_ids: [...eos], pad_token_id: pad}
 }
+
+/**
+ * The sampling defaults a checkpoint's generation_config.json declares, as vLLM reads them: only the fields it
+ * sets; `do_sample: false` means greedy (Hugging Face's reading). Absent file or no such field: undefined.
+ */
+export async function samplingDefaults(ck: Checkpoint): Promise<Manifest['sampling']> {
+  const gen = (await ck.json('generation_config.json')) as Record<string, unknown> | undefined
+  if (!gen) return undefined
+  if (gen.do_sample === false) return {temperature: 0}
+  const out: NonNullable<Manifest['sampling']> = {}
+  for (const key of ['temperature', 'top_p', 'top_k', 'min_p', 'repetition_penalty'] as const) {
+    if (typeof gen[key] === 'number') out[key] = gen[key]
+  }
+  return Object.keys(out).length > 0 ? out : undefined
+}
