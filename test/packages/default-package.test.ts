@@ -82,3 +82,28 @@ t.test('streamed tool-call deltas pass the Vercel AI SDK (what opencode runs)', 
   t.type((calls[0].input as {city: string}).city, 'string')
   t.equal(await result.finishReason, 'tool-calls')
 })
+
+t.test("a request that leaves sampling unset gets the package's default (greedy, from its generation_config.json)", async t => {
+  const messages = [{role: 'user' as const, content: 'Write a short poem about the sea.'}]
+  // reasoning and answer together: 48 tokens may all be reasoning
+  const text = async (extra: {temperature?: number; seed?: number}) => {
+    const m = (await client.chat.completions.create({model: 'splash/default', messages, max_tokens: 48, ...extra})).choices[0].message
+    return `${(m as {reasoning_content?: string}).reasoning_content ?? ''}|${m.content ?? ''}`
+  }
+  const greedy = await text({temperature: 0})
+  t.equal(await text({}), greedy, 'no temperature: the greedy answer')
+  t.equal(await text({seed: 7}), greedy, 'no temperature, a seed: still greedy')
+  t.not(await text({temperature: 1.5, seed: 1}), greedy, 'a temperature the request sets is used')
+  const anthropic = await fetch(`${server.url}/v1/messages`, {
+    method: 'POST',
+    headers: {'content-type': 'application/json'},
+    body: JSON.stringify({model: 'splash/default', max_tokens: 48, messages}),
+  })
+  const body = (await anthropic.json()) as {content: {type: string; text?: string}[]}
+  const again = await fetch(`${server.url}/v1/messages`, {
+    method: 'POST',
+    headers: {'content-type': 'application/json'},
+    body: JSON.stringify({model: 'splash/default', max_tokens: 48, messages}),
+  })
+  t.same(((await again.json()) as typeof body).content, body.content, 'Messages with no temperature: the same answer twice')
+})
