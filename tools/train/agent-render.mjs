@@ -60,9 +60,18 @@ const EXTS = ['.txt', '.txt', '.txt', '.md', '.md', '.py', '.json', '.csv', '.lo
 const DIRS = ['/tmp/work', '/tmp/project', '/home/dev/project', '/home/user/code/app', '/srv/repo', '/work/demo', '/home/ana/src/site',
   '/tmp/splash-real-codex-x', '/tmp/splash-real-claude-y', '/tmp/splash-real-opencode-z', '/home/me/tasks', '/var/tmp/job']
 
+// Stems come from an open set (common names, any word, random letters), so the model learns to copy the name the
+// user gives rather than pick one it has seen: with STEMS alone it answered `mv draft.txt log.txt` to
+// "Rename draft.txt to final.txt".
+function stem() {
+  const r = rand()
+  if (r < 0.3) return pick(STEMS)
+  if (r < 0.65) return pick(WORDS)
+  return Array.from({length: int(3, 9)}, () => pick([...'abcdefghijklmnopqrstuvwxyz'])).join('')
+}
 function fileName() {
-  const stem = rand() < 0.25 ? `${pick(STEMS)}${pick(['_', '-', ''])}${pick(STEMS)}` : pick(STEMS)
-  return stem + (rand() < 0.15 ? String(int(1, 99)) : '') + pick(EXTS)
+  const s = rand() < 0.25 ? `${stem()}${pick(['_', '-', ''])}${stem()}` : stem()
+  return s + (rand() < 0.15 ? String(int(1, 99)) : '') + pick(EXTS)
 }
 function content() {
   const r = rand()
@@ -124,12 +133,12 @@ const DONE = {
 /** One task: what the user says, what the tool does, the shell command for append/rename. */
 function task() {
   const r = rand()
-  if (r < 0.6) {
+  if (r < 0.5) {
     const f = fileName()
     const y = content()
     return {kind: 'create', file: f, content: y, text: pick(CREATE)(f, y), done: DONE.create(f)}
   }
-  if (r < 0.82) {
+  if (r < 0.75) {
     const f = fileName()
     let y = content()
     y = y.replace(/'/g, '')
