@@ -79,6 +79,7 @@ export const errors = {
       {param: 'model'},
     ),
   notReady: () => new SplashError('model_not_ready', 'unavailable', 'The model is not loaded yet'),
+  shuttingDown: () => new SplashError('shutting_down', 'unavailable', 'The server is shutting down; requests in flight finish, new ones are refused'),
   overloaded: (retryAfter: number) =>
     new SplashError('overloaded', 'overloaded', 'The server is busy; retry shortly', {retryAfter}),
   internal: (cause?: unknown) =>

@@ -57,7 +57,8 @@ export async function buildApp(options: AppOptions = {}): Promise<FastifyInstanc
     bodyLimit: BODY_LIMIT_BYTES,
     // No type coercion: a union such as "string or token ids" must see the value as sent.
     ajv: {customOptions: {coerceTypes: false, removeAdditional: false}},
-    return503OnClosing: true,
+    // Off: a request that arrives while the server closes gets our 503 (error-shapes.ts), logged and counted.
+    return503OnClosing: false,
   })
   await app.register(errorShapes)
   await app.register(body)

@@ -88,6 +88,14 @@ declare module 'fastify' {
 async function errorShapesPlugin(app: FastifyInstance): Promise<void> {
   app.decorate('errorShapes', new ErrorShapes())
   app.setErrorHandler((err, request, reply) => sendError(reply, request, app.errorShapes, err))
+  // Once close() starts, new requests (on connections still open) get a 503 in the API's shape, logged like every 5xx.
+  let closing = false
+  app.addHook('preClose', async () => {
+    closing = true
+  })
+  app.addHook('onRequest', async () => {
+    if (closing) throw errors.shuttingDown()
+  })
   app.setNotFoundHandler((request, reply) =>
     sendError(reply, request, app.errorShapes, errors.routeNotFound(request.method, request.url)),
   )

@@ -138,3 +138,33 @@ for (const signals of [['SIGTERM', 'SIGTERM'], ['SIGTERM', 'SIGTERM', 'SIGTERM']
     }
   })
 }
+
+// A request that arrives while the server drains (here pipelined behind a stream on the same connection, so it is
+// read after SIGTERM) gets a 503 in the OpenAI shape, and the 503 is logged like every 5xx.
+t.test('SIGTERM while a stream runs: a request that arrives during the drain gets a logged 503', async t => {
+  const server = await startServe([], {SPLASH_API_KEY: ''})
+  const stream = JSON.stringify({messages: [{role: 'user', content: 'Count to one hundred.'}], max_tokens: 400, ignore_eos: true, stream: true})
+  const next = JSON.stringify({messages: [{role: 'user', content: 'Hi'}], max_tokens: 4})
+  const request = (body: string) =>
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+  const socket = net.connect(server.port, '127.0.0.1')
+  let text = ''
+  let signalled = false
+  socket.on('data', d => {
+    text += d
+    if (!signalled && (text.match(/"delta"/g) ?? []).length >= 3) {
+      signalled = true
+      server.child.kill('SIGTERM')
+      setTimeout(() => socket.write(request(next)), 300)
+    }
+  })
+  socket.write(request(stream))
+  await new Promise(r => socket.on('close', r))
+  const code = await server.exited
+  t.match(text, /data: \[DONE\]/, 'the stream ran to its end')
+  const second = text.slice(text.indexOf('data: [DONE]'))
+  t.match(second, /HTTP\/1\.1 503/, 'the request read during the drain: 503')
+  t.match(second, /"code":"shutting_down"/, 'in the OpenAI error shape')
+  t.equal(code, 0, 'exit code 0')
+  t.match(server.output(), /503 shutting_down: The server is shutting down/, 'the 503 is logged')
+})
