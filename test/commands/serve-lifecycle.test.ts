@@ -4,6 +4,9 @@ import http from 'node:http'
 import net from 'node:net'
 import {startServe} from '../helpers/cli.js'
 
+/** Whether a streamed chat body has sent its first tokens: the generation is in flight. */
+const inFlight = (text: string) => (text.match(/"delta"/g) ?? []).length >= 3
+
 function connects(host: string, port: number): Promise<boolean> {
   return new Promise(resolve => {
     const s = net.connect({host, port})
@@ -32,7 +35,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
           res.on('data', d => {
             text += d
             // Signal once the first tokens have streamed: the generation is in flight.
-            if (!signalled && (text.match(/"delta"/g) ?? []).length >= 3) {
+            if (!signalled && inFlight(text)) {
               signalled = true
               server.child.kill(signal)
             }
@@ -105,7 +108,7 @@ for (const signals of [['SIGTERM', 'SIGTERM'], ['SIGTERM', 'SIGTERM', 'SIGTERM']
           let signalled = false
           res.on('data', d => {
             text += d
-            if (!signalled && (text.match(/"delta"/g) ?? []).length >= 3) {
+            if (!signalled && inFlight(text)) {
               signalled = true
               void (async () => {
                 for (const s of signals) {
@@ -152,7 +155,7 @@ t.test('SIGTERM while a stream runs: a request that arrives during the drain get
   let signalled = false
   socket.on('data', d => {
     text += d
-    if (!signalled && (text.match(/"delta"/g) ?? []).length >= 3) {
+    if (!signalled && inFlight(text)) {
       signalled = true
       server.child.kill('SIGTERM')
       setTimeout(() => socket.write(request(next)), 300)
