@@ -214,7 +214,9 @@ t.test('a max_tokens below the shortest call is a 400 in the API’s own shape, 
           () => undefined,
           (e: unknown) => e,
         )
-        const message = new RegExp(`max_tokens is ${need - 1}, but the shortest call of "edit_file" takes ${need} tokens`)
+        // each API names its own field
+        const field = api === 'responses' ? 'max_output_tokens' : 'max_tokens'
+        const message = new RegExp(`${field} is ${need - 1}, but the shortest call of "edit_file" takes ${need} tokens`)
         if (api === 'messages') {
           const e = err as InstanceType<typeof Anthropic.APIError> | undefined
           t.equal(e?.status, 400, `${where}: 400`)
@@ -226,7 +228,7 @@ t.test('a max_tokens below the shortest call is a 400 in the API’s own shape, 
           const e = err as InstanceType<typeof OpenAI.APIError> | undefined
           t.equal(e?.status, 400, `${where}: 400`)
           t.equal(e?.code, 'max_tokens_too_small', `${where}: code`)
-          t.equal(e?.param, 'max_tokens')
+          t.equal(e?.param, field, `${where}: param`)
           t.match(e?.message, message)
         }
       }
