@@ -1,9 +1,10 @@
-// Real Codex CLI, headless (`codex exec`), through `splash codex` against the real server: one turn completes.
+// Real Codex CLI, headless (`codex exec`, workspace-write sandbox), through `splash codex` against `splash serve`
+// on packages/default: each file task ends with exactly the expected files.
 import t from 'tap'
-import {realTurn} from './real-agent.js'
+import {realFileTasks} from './real-agent.js'
 
 t.test(
-  'splash codex exec completes a turn against the served model',
-  {timeout: 900_000},
-  async t => realTurn(t, 'codex', 'npm ci (a devDependency)', ['exec', '--skip-git-repo-check', 'Reply with the single word: ready']),
+  'splash codex exec does file tasks on the default package',
+  {timeout: 1_500_000},
+  async t => realFileTasks(t, 'codex', 'npm ci (a devDependency)', p => ['exec', '--skip-git-repo-check', '--sandbox', 'workspace-write', p]),
 )

@@ -1,9 +1,10 @@
-// Real opencode, headless (`opencode run`), through `splash opencode` against the real server: one turn completes.
+// Real opencode, headless (`opencode run`), through `splash opencode` against `splash serve` on packages/default:
+// each file task ends with exactly the expected files.
 import t from 'tap'
-import {realTurn} from './real-agent.js'
+import {realFileTasks} from './real-agent.js'
 
 t.test(
-  'splash opencode run completes a turn against the served model',
-  {timeout: 900_000},
-  async t => realTurn(t, 'opencode', 'node scripts/install-agents.mjs (npm test runs it)', ['run', 'Reply with the single word: ready']),
+  'splash opencode run does file tasks on the default package',
+  {timeout: 1_500_000},
+  async t => realFileTasks(t, 'opencode', 'node scripts/install-agents.mjs (npm test runs it)', p => ['run', p]),
 )
