@@ -214,15 +214,24 @@ export class Engine {
     })
   }
 
-  /** Resolves once `gap` ms pass without an arrival (each one rearms it), or GATHER_MAX_GAPS gaps after the first. */
+  /**
+   * Resolves once `gap` ms pass without an arrival (each one rearms it), or GATHER_MAX_GAPS gaps after the first.
+   * A timer that fires lets the event loop's I/O phase run first (setImmediate): after a stall of the process the
+   * expired timer comes before the requests already received, which must still count.
+   */
   private gather(gap: number): Promise<void> {
     const deadline = performance.now() + GATHER_MAX_GAPS * gap
+    let armed = 0
     return new Promise(resolve => {
-      const done = () => {
-        this.gathering = undefined
-        resolve()
+      const arm = () => {
+        const mine = ++armed
+        const fire = () => {
+          if (mine !== armed) return // an arrival rearmed it meanwhile
+          this.gathering = undefined
+          resolve()
+        }
+        return setTimeout(() => setImmediate(fire), Math.max(0, Math.min(gap, deadline - performance.now())))
       }
-      const arm = () => setTimeout(done, Math.max(0, Math.min(gap, deadline - performance.now())))
       const gathering = {
         timer: arm(),
         rearm: () => {
