@@ -11,7 +11,7 @@ import {ResponseBuilder, streamResponse, type StreamEvent} from './lib/response.
 import {ResponseStore} from './lib/store.js'
 import {generateChat} from '../../src/chat/chat.js'
 import {SplashError} from '../../src/errors.js'
-import {streamFailure, toSplashError} from '../../src/server/error-shapes.js'
+import {streamFailure, toSplashError, type ErrorEnvelope} from '../../src/server/error-shapes.js'
 import {openaiError} from '../shared/openai-error.js'
 import {SseStream, clientGone} from '../shared/sse.js'
 import {renderPrompt} from '../shared/render.js'
@@ -42,9 +42,16 @@ function echoOf(body: ResponsesBody): Record<string, unknown> {
   }
 }
 
+/** Errors about the output budget name Chat's field, max_tokens; this API calls it max_output_tokens. */
+function responsesError(err: SplashError): ErrorEnvelope {
+  if (err.param !== 'max_tokens') return openaiError(err)
+  const message = err.message.replace(/\bmax_tokens\b/g, 'max_output_tokens')
+  return openaiError(new SplashError(err.code, err.kind, message, {param: 'max_output_tokens', retryAfter: err.retryAfter}))
+}
+
 export default async function openaiResponses(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>()
-  app.errorShapes.register('/v1/responses', openaiError)
+  app.errorShapes.register('/v1/responses', responsesError)
   const store = new ResponseStore(256)
 
   app.get('/v1/responses/:id', {schema: {params: Type.Object({id: Type.String()})}}, async request => {

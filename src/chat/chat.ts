@@ -7,11 +7,12 @@ import type {ChatFamily, TextCodec} from './family.js'
 import type {FinishReason as EngineFinish, GenerationEvent, GenerationRequest} from '../engine/request.js'
 import type {SamplingParams, TopLogprob} from '../engine/sampling.js'
 import type {Grammars, StructuralTagFormat, ToolGrammarTool, ToolInputSource} from '../grammar/compiler.js'
+import type {GrammarMatcherState} from '../grammar/matcher.js'
 import {planConstraint} from './chat-constraint.js'
 import {errors} from '../errors.js'
 import {MEDIA_DEFAULTS, resolveMedia} from './media/media.js'
 import type {PromptMedia} from '../engine/prompt-media.js'
-import type {ChatEvent, ChatFinishReason, ChatMessage, ChatRequest, ChatUsage, ResponseFormat} from './types.js'
+import type {ChatEvent, ChatFinishReason, ChatMessage, ChatRequest, ChatTool, ChatUsage, ResponseFormat, ToolChoice} from './types.js'
 
 export type * from './types.js'
 export type {ChatFamily, ChatOutputParser, ThinkingPlan} from './family.js'
@@ -61,30 +62,14 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   }
   if (tokens.length >= limit) throw errors.contextLengthExceeded(tokens.length, limit)
   const maxTokens = Math.min(req.maxTokens ?? limit - tokens.length, limit - tokens.length)
+  const maxCalls = req.parallelToolCalls === false || typeof choice === 'object' ? 1 : undefined
   // with a grammar the forced call's opener comes from the grammar itself
   const opener = forcedTool && !constrained ? family.toolCallOpener(typeof choice === 'object' ? choice.name : undefined) : ''
   const constraint = constrained ? await family.grammars!.matcher(constrained.spec) : undefined
-  // a response format closes within max_tokens (budget-close.ts); its shortest instance must fit first
-  let closeWithinBudget: GenerationRequest['closeWithinBudget']
-  if (constraint && req.responseFormat) {
-    const encode = (text: string) => codec.encode(text)
-    const shortest = await constraint.closingPath(maxTokens + 16, encode).catch((err: unknown) => {
-      constraint.dispose()
-      throw err
-    })
-    if (shortest === 'long' || (shortest !== 'stuck' && shortest.length > maxTokens)) {
-      constraint.dispose()
-      const what = req.responseFormat.type === 'json_object' ? 'a JSON object' : "the JSON Schema's shortest instance"
-      const need = shortest === 'long' ? `more than ${maxTokens + 16}` : String(shortest.length)
-      throw errors.invalidRequest(`max_tokens is ${maxTokens}, but ${what} takes ${need} tokens; raise max_tokens so the answer can be complete`, 'max_tokens', 'max_tokens_too_small')
-    }
-    if (shortest !== 'stuck') closeWithinBudget = {encode, decode: ids => codec.decode(ids), shortest: shortest.length}
-  }
-  const parser = family.outputParser(prompt, {
-    tools,
-    stop: req.stop,
-    maxToolCalls: req.parallelToolCalls === false || typeof choice === 'object' ? 1 : undefined,
-  })
+  // a response format or a forced tool call closes within max_tokens (budget-close.ts)
+  const closeWithinBudget =
+    constraint && (req.responseFormat || forcedTool) ? await planClose(constraint, codec, maxTokens, {format: req.responseFormat, tools, choice, restarts: forcedTool && maxCalls === undefined}) : undefined
+  const parser = family.outputParser(prompt, {tools, stop: req.stop, maxToolCalls: maxCalls})
   const budget = enableThinking === false ? undefined : plan.budget
 
   const queue: ChatEvent[] = []
@@ -137,7 +122,12 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
     // done
     const reason: EngineFinish = event.reason
     const tail = parser.done ? [] : parser.push(decoder.flush())
-    const finish = parser.finish(reason === 'length' ? 'length' : 'stop')
+    // a closed forced call ends as max_tokens decided, though the parser saw the call through to its tool-call limit
+    // (a response format's close already finishes with 'length')
+    const cut = handle?.closedByBudget === true
+    const finish = parser
+      .finish(reason === 'length' || cut ? 'length' : 'stop')
+      .map(e => (cut && e.type === 'finish' && e.stop === undefined ? {...e, reason: 'length' as const} : e))
     ended = true
     push([
       ...tail,
@@ -181,4 +171,44 @@ export async function* generateChat(engine: Engine, codec: TextCodec, stopTokenI
   } finally {
     if (!ended) handle.cancel()
   }
+}
+
+/**
+ * The budget close of a response format or a forced tool call (budget-close.ts): its shortest form (the shortest of
+ * the tools' calls, where several may be called) must fit max_tokens first, else a 400. `restarts`: several calls
+ * may follow one another, so after one a token may open another of any tool. The constraint is disposed on a throw.
+ */
+async function planClose(
+  constraint: GrammarMatcherState,
+  codec: TextCodec,
+  maxTokens: number,
+  what: {format: ResponseFormat | undefined; tools: ChatTool[] | undefined; choice: ToolChoice; restarts: boolean},
+): Promise<GenerationRequest['closeWithinBudget']> {
+  const encode = (text: string) => codec.encode(text)
+  // past a small max_tokens, so that the 400 can say how long the shortest form is
+  const limit = Math.max(maxTokens, 256) + 16
+  try {
+    const shortest = await constraint.closingPath(limit, encode, '', maxTokens)
+    if (shortest === 'stuck') return undefined
+    if (shortest === 'long' || shortest.length > maxTokens) {
+      const need = shortest === 'long' ? `more than ${limit}` : String(shortest.length)
+      throw errors.invalidRequest(`max_tokens is ${maxTokens}, but ${tooSmall(what.format, what.tools, what.choice, need)}`, 'max_tokens', 'max_tokens_too_small')
+    }
+    const restart = what.restarts ? Math.max(shortest.length, ...(await constraint.alternativeLengths(limit, encode))) : undefined
+    return {encode, decode: ids => codec.decode(ids), shortest: shortest.length, restart}
+  } catch (err) {
+    constraint.dispose()
+    throw err
+  }
+}
+
+/** What the shortest complete output takes, for the 400 when max_tokens cannot hold it. */
+function tooSmall(format: ResponseFormat | undefined, tools: ChatTool[] | undefined, choice: ToolChoice, need: string): string {
+  if (format) {
+    const what = format.type === 'json_object' ? 'a JSON object' : "the JSON Schema's shortest instance"
+    return `${what} takes ${need} tokens; raise max_tokens so the answer can be complete`
+  }
+  const name = typeof choice === 'object' ? choice.name : tools?.length === 1 ? tools[0]!.function.name : undefined
+  const what = name === undefined ? 'the shortest call of any of the tools' : `the shortest call of "${name}"`
+  return `${what} takes ${need} tokens; raise max_tokens so the call can be complete`
 }

@@ -14,6 +14,8 @@ export interface GenerationHandle {
   cancel(): void
   /** The next generated tokens will be these, in order, instead of sampled ones. */
   force(tokens: readonly number[]): void
+  /** The budget's closing path was forced (budget-close.ts): max_tokens decided where the output ends. */
+  readonly closedByBudget: boolean
 }
 
 /** How long the engine waits without work before the prefix cache writes its new snapshots to disk. */
@@ -110,7 +112,13 @@ export class Engine {
       else signal.addEventListener('abort', cancel, {once: true})
     }
     this.kick(true)
-    return {cancel, force: tokens => void seq.forced.push(...tokens)}
+    return {
+      cancel,
+      force: tokens => void seq.forced.push(...tokens),
+      get closedByBudget() {
+        return seq.closing
+      },
+    }
   }
 
   /** Async iterator over a request's events (convenience for plugins that stream). */

@@ -29,12 +29,14 @@ export interface GenerationRequest {
    */
   constraint?: TokenConstraint
   /**
-   * Budget-aware structured output: once the tokens left in maxTokens come down to the constraint's shortest
-   * way to a complete output, that way is forced (Scheduler.closeForBudget) and the request finishes with
-   * 'length'. `encode` packs the closing characters into tokens; `decode` reads the output so far; `shortest` is the
-   * length of the shortest complete output.
+   * Budget-aware structured output (a response format, a forced tool call): once the tokens left in maxTokens come
+   * down to the constraint's shortest way to a complete output, that way is forced (Scheduler.closeForBudget) and the
+   * request finishes with 'length'. `encode` packs the closing characters into tokens; `decode` reads the output so
+   * far; `shortest` is the length of the shortest complete output; `restart`, where the grammar may start over after a
+   * complete output (a further tool call), the most one token can then add to the closing path (the longest of the
+   * tools' shortest calls).
    */
-  closeWithinBudget?: {encode: (text: string) => number[]; decode: (tokens: readonly number[]) => string; shortest: number}
+  closeWithinBudget?: {encode: (text: string) => number[]; decode: (tokens: readonly number[]) => string; shortest: number; restart?: number}
 }
 
 /** The engine's view of a grammar matcher for one sequence. */
@@ -51,9 +53,12 @@ export interface TokenConstraint {
   dispose(): void
   /**
    * The tokens of the shortest way from here to a complete output, 'long' when there is none within about `limit`
-   * tokens, 'stuck' when it cannot be found (src/grammar/closing.ts); the state is left where it was.
+   * tokens, 'stuck' when it cannot be found (src/grammar/closing.ts); the state is left where it was. A way of at
+   * most `within` tokens is good enough: the grammar's alternatives are compared only when the first one is longer.
    */
-  closingPath?(limit: number, encode?: (text: string) => number[], before?: string): Promise<number[] | 'long' | 'stuck'>
+  closingPath?(limit: number, encode?: (text: string) => number[], before?: string, within?: number): Promise<number[] | 'long' | 'stuck'>
+  /** The tokens that end the output where the grammar is complete (a forced close ends with the first). */
+  readonly stopTokenIds?: readonly number[]
 }
 
 export type FinishReason = 'stop' | 'length' | 'cancelled'

@@ -1,131 +1,111 @@
-// The shortest way the grammar lets a JSON output end from where it stands: what budget-aware structured output
-// forces once the tokens left in max_tokens come down to it (scheduler.ts, Scheduler.closeForBudget), and what a
-// request's max_tokens is checked against before any work (the shortest instance of its schema). The path is found
-// greedily on the matcher, one ASCII character at a time: inside a string its closing quote first, outside one the
-// closers `}` `]` first, then the cheapest value `0`; then re-encoded by the tokenizer into fewer tokens when the
-// grammar takes that encoding too.
+// The shortest way the grammar lets an output end from where it stands: what budget-aware structured output forces
+// once the tokens left in max_tokens come down to it (budget-close.ts), and what a request's max_tokens is checked
+// against before any work (the shortest instance of its schema, the shortest forced tool call). The path is found
+// greedily on the matcher: a fixed text of the grammar that it takes whole where there is one (closing-hints.ts: a
+// tag's end first), else one ASCII character at a time: inside a JSON string its closing quote first, outside one
+// the closers `}` `]` first, then the cheapest value `0`, the line break last; a token of any other kind only where
+// no character fits (a special token, a non-ASCII character). Where the grammar's alternatives (the tools of a
+// forced call) are all still open, each is walked and the shortest kept. The characters are then re-encoded by the
+// tokenizer into fewer tokens when the grammar takes that encoding too.
+import {byteLevelBytes, byteLevelTokenBytes} from '../package/byte-level.js'
+import {NO_HINTS, type ClosingHints} from './closing-hints.js'
+import {allows, literalTokens, walkOut, type ClosableMatcher, type ClosingVocab, type Walked} from './closing-walk.js'
 
-/** A grammar matcher as the closer walks it (GrammarMatcherState). */
-export interface ClosableMatcher {
-  nextMask(): Promise<Int32Array>
-  accept(token: number): boolean
-  rollBack(n: number): void
-  readonly stopTokenIds: readonly number[]
-}
+export {jsonStringState, type ClosableMatcher, type ClosingVocab} from './closing-walk.js'
+export type {ClosingHints}
 
-/** The vocabulary facts the closer needs: single-character tokens, most preferred first. */
-export interface ClosingVocab {
-  /** [character, token id] for the printable ASCII characters and the space, in the order the closer tries them. */
-  chars: Array<[string, number]>
-  /** The same inside a JSON string (the closing quote first, characters that need no escape next). */
-  inString: Array<[string, number]>
-}
+// closers first, then the shortest values and the separators; letters and digits next; the space and the line break
+// last (the grammar's separators and tool-call forms need them, but free whitespace would never end)
+const ORDER = '}]"0:,' + 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ123456789' + '.-+_e{[\\/@#$%&*()=<>?!;\'`^|~' + ' \n\t\r'
+/** How tokenizer.json's byte-level alphabet spells the whitespace characters. */
+const BYTE_LEVEL: Record<string, string> = {'Ġ': ' ', 'Ċ': '\n', 'ĉ': '\t', 'č': '\r'}
 
-/** Whether JSON text that starts at a value ends inside a string, and right after a backslash there. */
-export function jsonStringState(text: string): {inString: boolean; escaped: boolean} {
-  let inString = false
-  let escaped = false
-  for (const ch of text) {
-    if (escaped) escaped = false
-    else if (inString && ch === '\\') escaped = true
-    else if (ch === '"') inString = !inString
-  }
-  return {inString, escaped}
-}
-
-// closers first, then the shortest values and the separators; letters and digits next; the space last (the grammar's
-// separators need it, but free whitespace would never end)
-const ORDER = '}]"0:,' + 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ123456789' + '.-+_e{[\\/@#$%&*()=<>?!;\'`^|~' + ' '
-
-/** The closer's vocabulary from the byte-level token strings (tokenizer.json spells the space "Ġ"). */
+/** The closer's vocabulary from the byte-level token strings. */
 export function closingVocab(vocab: readonly string[]): ClosingVocab {
   const ids = new Map<string, number>()
   vocab.forEach((s, id) => {
-    const ch = s === 'Ġ' ? ' ' : s
+    const ch = BYTE_LEVEL[s] ?? s
     if (ch.length === 1 && ORDER.includes(ch) && !ids.has(ch)) ids.set(ch, id)
   })
   const chars = [...ORDER].filter(c => ids.has(c)).map((c): [string, number] => [c, ids.get(c)!])
   const quote = chars.filter(([c]) => c === '"')
-  return {chars, inString: [...quote, ...chars.filter(([c]) => c !== '"' && c !== '\\'), ...chars.filter(([c]) => c === '\\')]}
+  const alphabet = byteLevelBytes()
+  return {
+    chars,
+    inString: [...quote, ...chars.filter(([c]) => c !== '"' && c !== '\\'), ...chars.filter(([c]) => c === '\\')],
+    bytes: id => String.fromCharCode(...byteLevelTokenBytes(vocab[id] ?? '', alphabet)),
+  }
 }
 
-function allows(mask: Int32Array, token: number): boolean {
-  return (mask[token >> 5]! & (1 << (token & 31))) !== 0
-}
+export type ClosingPath = number[] | 'long' | 'stuck'
 
 /**
  * The tokens that take the matcher from its state to a complete output (one where a stop token is allowed);
- * 'long' when the walk finds none within about `limit` tokens, 'stuck' when the grammar needs a character the closer
- * does not try (a special token, a non-ASCII one). The matcher is left where it was. `encode` (the tokenizer) turns
- * the characters into fewer tokens; `before` is the text the matcher took so far.
+ * 'long' when the walk finds none within about `limit` tokens, 'stuck' when the grammar allows nothing but what it
+ * cannot end with. The matcher is left where it was. `encode` (the tokenizer) turns the characters into fewer
+ * tokens; `before` is the text the matcher took so far; `hints` the grammar's own shape (closing-hints.ts); a path of
+ * at most `within` tokens is taken as it is found, without comparing the grammar's alternatives.
  */
-export type ClosingPath = number[] | 'long' | 'stuck'
-
-export async function closingPath(m: ClosableMatcher, vocab: ClosingVocab, limit: number, encode?: (text: string) => number[], before = ''): Promise<ClosingPath> {
-  const ids: number[] = []
-  let text = ''
-  let done = false
-  let stuck = false
-  // `before`: the output so far, whose end may be inside a string
-  let {inString, escaped} = jsonStringState(before)
-  // the characters this string took from the closer, and when (a pattern or format may need new ones to end)
-  const used = new Map<string, number>()
-  try {
-    // a few characters more than the limit: the tokenizer usually packs them into fewer tokens
-    for (let steps = 0; steps <= limit * 4 + 8; steps++) {
-      const mask = await m.nextMask()
-      if (m.stopTokenIds.some(t => allows(mask, t))) {
-        done = true
-        break
-      }
-      const next = inString && !escaped ? await stringChar(m, vocab, mask, used) : vocab.chars.find(([, id]) => allows(mask, id))
-      if (!next || !m.accept(next[1])) {
-        stuck = true
-        break
-      }
-      ids.push(next[1])
-      text += next[0]
-      if (escaped) escaped = false
-      else if (inString && next[0] === '\\') escaped = true
-      else if (next[0] === '"') inString = !inString
-      if (inString) used.set(next[0], steps)
-      else used.clear()
-    }
-  } finally {
-    m.rollBack(ids.length)
+export async function closingPath(
+  m: ClosableMatcher,
+  vocab: ClosingVocab,
+  limit: number,
+  encode?: (text: string) => number[],
+  before = '',
+  hints: ClosingHints = NO_HINTS,
+  within = Infinity,
+): Promise<ClosingPath> {
+  const tokensOf = literalTokens(vocab, encode)
+  const first = await packed(m, await walkOut(m, vocab, hints, tokensOf, limit, before), encode)
+  if (typeof first !== 'string' && first.length <= within) return first
+  // the output has not chosen among the grammar's alternatives yet: the shortest close among them
+  let best = first
+  for (const path of await viaStarts(m, vocab, limit, encode, before, hints, tokensOf)) {
+    if (typeof path !== 'string' && (typeof best === 'string' || path.length < best.length)) best = path
   }
-  if (!done) return stuck ? 'stuck' : 'long'
-  if (encode && ids.length > 1) {
-    const packed = encode(text)
-    if (packed.length < ids.length && (await takes(m, packed))) return packed
-  }
-  return ids
+  return best
 }
 
-/** Characters a string's grammar is tried with, one step ahead, when it does not take the closing quote yet. */
-const LOOKAHEAD = 12
-
 /**
- * The next character inside a string: its closing quote where the grammar takes it; else one after which it does
- * (a format or pattern one character short of its end), among the first LOOKAHEAD the closer would try; else the
- * first the string has not taken yet, else the one it took longest ago (a pattern such as `[A-Z]{3}-[0-9]+` or an
- * email address needs several kinds, in turn).
+ * The closing path through each of the grammar's top-level alternatives (closing-hints.ts: one tool's call each) that
+ * `before` has not ruled out yet, in the order of the hints.
  */
-async function stringChar(m: ClosableMatcher, vocab: ClosingVocab, mask: Int32Array, used: Map<string, number>): Promise<[string, number] | undefined> {
-  const allowed = vocab.inString.filter(([, id]) => allows(mask, id))
-  if (allowed.length === 0) return undefined
-  if (allowed[0]![0] === '"') return allowed[0]
-  const quote = vocab.inString[0]![0] === '"' ? vocab.inString[0]![1] : -1
-  const fresh = [...allowed].sort((a, b) => (used.get(a[0]) ?? -1) - (used.get(b[0]) ?? -1))
-  if (quote >= 0) {
-    for (const cand of fresh.slice(0, LOOKAHEAD)) {
-      if (!m.accept(cand[1])) continue
-      const after = await m.nextMask()
-      m.rollBack(1)
-      if (allows(after, quote)) return cand
+export async function viaStarts(
+  m: ClosableMatcher,
+  vocab: ClosingVocab,
+  limit: number,
+  encode: ((text: string) => number[]) | undefined,
+  before: string,
+  hints: ClosingHints,
+  tokensOf = literalTokens(vocab, encode),
+): Promise<ClosingPath[]> {
+  const out: ClosingPath[] = []
+  for (const start of hints.starts) {
+    if (start.length <= before.length || !start.startsWith(before)) continue
+    const rest = start.slice(before.length)
+    const ids = tokensOf(rest)
+    if (!ids) continue
+    let n = 0
+    while (n < ids.length && m.accept(ids[n]!)) n++
+    let w: Walked | undefined
+    try {
+      if (n === ids.length) w = await walkOut(m, vocab, hints, tokensOf, limit, start)
+    } finally {
+      m.rollBack(n)
     }
+    if (w) out.push(await packed(m, {...w, ids: [...ids, ...w.ids], text: rest + w.text}, encode))
   }
-  return fresh[0]
+  return out
+}
+
+/** The walk's tokens, packed into the tokenizer's encoding of its text when that is shorter and the grammar takes it. */
+async function packed(m: ClosableMatcher, w: Walked, encode?: (text: string) => number[]): Promise<ClosingPath> {
+  if (w.end !== 'done') return w.end
+  if (encode && w.packable && w.ids.length > 1) {
+    const ids = encode(w.text)
+    if (ids.length < w.ids.length && (await takes(m, ids))) return ids
+  }
+  return w.ids
 }
 
 /** Whether the grammar takes `tokens` from here and ends there (the matcher is left where it was). */

@@ -13,6 +13,7 @@ import {FREE_STRING_CHAR} from './json/string-length.js'
 import {toolInputEbnf, type ToolInputEbnf, type ToolInputSource} from './tool-input.js'
 import {Utf8Guard} from './utf8-guard.js'
 import {closingVocab, type ClosingVocab} from './closing.js'
+import {closingHints} from './closing-hints.js'
 import {vocabStrings, type TokenizerJson} from './vocab.js'
 import {isEngineFault, reloadXGrammar, xgrammar, type XGrammar} from './xgrammar.js'
 
@@ -70,7 +71,8 @@ export class Grammars {
     const {xg, grammar} = await this.compile(spec)
     const {guard, closer} = await this.getCompiler()
     const m = await xg.GrammarMatcher.createGrammarMatcher(grammar, [...this.source.stopTokenIds], false)
-    return new GrammarMatcherState(m, this.source.stopTokenIds, guard, closer)
+    // a structural tag's own shape guides the closing walk out of its free parts (closing-hints.ts)
+    return new GrammarMatcherState(m, this.source.stopTokenIds, guard, closer, spec.type === 'structural' ? closingHints(spec.format) : undefined)
   }
 
   private compile(spec: GrammarSpec): Promise<Compiled> {

@@ -5,7 +5,7 @@
 // invalid UTF-8 are refused and masked out as well (utf8-guard.ts).
 import type {GrammarMatcher} from '@mlc-ai/web-xgrammar'
 import type {Utf8Guard} from './utf8-guard.js'
-import {closingPath, type ClosingPath, type ClosingVocab} from './closing.js'
+import {closingPath, viaStarts, type ClosingHints, type ClosingPath, type ClosingVocab} from './closing.js'
 import {SplashError, errors} from '../errors.js'
 
 export class GrammarMatcherState {
@@ -22,17 +22,32 @@ export class GrammarMatcherState {
     readonly stopTokenIds: readonly number[],
     private readonly guard: Utf8Guard,
     private readonly closer?: ClosingVocab,
+    private readonly hints?: ClosingHints,
   ) {}
 
   /**
    * The tokens of the shortest way to a complete output from here (closing.ts: 'long' when none is found within
    * about `limit` tokens); the state is left where it was. `encode` packs the characters into fewer tokens; `before` is
-   * the text taken so far.
+   * the text taken so far; a path of at most `within` tokens is good enough (the grammar's alternatives are compared
+   * only when the first path found is longer).
    */
-  async closingPath(limit: number, encode?: (text: string) => number[], before = ''): Promise<ClosingPath> {
+  async closingPath(limit: number, encode?: (text: string) => number[], before = '', within?: number): Promise<ClosingPath> {
     if (!this.closer || this.disposed || this.ended) return 'stuck'
     if (this.pending) await this.pending.catch(() => undefined)
-    return closingPath(this, this.closer, limit, encode, before)
+    return closingPath(this, this.closer, limit, encode, before, this.hints, within)
+  }
+
+  /**
+   * From the start, the length of the shortest complete output through each of the grammar's top-level alternatives
+   * (each tool's call of a forced call: closing-hints.ts) where it has several ('long' counts as `limit`; one the walk
+   * cannot close is left out); the longest is how far one token can move the closing path where the grammar may
+   * start over (a second call after the first).
+   */
+  async alternativeLengths(limit: number, encode?: (text: string) => number[]): Promise<number[]> {
+    if (!this.closer || !this.hints || this.disposed || this.ended) return []
+    if (this.pending) await this.pending.catch(() => undefined)
+    const paths = await viaStarts(this, this.closer, limit, encode, '', this.hints)
+    return paths.flatMap(p => (p === 'stuck' ? [] : [p === 'long' ? limit : p.length]))
   }
 
   /** The mask for the next token if it was computed since the last accept / rollback. */

@@ -182,7 +182,8 @@ t.test('tools: a forced function call and a forced custom (freeform) call, compl
     {type: 'custom', name: 'apply_patch', description: 'Edit files', format: {type: 'grammar', syntax: 'lark', definition: 'start: /.+/'}},
     {type: 'web_search'},
   ]
-  const fn = client.responses.stream({model: modelId, input: 'Weather in Paris?', tools, tool_choice: {type: 'function', name: 'get_weather'}, max_output_tokens: 60})
+  // max_output_tokens holds the shortest call (a smaller one is a 400, forced-tools-budget.test.ts)
+  const fn = client.responses.stream({model: modelId, input: 'Weather in Paris?', tools, tool_choice: {type: 'function', name: 'get_weather'}, max_output_tokens: 100})
   const fnEvents: Event[] = []
   for await (const e of fn) fnEvents.push(e as unknown as Event)
   checkStream(t, fnEvents)
@@ -192,7 +193,7 @@ t.test('tools: a forced function call and a forced custom (freeform) call, compl
   if (call?.type === 'function_call') {
     t.equal(call.name, 'get_weather')
     t.match(call.call_id, /^call_/)
-    t.type(call.arguments, 'string')
+    t.type(JSON.parse(call.arguments).city, 'string', 'closed within max_output_tokens: the arguments parse')
     const done = fnEvents.find(e => e.type === 'response.function_call_arguments.done')
     t.equal(done?.arguments, call.arguments)
   }
@@ -200,7 +201,7 @@ t.test('tools: a forced function call and a forced custom (freeform) call, compl
   const custom = await fetch(`${server.url}/v1/responses`, {
     method: 'POST',
     headers: {'content-type': 'application/json'},
-    body: JSON.stringify({model: modelId, input: 'Add a file', tools, tool_choice: {type: 'custom', name: 'apply_patch'}, max_output_tokens: 60, stream: true}),
+    body: JSON.stringify({model: modelId, input: 'Add a file', tools, tool_choice: {type: 'custom', name: 'apply_patch'}, max_output_tokens: 100, stream: true}),
   })
   const events = parseSse(await custom.text())
   checkStream(t, events)

@@ -1,8 +1,10 @@
-// Budget-aware structured output: an answer under a response format (json_object or a JSON Schema) always parses
-// within max_tokens. Its closing path (the shortest way from where it stands to a complete value, src/grammar/
-// closing.ts) is kept within the tokens left: before each step it is forced once it takes all but MARGIN of them;
-// after each step, near the end, the token the step chose is taken only if the path after it still fits, else the
-// path from before it is forced instead. A forced close finishes with 'length' (Scheduler.acceptToken).
+// Budget-aware structured output: an answer under a response format (json_object or a JSON Schema), and a forced
+// tool call, always parses within max_tokens. Its closing path (the shortest way from where it stands to a complete
+// output, src/grammar/closing.ts) is kept within the tokens left: before each step it is forced once it takes all but
+// MARGIN of them; after each step, near the end, the token the step chose is taken only if the path after it still
+// fits, else the path from before it is forced instead. A forced close ends with a stop token where tokens are left
+// (a grammar that may go on, such as a second tool call, must not start something it cannot finish) and finishes
+// with 'length' (Scheduler.acceptToken).
 import type {Batch} from '../batch.js'
 import type {GrammarRows} from './grammar-rows.js'
 import type {GenerationRequest, TokenConstraint} from '../request.js'
@@ -30,23 +32,33 @@ function budgetOf(seq: Sequence): Budget | undefined {
   return {close, c: c as Budget['c'], remaining: seq.request.maxTokens - seq.output.length}
 }
 
-/** Whether a structured answer is near its budget's end, where each step commits one checked token (no draft). */
+/**
+ * Whether a structured answer is near its budget's end, where each step commits one checked token (no draft). Where the
+ * grammar may start over (a second tool call), one token can add a whole call to the path: the guard watches for that
+ * long before the last path looked up would say.
+ */
 export function nearBudget(seq: Sequence): boolean {
-  return seq.request.closeWithinBudget !== undefined && !seq.closing && seq.request.maxTokens - seq.output.length <= 4 * seq.closeEstimate + GUARD_TOKENS
+  const close = seq.request.closeWithinBudget
+  if (close === undefined || seq.closing) return false
+  return seq.request.maxTokens - seq.output.length <= 4 * Math.max(seq.closeEstimate, close.restart ?? 0) + GUARD_TOKENS
 }
 
 /** The closing path from the sequence's output (and `extra` tokens the matcher took after it). */
 async function pathFrom(seq: Sequence, b: Budget, extra: number[] = []): Promise<number[] | undefined> {
   const before = b.close.decode(extra.length > 0 ? [...seq.output, ...extra] : seq.output)
-  let path = await b.c.closingPath(b.remaining + WINDOW, b.close.encode, before)
+  // a path that fits the tokens left is good enough (the grammar's alternatives, such as the tools of a forced call,
+  // are compared only when the first one found does not)
+  let path = await b.c.closingPath(b.remaining + WINDOW, b.close.encode, before, b.remaining)
   // already past the budget: the path anyway (max_tokens cuts it if it must)
-  if (path === 'long') path = await b.c.closingPath(4 * (b.remaining + WINDOW), b.close.encode, before)
+  if (path === 'long') path = await b.c.closingPath(4 * (b.remaining + WINDOW), b.close.encode, before, b.remaining)
   return typeof path === 'string' ? undefined : path
 }
 
-function force(seq: Sequence, path: number[]): void {
+function force(seq: Sequence, b: Budget, path: number[]): void {
   seq.closing = true
   seq.forced.push(...path)
+  const stop = b.c.stopTokenIds?.[0]
+  if (stop !== undefined && path.length < b.remaining) seq.forced.push(stop)
 }
 
 /** Before a step, for waiting and running sequences: forces the closing path where the tokens left come down to it. */
@@ -61,7 +73,7 @@ export async function closeBeforeStep(seqs: Sequence[], fail: (seq: Sequence, er
       const path = await pathFrom(seq, b)
       if (!path) continue
       seq.closeEstimate = path.length
-      if (path.length + MARGIN >= b.remaining) force(seq, path)
+      if (path.length + MARGIN >= b.remaining) force(seq, b, path)
     } catch (err) {
       fail(seq, err as Error)
     }
@@ -99,7 +111,7 @@ export async function guardAfterStep(batch: Batch, results: StepResult[], gramma
       b.c.rollBack(1)
       seq.grammarAccepted = undefined
       const path = await pathFrom(seq, b)
-      if (path) force(seq, path)
+      if (path) force(seq, b, path)
     } catch (err) {
       batch.failed.set(seq, err as Error)
     }
