@@ -28,6 +28,8 @@ export interface SplashOptions {
   tokenBudget: number | undefined
   /** SPLASH_INLINE_STEPS: short native calls on the JS thread forced on or off (undefined: the backend's default). */
   inlineSteps: 'on' | 'off' | undefined
+  /** SPLASH_GATHER: an idle engine's gathering of requests that arrive together forced on or off (undefined: the backend's default). */
+  gather: 'on' | 'off' | undefined
   /** SPLASH_TRACE_STEPS: a file that gets one line per engine step. */
   traceSteps: string | undefined
   /** SPLASH_PORT / SPLASH_API_KEY: the server an agent launcher talks to (src/agents/server.ts checks the port). */
@@ -62,6 +64,7 @@ export function readOptions(env: NodeJS.ProcessEnv = process.env): SplashOptions
     maxOutputTokens: positive(env.SPLASH_MAX_OUTPUT_TOKENS),
     tokenBudget: budget === undefined ? undefined : Math.max(16, budget),
     inlineSteps: envSwitch(env.SPLASH_INLINE_STEPS),
+    gather: envSwitch(env.SPLASH_GATHER),
     traceSteps: text(env.SPLASH_TRACE_STEPS),
     agentPort: text(env.SPLASH_PORT),
     agentApiKey: text(env.SPLASH_API_KEY),

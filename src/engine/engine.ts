@@ -3,7 +3,7 @@
 import {readOptions} from '../config/options.js'
 import type {StepModel, StepResult} from './step-model.js'
 import type {GenerationEvent, GenerationRequest} from './request.js'
-import {Scheduler, type SchedulerLimits} from './scheduler.js'
+import {Scheduler, type Batch, type SchedulerLimits} from './scheduler.js'
 import type {Metrics} from './metrics.js'
 import {PrefixCache} from '../cache/prefix-cache.js'
 import type {PrefixDisk} from '../cache/prefix-disk.js'
@@ -23,6 +23,10 @@ export const IDLE_SAVE_MS = 2000
 
 export const DEFAULT_LIMITS: SchedulerLimits = {tokenBudget: 512, maxRunning: 16, maxWaiting: 256}
 
+/** EngineOptions.gather: the longest quiet gap that still gathers (ms), and the longest a first arrival waits, in gaps. */
+export const GATHER_GAP_MAX_MS = 10
+export const GATHER_MAX_GAPS = 8
+
 export interface EngineOptions {
   /** Bytes the prefix cache may hold (0 or absent: no prefix cache). SPLASH_PREFIX_CACHE=off disables it. */
   cacheBytes?: number
@@ -30,6 +34,14 @@ export interface EngineOptions {
   disk?: PrefixDisk
   /** The most tokens any request may generate (default: SPLASH_MAX_OUTPUT_TOKENS, else no cap beyond the context). */
   maxOutputTokens?: number
+  /**
+   * Requests that reach an idle engine (nothing running) close together start in one first step: it waits for
+   * more until a gap of this share of a one-sequence decode step (as measured, at most GATHER_GAP_MAX_MS) passes
+   * without one (none under 1 ms), at most GATHER_MAX_GAPS gaps. Clients sent together arrive milliseconds apart once the first one's
+   * step holds the cores (a 2-core CPU), and each later one's prefill would stall the streams already started.
+   * 0 or absent: the first step starts at once.
+   */
+  gather?: number
 }
 
 /** SPLASH_PREFIX_CACHE=off (or 0/false/no): every prompt is computed in full (diagnosis and benchmarks). */
@@ -52,6 +64,11 @@ export class Engine {
   private idleTimer: NodeJS.Timeout | undefined
   private idleSave: Promise<void> | undefined
   private readonly trace: StepTrace | undefined
+  private readonly gatherShare: number
+  /** Wall time of a step that decodes one sequence alone (ms, decayed mean; 0 until one has run). */
+  private soloStepMs = 0
+  /** The wait for more arrivals before an idle engine's first step (absent: none). */
+  private gathering: {timer: NodeJS.Timeout; rearm: () => void} | undefined
 
   constructor(
     readonly model: StepModel,
@@ -61,6 +78,7 @@ export class Engine {
   ) {
     const env = readOptions()
     this.maxOutputTokens = options.maxOutputTokens ?? env.maxOutputTokens
+    this.gatherShare = options.gather ?? 0
     const store = model.store
     const cacheBytes = options.cacheBytes ?? 0
     const cache =
@@ -93,7 +111,7 @@ export class Engine {
       if (signal.aborted) cancel()
       else signal.addEventListener('abort', cancel, {once: true})
     }
-    this.kick()
+    this.kick(true)
     return {
       cancel,
       force: tokens => void seq.forced.push(...tokens),
@@ -188,13 +206,56 @@ export class Engine {
     while (this.loop) await this.loop
   }
 
-  private kick(): void {
+  /** Starts the step loop unless it runs; `arrival`: a request came in (an idle engine may gather, EngineOptions.gather). */
+  private kick(arrival = false): void {
+    if (this.gathering) {
+      if (arrival) this.gathering.rearm()
+      return
+    }
     if (this.loop) return
-    this.loop = this.run().finally(() => {
+    // a gap under a timer's 1 ms resolution (a model whose decode step takes a few ms) gathers nothing
+    const gap = arrival && this.scheduler.numRunning === 0 ? Math.min(GATHER_GAP_MAX_MS, this.gatherShare * this.soloStepMs) : 0
+    this.loop = (gap >= 1 ? this.gather(gap).then(() => this.run()) : this.run()).finally(() => {
       this.loop = undefined
       if (this.scheduler.hasWork()) this.kick()
       else this.whenIdle()
     })
+  }
+
+  /**
+   * Resolves once `gap` ms pass without an arrival (each one rearms it), or GATHER_MAX_GAPS gaps after the first.
+   * A timer that fires lets the event loop's I/O phase run first (setImmediate): after a stall of the process the
+   * expired timer comes before the requests already received, which must still count.
+   */
+  private gather(gap: number): Promise<void> {
+    const deadline = performance.now() + GATHER_MAX_GAPS * gap
+    let armed = 0
+    return new Promise(resolve => {
+      const arm = () => {
+        const mine = ++armed
+        const fire = () => {
+          if (mine !== armed) return // an arrival rearmed it meanwhile
+          this.gathering = undefined
+          resolve()
+        }
+        return setTimeout(() => setImmediate(fire), Math.max(0, Math.min(gap, deadline - performance.now())))
+      }
+      const gathering = {
+        timer: arm(),
+        rearm: () => {
+          clearTimeout(gathering.timer)
+          gathering.timer = arm()
+        },
+      }
+      this.gathering = gathering
+    })
+  }
+
+  /** The gather's measure: steps that decoded one sequence, one token, and nothing else. */
+  private observeSolo(batch: Batch, ms: number): void {
+    const it = batch.items
+    if (it.length !== 1 || it[0].tokens.length !== 1 || it[0].verify || batch.drafting.length > 0) return
+    this.soloStepMs = this.soloStepMs === 0 ? ms : 0.8 * this.soloStepMs + 0.2 * ms
   }
 
   private async run(): Promise<void> {
@@ -235,7 +296,9 @@ export class Engine {
       }
       try {
         this.scheduler.postprocess(batch, results)
-        this.scheduler.observeStep(batch, (performance.now() - t0) / 1000)
+        const ms = performance.now() - t0
+        this.scheduler.observeStep(batch, ms / 1000)
+        this.observeSolo(batch, ms)
       } catch (err) {
         this.scheduler.failBatch(batch, err as Error)
       }

@@ -97,6 +97,16 @@ export function stepTokenBudget(onDevice: boolean, env: NodeJS.ProcessEnv = proc
   return readOptions(env).tokenBudget ?? (onDevice ? 2048 : DEFAULT_LIMITS.tokenBudget)
 }
 
+/**
+ * EngineOptions.gather: on the CPU backend an idle engine waits up to an eighth of a one-sequence decode step between
+ * arrivals before its first step, so that clients sent together start together (bench/results/cpu-scaling-4-clients.json);
+ * a lone request's TTFT grows by that eighth. Off on a device backend (not measured there). SPLASH_GATHER overrides.
+ */
+export function gatherShare(onDevice: boolean, env: NodeJS.ProcessEnv = process.env): number {
+  const v = readOptions(env).gather
+  return (v === undefined ? !onDevice : v === 'on') ? 1 / 8 : 0
+}
+
 export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
   const manifest = o.manifest
   // every tensor checked against the config first: a broken package is named file by file, tensor by tensor
@@ -127,6 +137,7 @@ export async function loadModel(o: LoadOptions): Promise<LoadedModel> {
   const disk = plan.cacheBytes > 0 ? openPrefixDisk(manifest, model, o.log) : undefined
   const engine = new Engine(model, {...schedulerOverrides(), tokenBudget, maxRunning: Math.min(plan.batchLimit, schedulerOverrides().maxRunning ?? Infinity)}, o.metrics, {
     cacheBytes: plan.cacheBytes,
+    gather: gatherShare(device !== null),
     ...(disk ? {disk} : {}),
   })
   if (engine.maxOutputTokens !== undefined) o.log(`Output capped at ${engine.maxOutputTokens} tokens per request (SPLASH_MAX_OUTPUT_TOKENS)`)

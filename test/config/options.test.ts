@@ -5,8 +5,8 @@ import {readOptions} from '../../src/config/options.js'
 t.test('unset: every knob at its default', async t => {
   const o = readOptions({})
   t.same(
-    [o.draftOff, o.prefixCacheOff, o.prefixDisk, o.fixedDraft, o.maxRunning, o.maxWaiting, o.maxOutputTokens, o.tokenBudget, o.inlineSteps, o.traceSteps],
-    [false, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined],
+    [o.draftOff, o.prefixCacheOff, o.prefixDisk, o.fixedDraft, o.maxRunning, o.maxWaiting, o.maxOutputTokens, o.tokenBudget, o.inlineSteps, o.gather, o.traceSteps],
+    [false, false, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined],
   )
   t.equal(o.defaultPackage, undefined)
   t.equal(o.dataDir, undefined)
@@ -18,6 +18,7 @@ t.test('switches, numbers and names parse; values that do not are ignored', asyn
     SPLASH_PREFIX_CACHE: 'no',
     SPLASH_PREFIX_DISK: '1',
     SPLASH_INLINE_STEPS: 'false',
+    SPLASH_GATHER: ' On ',
     SPLASH_MAX_RUNNING: ' 3 ',
     SPLASH_MAX_WAITING: '0',
     SPLASH_MAX_OUTPUT_TOKENS: '2.5',
@@ -29,6 +30,7 @@ t.test('switches, numbers and names parse; values that do not are ignored', asyn
   t.equal(o.prefixCacheOff, true)
   t.equal(o.prefixDisk, 'on')
   t.equal(o.inlineSteps, 'off')
+  t.equal(o.gather, 'on')
   t.equal(o.maxRunning, 3)
   t.equal(o.maxWaiting, undefined, '0 is not a queue bound')
   t.equal(o.maxOutputTokens, undefined, 'not an integer')

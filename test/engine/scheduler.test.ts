@@ -245,6 +245,37 @@ t.test('a step that throws fails the requests in it alone; the engine serves the
   t.same(c.tokens, expected(prompt(4, 3), 5, 64), 'a later request runs normally')
 })
 
+t.test('requests that reach an idle engine together start in one step (EngineOptions.gather); nothing waits while sequences run', async t => {
+  const burst = async (gather: number | undefined) => {
+    const m = new FakeStepModel()
+    const engine = new Engine(m, {tokenBudget: 64, maxRunning: 8, maxWaiting: 8}, undefined, gather === undefined ? {} : {gather})
+    // a lone request first: its one-sequence decode steps are the gather's measure (none measured: no wait)
+    const lone = collect(engine, request(prompt(4, 9), 3))
+    t.equal(m.steps.length, 1, 'nothing measured yet: the first request starts at once')
+    t.same((await lone.outcome).tokens, expected(prompt(4, 9), 3, 64))
+    await engine.idle()
+    const before = m.steps.length
+    const three = [1, 2, 3].map(i => collect(engine, request(prompt(4 + i, i), 6)))
+    const late = new Promise<Outcome>(resolve => {
+      // once the three are running, a newcomer joins at the next step, as without the gather
+      const wait = () => (m.steps.length >= before + 2 ? resolve(collect(engine, request(prompt(5, 7), 2)).outcome) : setImmediate(wait))
+      wait()
+    })
+    const outs = await Promise.all([...three.map(c => c.outcome), late])
+    await engine.idle()
+    for (const [i, o] of outs.slice(0, 3).entries()) t.same(o.tokens, expected(prompt(5 + i, i + 1), 6, 64), 'the same tokens either way')
+    t.same(outs[3]!.tokens, expected(prompt(5, 7), 2, 64))
+    const late4 = m.steps.slice(before).findIndex(items => items.some(it => it.tokens.length === 5 && it.tokens[0] === prompt(5, 7)[0]))
+    return {first: m.steps[before]!.length, lateAt: late4, live: m.live}
+  }
+  const off = await burst(undefined)
+  t.equal(off.first, 1, 'no gather: the first arrival starts alone (the others wait for the next step)')
+  const on = await burst(1e4) // the fake's steps take microseconds: a large share makes the gap the cap, 10 ms
+  t.equal(on.first, 3, 'gather: the three start in one step')
+  t.equal(on.lateAt, 2, 'a request that comes while they run is admitted at the next step')
+  t.equal(on.live, 0, 'every sequence is freed')
+})
+
 t.test('seeded sampling gives the same output alone and batched with others', async t => {
   const seeded = (seed: number) => samplingParams({temperature: 0.8, seed})
   const alone = async (seed: number) => {

@@ -4,7 +4,7 @@ import {mkdtemp, readFile, rm} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import {loadModel, stepTokenBudget} from '../../src/serving/load-model.js'
+import {gatherShare, loadModel, stepTokenBudget} from '../../src/serving/load-model.js'
 import {readManifest} from '../../src/package/manifest.js'
 import {samplingParams} from '../../src/engine/sampling.js'
 import {synthFixture} from '../helpers/packages.js'
@@ -16,6 +16,14 @@ t.test('stepTokenBudget: host, device, override', async t => {
   t.equal(stepTokenBudget(true, {SPLASH_TOKEN_BUDGET: ' 300 '}), 300)
   t.equal(stepTokenBudget(true, {SPLASH_TOKEN_BUDGET: '4'}), 16, 'at least 16 (a verify block)')
   for (const bad of ['', '0', '-5', '1e3', 'many']) t.equal(stepTokenBudget(true, {SPLASH_TOKEN_BUDGET: bad}), 2048, `ignored: "${bad}"`)
+})
+
+t.test('gatherShare: on the host, off on a device backend, SPLASH_GATHER overrides', async t => {
+  t.equal(gatherShare(false, {}), 1 / 8, 'an eighth of a one-sequence decode step on the host')
+  t.equal(gatherShare(true, {}), 0, 'not measured on a device: off')
+  t.equal(gatherShare(false, {SPLASH_GATHER: 'off'}), 0)
+  t.equal(gatherShare(true, {SPLASH_GATHER: '1'}), 1 / 8)
+  t.equal(gatherShare(false, {SPLASH_GATHER: 'sometimes'}), 1 / 8, 'a value that does not parse: the default')
 })
 
 t.test('the engine loadModel builds chunks a prefill by the budget', async t => {
