@@ -44,7 +44,9 @@ t.test('every answer parses and validates within max_tokens; the budget says len
           // only a budget below the shortest instance may be refused
           const e = err as {status?: number; message?: string}
           t.equal(e.status, 400, `${where}: refused with 400`)
-          t.match(e.message, /takes \d+ tokens; raise max_tokens/, `${where}: says why`)
+          // in the API's own field: Responses calls it max_output_tokens
+          const field = api === 'responses' ? 'max_output_tokens' : 'max_tokens'
+          t.match(e.message, new RegExp(`takes \\d+ tokens; raise ${field}`), `${where}: says why`)
           continue
         }
         answered++
