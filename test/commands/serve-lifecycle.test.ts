@@ -4,8 +4,22 @@ import http from 'node:http'
 import net from 'node:net'
 import {startServe} from '../helpers/cli.js'
 
-/** Whether a streamed chat body has sent its first tokens: the generation is in flight. */
-const inFlight = (text: string) => (text.match(/"delta"/g) ?? []).length >= 3
+/**
+ * Collects what a streamed chat response sends through `source`; `act` runs once, when its first tokens are out
+ * (the generation is in flight). Returns the text so far.
+ */
+function watchStream(source: NodeJS.EventEmitter, act: () => void): () => string {
+  let text = ''
+  let acted = false
+  source.on('data', (d: Buffer | string) => {
+    text += d
+    if (!acted && (text.match(/"delta"/g) ?? []).length >= 3) {
+      acted = true
+      act()
+    }
+  })
+  return () => text
+}
 
 function connects(host: string, port: number): Promise<boolean> {
   return new Promise(resolve => {
@@ -30,17 +44,9 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       const req = http.request(
         {host: '127.0.0.1', port: server.port, method: 'POST', path: '/v1/chat/completions', headers: {'content-type': 'application/json'}},
         res => {
-          let text = ''
-          let signalled = false
-          res.on('data', d => {
-            text += d
-            // Signal once the first tokens have streamed: the generation is in flight.
-            if (!signalled && inFlight(text)) {
-              signalled = true
-              server.child.kill(signal)
-            }
-          })
-          res.on('end', () => resolve({status: res.statusCode ?? 0, body: text}))
+          // Signal once the first tokens have streamed: the generation is in flight.
+          const text = watchStream(res, () => server.child.kill(signal))
+          res.on('end', () => resolve({status: res.statusCode ?? 0, body: text()}))
         },
       )
       req.on('error', reject)
@@ -104,23 +110,17 @@ for (const signals of [['SIGTERM', 'SIGTERM'], ['SIGTERM', 'SIGTERM', 'SIGTERM']
       const req = http.request(
         {host: '127.0.0.1', port: server.port, method: 'POST', path: '/v1/chat/completions', headers: {'content-type': 'application/json'}},
         res => {
-          let text = ''
-          let signalled = false
-          res.on('data', d => {
-            text += d
-            if (!signalled && inFlight(text)) {
-              signalled = true
-              void (async () => {
-                for (const s of signals) {
-                  server.child.kill(s)
-                  await sleep(150)
-                }
-              })()
-            }
+          const text = watchStream(res, () => {
+            void (async () => {
+              for (const s of signals) {
+                server.child.kill(s)
+                await sleep(150)
+              }
+            })()
           })
-          res.on('end', () => resolve({body: text}))
-          res.on('error', () => resolve({body: text}))
-          res.on('aborted', () => resolve({body: text}))
+          res.on('end', () => resolve({body: text()}))
+          res.on('error', () => resolve({body: text()}))
+          res.on('aborted', () => resolve({body: text()}))
         },
       )
       req.on('error', reject)
@@ -151,19 +151,14 @@ t.test('SIGTERM while a stream runs: a request that arrives during the drain get
   const request = (body: string) =>
     `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
   const socket = net.connect(server.port, '127.0.0.1')
-  let text = ''
-  let signalled = false
-  socket.on('data', d => {
-    text += d
-    if (!signalled && inFlight(text)) {
-      signalled = true
-      server.child.kill('SIGTERM')
-      setTimeout(() => socket.write(request(next)), 300)
-    }
+  const received = watchStream(socket, () => {
+    server.child.kill('SIGTERM')
+    setTimeout(() => socket.write(request(next)), 300)
   })
   socket.write(request(stream))
   await new Promise(r => socket.on('close', r))
   const code = await server.exited
+  const text = received()
   t.match(text, /data: \[DONE\]/, 'the stream ran to its end')
   const second = text.slice(text.indexOf('data: [DONE]'))
   t.match(second, /HTTP\/1\.1 503/, 'the request read during the drain: 503')

@@ -2,6 +2,7 @@
 // comes back as its JSON text and whether the model ended it (rather than the token limit).
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
+import {startServe, type ServerProcess} from './cli.js'
 
 export type Api = 'chat' | 'responses' | 'messages'
 
@@ -25,6 +26,17 @@ export function clientsFor(url: string, model: string): Clients {
     anthropic: new Anthropic({baseURL: url, apiKey: 'unused', maxRetries: 0}),
     model,
   }
+}
+
+/** `splash serve` on a package, with clients for the model it serves (its id as /v1/models reports it). */
+export async function serveWithClients(pkg: string): Promise<{server: ServerProcess; c: Clients; stop(): Promise<void>}> {
+  const server = await startServe(['--model', pkg])
+  const model = ((await (await fetch(`${server.url}/v1/models`)).json()) as {data: Array<{id: string}>}).data[0]!.id
+  const stop = async () => {
+    server.child.kill('SIGTERM')
+    await server.exited
+  }
+  return {server, c: clientsFor(server.url, model), stop}
 }
 
 export interface Ask {

@@ -8,23 +8,17 @@
 import t, {type Test} from 'tap'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
-import {startServe, type ServerProcess} from '../helpers/cli.js'
 import {synthFixture} from '../helpers/packages.js'
 import {invalidity} from '../helpers/ajv.js'
-import {clientsFor, type Api, type Clients} from '../helpers/structured-clients.js'
+import {serveWithClients, type Api, type Clients} from '../helpers/structured-clients.js'
 
-let server: ServerProcess
 let c: Clients
+let stop: () => Promise<void>
 
 t.before(async () => {
-  server = await startServe(['--model', await synthFixture('tiny-hybrid', 'q4')])
-  const model = ((await (await fetch(`${server.url}/v1/models`)).json()) as {data: Array<{id: string}>}).data[0]!.id
-  c = clientsFor(server.url, model)
+  ;({c, stop} = await serveWithClients(await synthFixture('tiny-hybrid', 'q4')))
 })
-t.teardown(async () => {
-  server.child.kill('SIGTERM')
-  await server.exited
-})
+t.teardown(() => stop())
 
 type Schema = Record<string, unknown>
 interface Tool {

@@ -6,24 +6,20 @@
 import t from 'tap'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
-import {startServe, type ServerProcess} from '../helpers/cli.js'
+import type {ServerProcess} from '../helpers/cli.js'
 import {synthFixture} from '../helpers/packages.js'
 import {invalidity} from '../helpers/ajv.js'
 import {SCHEMAS, UNSUPPORTED} from '../helpers/schemas.js'
-import {ask, clientsFor, type Api, type Clients} from '../helpers/structured-clients.js'
+import {ask, serveWithClients, type Api, type Clients} from '../helpers/structured-clients.js'
 
 let server: ServerProcess
 let c: Clients
+let stop: () => Promise<void>
 
 t.before(async () => {
-  server = await startServe(['--model', await synthFixture('tiny-hybrid', 'q4')])
-  const model = ((await (await fetch(`${server.url}/v1/models`)).json()) as {data: Array<{id: string}>}).data[0]!.id
-  c = clientsFor(server.url, model)
+  ;({server, c, stop} = await serveWithClients(await synthFixture('tiny-hybrid', 'q4')))
 })
-t.teardown(async () => {
-  server.child.kill('SIGTERM')
-  await server.exited
-})
+t.teardown(() => stop())
 
 const APIS: Api[] = ['chat', 'responses', 'messages']
 const bounded = SCHEMAS.filter(s => s.bounded)
